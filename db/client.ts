@@ -1,0 +1,61 @@
+import { drizzle, type NodePgDatabase } from 'drizzle-orm/node-postgres';
+import pg from 'pg';
+import * as schema from './schema.js';
+
+export type Db = NodePgDatabase<typeof schema>;
+
+/** Thrown when Postgres hands back a bigint outside JavaScript's safe-integer range. */
+export class UnsafeBigintError extends Error {
+  override readonly name = 'UnsafeBigintError';
+  readonly code = 'unsafe_bigint';
+}
+
+function parseSafeBigint(value: string): number {
+  const n = Number(value);
+  if (!Number.isSafeInteger(n)) {
+    throw new UnsafeBigintError(
+      'a bigint column holds a value beyond 2^53−1, which JavaScript cannot represent exactly',
+    );
+  }
+  return n;
+}
+
+let typeParserInstalled = false;
+
+/** Options of {@link createDb}. */
+export interface DbOptions {
+  /** Most connections in the pool. Default 10. */
+  max?: number;
+  /** Name shown in `pg_stat_activity`. Default `cards-sync`. */
+  applicationName?: string;
+}
+
+export interface DbHandle {
+  db: Db;
+  pool: pg.Pool;
+  close(): Promise<void>;
+}
+
+/** A connection pool and its Drizzle handle. Bigints are read as numbers, guarded against overflow. */
+export function createDb(databaseUrl: string, options: DbOptions = {}): DbHandle {
+  if (!typeParserInstalled) {
+    // Drizzle reads int8 through pg's global parser, so the guard must be global too.
+    pg.types.setTypeParser(pg.types.builtins.INT8, parseSafeBigint);
+    typeParserInstalled = true;
+  }
+  const pool = new pg.Pool({
+    connectionString: databaseUrl,
+    max: options.max ?? 10,
+    application_name: options.applicationName ?? 'cards-sync',
+    connectionTimeoutMillis: 10_000,
+  });
+  // An idle client losing its connection must not crash the process; the next query reconnects.
+  pool.on('error', () => {});
+  return { db: drizzle(pool, { schema }), pool, close: () => pool.end() };
+}
+
+/** A transaction handle, for operations that must run inside one. */
+export type Tx = Parameters<Parameters<Db['transaction']>[0]>[0];
+
+/** Either the pool-backed handle or a transaction. */
+export type Executor = Db | Tx;

@@ -1,0 +1,81 @@
+import { existsSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { drizzle } from 'drizzle-orm/node-postgres';
+import { migrate } from 'drizzle-orm/node-postgres/migrator';
+import pg from 'pg';
+
+/** Arbitrary constant: the advisory lock that serialises concurrent `migrate` runs. */
+const MIGRATION_LOCK_KEY = 7_246_118_502;
+
+/** The committed migrations folder, found from here whether running from source or `dist/`. */
+export function migrationsFolder(): string {
+  let dir = dirname(fileURLToPath(import.meta.url));
+  for (let i = 0; i < 5; i++) {
+    const candidate = join(dir, 'db', 'migrations');
+    if (existsSync(join(candidate, 'meta', '_journal.json'))) return candidate;
+    if (existsSync(join(dir, 'migrations', 'meta', '_journal.json'))) return join(dir, 'migrations');
+    dir = dirname(dir);
+  }
+  throw new Error('db/migrations not found next to the installed cards-sync');
+}
+
+function quoteIdent(name: string): string {
+  return `"${name.replace(/"/g, '""')}"`;
+}
+
+/** Creates the database named in the URL when it does not exist; safe under concurrent callers. */
+export async function ensureDatabase(databaseUrl: string): Promise<boolean> {
+  const url = new URL(databaseUrl);
+  const name = decodeURIComponent(url.pathname.replace(/^\//, ''));
+  if (name === '') return false;
+  const probe = new pg.Client({ connectionString: databaseUrl });
+  try {
+    await probe.connect();
+    return false;
+  } catch (error) {
+    if ((error as { code?: string }).code !== '3D000') throw error;
+  } finally {
+    await probe.end().catch(() => {});
+  }
+  const adminUrl = new URL(databaseUrl);
+  adminUrl.pathname = '/postgres';
+  const admin = new pg.Client({ connectionString: adminUrl.toString() });
+  await admin.connect();
+  try {
+    await admin.query(`CREATE DATABASE ${quoteIdent(name)}`);
+    return true;
+  } catch (error) {
+    // 42P04: created meanwhile by another process; 23505: the same race seen on the catalog index.
+    const code = (error as { code?: string }).code;
+    if (code === '42P04' || code === '23505') return false;
+    throw error;
+  } finally {
+    await admin.end();
+  }
+}
+
+export interface MigrateResult {
+  createdDatabase: boolean;
+}
+
+/**
+ * Applies the committed Drizzle migrations. Creates the database if missing; several processes
+ * may run it at once (a session advisory lock lets one apply while the others wait, then find
+ * nothing left to do).
+ */
+export async function runMigrations(databaseUrl: string): Promise<MigrateResult> {
+  const createdDatabase = await ensureDatabase(databaseUrl);
+  const client = new pg.Client({ connectionString: databaseUrl, application_name: 'cards-sync migrate' });
+  await client.connect();
+  try {
+    await client.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK_KEY]);
+    // Drizzle's own notices ("schema already exists") are noise here.
+    await client.query('SET client_min_messages = warning');
+    await migrate(drizzle(client), { migrationsFolder: migrationsFolder() });
+    await client.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK_KEY]);
+  } finally {
+    await client.end();
+  }
+  return { createdDatabase };
+}

@@ -1,0 +1,225 @@
+import { Agent, errors, request } from 'undici';
+import type { ApiConfig } from '../config.js';
+import { redactExcerpt } from '../redact.js';
+import { InvalidResponse, parseCards, type SavedCard } from './schema.js';
+
+/** The largest body accepted from the API (DESIGN §5). */
+export const MAX_BODY_BYTES = 10 * 1024 * 1024;
+
+/** Whom to look up: a subscriber id or an e-mail address. */
+export type Target = { subscriberId: number } | { email: string };
+
+/**
+ * Every answer of the API as one typed outcome, one variant per row of DESIGN §5. The client
+ * never retries: the queue owns retries.
+ */
+export type FetchOutcome =
+  | { kind: 'ok'; status: number; cards: SavedCard[]; durationMs: number }
+  | { kind: 'not_found'; status: 404; durationMs: number }
+  | { kind: 'auth_rejected'; status: 401 | 403; message: string; durationMs: number }
+  | { kind: 'rate_limited'; status: 429; retryAfterMs: number; durationMs: number }
+  | { kind: 'transient'; code: TransientCode; status?: number; message: string; durationMs: number }
+  | { kind: 'rejected'; code: string; status: number; message: string; durationMs: number }
+  | { kind: 'invalid_response'; status: number; message: string; durationMs: number };
+
+export type TransientCode = 'http_5xx' | 'timeout' | 'connection' | 'aborted';
+
+/** Options of {@link createApiClient} beyond the API config. */
+export interface ApiClientOptions {
+  /** Most sockets kept open to the API. Default 64. */
+  connections?: number;
+  /** Idle time before a kept-alive socket is closed, ms. Default 30000. */
+  keepAliveTimeoutMs?: number;
+  /** Largest accepted body in bytes. Default {@link MAX_BODY_BYTES}. */
+  maxBodyBytes?: number;
+}
+
+export interface ApiClient {
+  /** Fetches and validates one subscriber's cards. Never throws for an API or network problem. */
+  fetchCards(target: Target, options?: { signal?: AbortSignal }): Promise<FetchOutcome>;
+  /** The request path for a target (for logs: it holds no secret). */
+  pathFor(target: Target): string;
+  close(): Promise<void>;
+}
+
+/** `Retry-After` as milliseconds: delta-seconds or an HTTP date; 1 s when absent or unreadable. */
+export function parseRetryAfter(value: string | string[] | undefined, now = Date.now()): number {
+  const raw = Array.isArray(value) ? value[0] : value;
+  if (raw === undefined || raw.trim() === '') return 1000;
+  const text = raw.trim();
+  if (/^\d+$/.test(text)) return Math.min(Number(text), 86_400) * 1000;
+  const date = Date.parse(text);
+  if (Number.isNaN(date)) return 1000;
+  return Math.min(Math.max(date - now, 0), 86_400_000);
+}
+
+export function createApiClient(config: ApiConfig, options: ApiClientOptions = {}): ApiClient {
+  const maxBodyBytes = options.maxBodyBytes ?? MAX_BODY_BYTES;
+  const base = config.baseUrl.replace(/\/+$/, '');
+  const prefix = config.pathStyle === 'sandbox' ? '/api/saved-cards' : '/api/saved-cards/subscriber';
+  const agent = new Agent({
+    connections: options.connections ?? 64,
+    keepAliveTimeout: options.keepAliveTimeoutMs ?? 30_000,
+    // The whole-request deadline below is the real limit; these only stop a socket that outlives it.
+    headersTimeout: config.timeoutMs + 1000,
+    bodyTimeout: config.timeoutMs + 1000,
+  });
+  const headers = {
+    accept: 'application/json',
+    'content-type': 'application/json',
+    'cache-control': 'no-cache',
+    authorization: `Apikey ${config.apiKey}`,
+  };
+
+  function pathFor(target: Target): string {
+    return 'subscriberId' in target
+      ? `${prefix}/${target.subscriberId}`
+      : `${prefix}/email/${encodeURIComponent(target.email)}`;
+  }
+
+  async function fetchCards(target: Target, opts: { signal?: AbortSignal } = {}): Promise<FetchOutcome> {
+    const started = performance.now();
+    const elapsed = () => Math.round(performance.now() - started);
+    const deadline = AbortSignal.timeout(config.timeoutMs);
+    const signal = opts.signal ? AbortSignal.any([deadline, opts.signal]) : deadline;
+    const secrets = [config.apiKey];
+    let status = 0;
+    try {
+      const response = await request(`${base}${pathFor(target)}`, {
+        method: 'GET',
+        headers,
+        signal,
+        dispatcher: agent,
+      });
+      status = response.statusCode;
+      const declared = Number(response.headers['content-length']);
+      if (Number.isFinite(declared) && declared > maxBodyBytes) {
+        response.body.destroy();
+        return {
+          kind: 'invalid_response',
+          status,
+          message: `the body is over ${maxBodyBytes} bytes (Content-Length ${declared})`,
+          durationMs: elapsed(),
+        };
+      }
+      const chunks: Buffer[] = [];
+      let size = 0;
+      for await (const chunk of response.body) {
+        size += (chunk as Buffer).length;
+        if (size > maxBodyBytes) {
+          response.body.destroy();
+          if (status < 200 || status > 299) break;
+          return {
+            kind: 'invalid_response',
+            status,
+            message: `the body is over ${maxBodyBytes} bytes`,
+            durationMs: elapsed(),
+          };
+        }
+        chunks.push(chunk as Buffer);
+      }
+      const text = Buffer.concat(chunks).toString('utf8');
+      const excerpt = () => {
+        const e = redactExcerpt(text, secrets);
+        return e === '' ? '' : `: ${e}`;
+      };
+      if (status >= 200 && status <= 299) {
+        let body: unknown;
+        try {
+          body = JSON.parse(text);
+        } catch {
+          return {
+            kind: 'invalid_response',
+            status,
+            message: 'the body is not valid JSON',
+            durationMs: elapsed(),
+          };
+        }
+        try {
+          const cards = parseCards(
+            body,
+            'subscriberId' in target ? { subscriberId: target.subscriberId } : {},
+          );
+          return { kind: 'ok', status, cards, durationMs: elapsed() };
+        } catch (error) {
+          if (error instanceof InvalidResponse) {
+            return { kind: 'invalid_response', status, message: error.message, durationMs: elapsed() };
+          }
+          throw error;
+        }
+      }
+      if (status === 404) return { kind: 'not_found', status, durationMs: elapsed() };
+      if (status === 401 || status === 403) {
+        return {
+          kind: 'auth_rejected',
+          status,
+          message: `HTTP ${status}${excerpt()}`,
+          durationMs: elapsed(),
+        };
+      }
+      if (status === 429) {
+        return {
+          kind: 'rate_limited',
+          status,
+          retryAfterMs: parseRetryAfter(response.headers['retry-after']),
+          durationMs: elapsed(),
+        };
+      }
+      if (status >= 500) {
+        return {
+          kind: 'transient',
+          code: 'http_5xx',
+          status,
+          message: `HTTP ${status}${excerpt()}`,
+          durationMs: elapsed(),
+        };
+      }
+      return {
+        kind: 'rejected',
+        code: `http_${status}`,
+        status,
+        message: `HTTP ${status}${excerpt()}`,
+        durationMs: elapsed(),
+      };
+    } catch (error) {
+      return classifyNetworkError(error, {
+        status,
+        deadline,
+        timeoutMs: config.timeoutMs,
+        elapsed: elapsed(),
+      });
+    }
+  }
+
+  return { fetchCards, pathFor, close: () => agent.close() };
+}
+
+function classifyNetworkError(
+  error: unknown,
+  ctx: { status: number; deadline: AbortSignal; timeoutMs: number; elapsed: number },
+): FetchOutcome {
+  const base = { durationMs: ctx.elapsed, ...(ctx.status ? { status: ctx.status } : {}) };
+  if (ctx.deadline.aborted) {
+    return {
+      kind: 'transient',
+      code: 'timeout',
+      message: `no complete answer within ${ctx.timeoutMs} ms`,
+      ...base,
+    };
+  }
+  if (error instanceof errors.RequestAbortedError || (error as Error)?.name === 'AbortError') {
+    return { kind: 'transient', code: 'aborted', message: 'the request was cancelled', ...base };
+  }
+  if (error instanceof errors.HeadersTimeoutError || error instanceof errors.BodyTimeoutError) {
+    return { kind: 'transient', code: 'timeout', message: 'the API stopped answering mid-request', ...base };
+  }
+  const code =
+    (error as NodeJS.ErrnoException)?.code ?? (error as { cause?: NodeJS.ErrnoException })?.cause?.code;
+  // Only the error code travels on: a message could quote a URL, and the e-mail is in the URL.
+  return {
+    kind: 'transient',
+    code: 'connection',
+    message: `connection failed (${code ?? 'unknown error'})`,
+    ...base,
+  };
+}

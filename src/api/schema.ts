@@ -1,0 +1,147 @@
+import { z } from 'zod';
+
+/** One saved card record as the API returns it, after validation (DESIGN §1). */
+export interface SavedCard {
+  id: number;
+  cardToken: string;
+  binNumber: string;
+  cardFamily: string;
+  cardBankCode: number;
+  cardBankName: string;
+  subscriberId: number;
+  companyId: number;
+  /** The original ISO 8601 string with its numeric offset. */
+  createDate: string;
+}
+
+/** `dddd-xxxx-xxxx-dddd`: first four and last four digits, two masked groups. */
+export const MASKED_BIN = /^\d{4}-[xX*]{4}-[xX*]{4}-\d{4}$/;
+const CREATE_DATE = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.\d{1,9})?([+-])(\d{2}):(\d{2})$/;
+
+/** True when the string is a real date-time of the `YYYY-MM-DDThh:mm:ss+hh:mm` shape. */
+export function isCreateDate(value: string): boolean {
+  const m = CREATE_DATE.exec(value);
+  if (!m) return false;
+  const [year, month, day, hour, minute, second, , offH, offM] = m.slice(1).map(Number) as number[];
+  if (month! < 1 || month! > 12 || hour! > 23 || minute! > 59 || second! > 59) return false;
+  if (offH! > 14 || offM! > 59) return false;
+  const daysInMonth = new Date(Date.UTC(year!, month!, 0)).getUTCDate();
+  return day! >= 1 && day! <= daysInMonth;
+}
+
+/** True when a string holds 12 or more digits: it could be (part of) a full card number. */
+function couldBeCardNumber(value: string): boolean {
+  return (value.match(/\d/g)?.length ?? 0) >= 12;
+}
+
+const noNul = (v: string) => !v.includes('\u0000');
+
+const safeInt = z.number().refine(Number.isSafeInteger, 'must be a whole number within ±(2^53−1)');
+const str = z.string().refine(noNul, 'must not contain a NUL character');
+
+const recordSchema = z.object({
+  id: safeInt,
+  cardToken: str.refine((v) => v.length > 0, 'must not be empty'),
+  binNumber: z
+    .string()
+    .refine((v) => MASKED_BIN.test(v), 'must be a masked card number shaped dddd-xxxx-xxxx-dddd'),
+  cardFamily: str,
+  cardBankCode: safeInt,
+  cardBankName: str,
+  subscriberId: safeInt,
+  companyId: safeInt,
+  createDate: z.string().refine(isCreateDate, 'must be a date-time shaped YYYY-MM-DDThh:mm:ss+hh:mm'),
+});
+
+const FIELDS = Object.keys(recordSchema.shape) as (keyof SavedCard)[];
+
+/** Why an answer was refused; the message names record index and field, never the value. */
+export class InvalidResponse extends Error {
+  override readonly name = 'InvalidResponse';
+  readonly code = 'invalid_response';
+}
+
+function fieldProblem(
+  record: Record<string, unknown>,
+  field: keyof SavedCard,
+  index: number,
+): string | undefined {
+  if (!(field in record)) return `record ${index}: field "${field}" is missing`;
+  const value = record[field];
+  const result = recordSchema.shape[field].safeParse(value);
+  if (result.success) return undefined;
+  const issue = result.error.issues[0];
+  if (field === 'binNumber' && typeof value === 'string' && couldBeCardNumber(value)) {
+    return `record ${index}: field "binNumber" looks like a full card number; only masked numbers are accepted`;
+  }
+  if (issue?.code === 'invalid_type') {
+    const got = value === null ? 'null' : Array.isArray(value) ? 'array' : typeof value;
+    const want =
+      field === 'id' || field === 'cardBankCode' || field === 'subscriberId' || field === 'companyId'
+        ? 'integer'
+        : 'string';
+    return `record ${index}: field "${field}" must be ${want === 'integer' ? 'an integer' : 'a string'}, got ${got}`;
+  }
+  if (field === 'id' || field === 'cardBankCode' || field === 'subscriberId' || field === 'companyId') {
+    return `record ${index}: field "${field}" must be a whole number within ±(2^53−1)`;
+  }
+  return `record ${index}: field "${field}" ${issue?.message ?? 'is invalid'}`;
+}
+
+/** What the answer is expected to describe. */
+export interface Expectation {
+  /** For an id lookup: every record must carry this subscriberId. */
+  subscriberId?: number;
+}
+
+/**
+ * Validates a parsed JSON body against DESIGN §1 and returns the cards, or throws
+ * {@link InvalidResponse} with the first problem found. Unknown extra fields are dropped.
+ */
+export function parseCards(body: unknown, expect: Expectation = {}): SavedCard[] {
+  if (!Array.isArray(body)) {
+    const got = body === null ? 'null' : typeof body;
+    throw new InvalidResponse(`the answer must be a JSON array of saved cards, got ${got}`);
+  }
+  const cards: SavedCard[] = [];
+  const seen = new Map<number, number>();
+  for (let index = 0; index < body.length; index++) {
+    const record: unknown = body[index];
+    if (record === null || typeof record !== 'object' || Array.isArray(record)) {
+      throw new InvalidResponse(`record ${index}: must be an object`);
+    }
+    const r = record as Record<string, unknown>;
+    for (const field of FIELDS) {
+      const problem = fieldProblem(r, field, index);
+      if (problem) throw new InvalidResponse(problem);
+    }
+    const card: SavedCard = {
+      id: r.id as number,
+      cardToken: r.cardToken as string,
+      binNumber: r.binNumber as string,
+      cardFamily: r.cardFamily as string,
+      cardBankCode: r.cardBankCode as number,
+      cardBankName: r.cardBankName as string,
+      subscriberId: r.subscriberId as number,
+      companyId: r.companyId as number,
+      createDate: r.createDate as string,
+    };
+    const earlier = seen.get(card.id);
+    if (earlier !== undefined) {
+      throw new InvalidResponse(`record ${index}: field "id" repeats the id of record ${earlier}`);
+    }
+    seen.set(card.id, index);
+    if (expect.subscriberId !== undefined && card.subscriberId !== expect.subscriberId) {
+      throw new InvalidResponse(
+        `record ${index}: field "subscriberId" names another subscriber than the one requested`,
+      );
+    }
+    if (index > 0 && card.subscriberId !== cards[0]!.subscriberId) {
+      throw new InvalidResponse(
+        `record ${index}: field "subscriberId" differs from record 0; one answer must describe one subscriber`,
+      );
+    }
+    cards.push(card);
+  }
+  return cards;
+}

@@ -1,0 +1,260 @@
+import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
+import { createDb } from '../db/client.js';
+import { runMigrations } from '../db/migrate.js';
+import { createApiClient, type Target } from './api/client.js';
+import { type Config, loadConfig, requireApi } from './config.js';
+import { ConfigError } from './errors.js';
+import { createLogger } from './logger.js';
+import { createMockApi } from './mock-api/server.js';
+import { onShutdown } from './shutdown.js';
+import { type SyncResult, syncSubscriber } from './sync/sync-subscriber.js';
+import { parseEmail, parseSubscriberId, TargetError } from './targets.js';
+
+/** Where a command writes; tests pass their own. */
+export interface Io {
+  env: Record<string, string | undefined>;
+  out: (line: string) => void;
+  err: (line: string) => void;
+}
+
+/** A failure the user can act on: one line, and the exit code. */
+export class CliError extends Error {
+  override readonly name = 'CliError';
+  constructor(
+    message: string,
+    readonly exitCode: 1 | 2,
+  ) {
+    super(message);
+  }
+}
+
+function describeDbError(error: unknown, databaseUrl: string): string | undefined {
+  const code = (error as { code?: string }).code;
+  let where = 'Postgres';
+  try {
+    const u = new URL(databaseUrl);
+    where = `Postgres at ${u.hostname}:${u.port || '5432'}${u.pathname}`;
+  } catch {}
+  if (code === 'ECONNREFUSED' || code === 'ENOTFOUND' || code === 'ETIMEDOUT' || code === 'EAI_AGAIN') {
+    return `cannot reach ${where} (${code}); start it (docker compose up -d postgres) or set DATABASE_URL`;
+  }
+  if (code === '3D000') return `${where} does not exist; run \`cards-sync migrate\` first`;
+  if (code === '42P01') return `the tables are missing in ${where}; run \`cards-sync migrate\` first`;
+  if (code === '28P01' || code === '28000')
+    return `${where} refused the login; check the user and password in DATABASE_URL`;
+  return undefined;
+}
+
+export async function cmdMigrate(config: Config, io: Io): Promise<number> {
+  try {
+    const { createdDatabase } = await runMigrations(config.databaseUrl);
+    io.out(createdDatabase ? 'created the database and applied migrations' : 'migrations are up to date');
+    return 0;
+  } catch (error) {
+    throw new CliError(
+      describeDbError(error, config.databaseUrl) ?? `migrate failed: ${(error as Error).message}`,
+      1,
+    );
+  }
+}
+
+function formatResult(result: SyncResult, target: Target): string {
+  const who =
+    result.subscriberId !== null ? `subscriber ${result.subscriberId}` : 'subscriber (unknown e-mail)';
+  const run = `sync run ${result.syncRunId}, ${result.durationMs} ms`;
+  if (result.status === 'succeeded') {
+    const c = result.counts;
+    return (
+      `succeeded  ${who}: ${c.cardsSeen} cards seen; inserted ${c.inserted}, updated ${c.updated}, ` +
+      `unchanged ${c.unchanged}, removed ${c.removed}, restored ${c.restored}  (${run})`
+    );
+  }
+  const hint =
+    result.status === 'auth_rejected'
+      ? '; fix CARDS_API_KEY (or CARDS_API_KEY_FILE) and try again'
+      : result.retryable
+        ? '; transient, worth retrying'
+        : '';
+  void target;
+  return `${result.status}  ${who}: ${result.errorMessage ?? result.errorCode}${hint}  (${run})`;
+}
+
+export async function cmdSync(
+  config: Config,
+  io: Io,
+  target: Target,
+  options: { json?: boolean },
+): Promise<number> {
+  const apiConfig = requireApi(config);
+  const logger = createLogger({ level: config.logLevel });
+  const api = createApiClient(apiConfig, { connections: 1 });
+  const handle = createDb(config.databaseUrl, { max: 2 });
+  try {
+    const result = await syncSubscriber({ db: handle.db, api, logger }, { target, trigger: 'cli' });
+    io.out(options.json ? JSON.stringify(result) : formatResult(result, target));
+    return result.status === 'succeeded' ? 0 : 1;
+  } catch (error) {
+    throw new CliError(
+      describeDbError(error, config.databaseUrl) ?? `sync failed: ${(error as Error).message}`,
+      1,
+    );
+  } finally {
+    await Promise.all([api.close(), handle.close()]);
+  }
+}
+
+export interface MockApiCliOptions {
+  port: number;
+  host: string;
+  apiKey?: string;
+  latencyMs: number;
+  failRate: number;
+  notFoundEvery: number;
+  cardsPerSubscriber?: number;
+  generation: number;
+}
+
+export async function cmdMockApi(io: Io, options: MockApiCliOptions): Promise<number> {
+  const apiKey = options.apiKey ?? io.env.CARDS_API_KEY;
+  const mock = createMockApi({
+    ...(apiKey ? { apiKey } : {}),
+    latencyMs: options.latencyMs,
+    failRate: options.failRate,
+    notFoundEvery: options.notFoundEvery,
+    ...(options.cardsPerSubscriber !== undefined ? { cardsPerSubscriber: options.cardsPerSubscriber } : {}),
+    generation: options.generation,
+  });
+  try {
+    await mock.start(options.port, options.host);
+  } catch (error) {
+    throw new CliError(
+      `mock API cannot listen on ${options.host}:${options.port}: ${(error as Error).message}`,
+      1,
+    );
+  }
+  io.out(`mock API listening on ${mock.url} (${apiKey ? 'checks the API key' : 'accepts any API key'})`);
+  return new Promise<number>(() => {
+    onShutdown(async () => {
+      await mock.stop();
+      return 0;
+    }, 5000);
+  });
+}
+
+const intArg =
+  (name: string, min: number, max: number) =>
+  (value: string): number => {
+    if (!/^\d+$/.test(value) || Number(value) < min || Number(value) > max) {
+      throw new InvalidArgumentError(`${name} must be a whole number from ${min} to ${max}`);
+    }
+    return Number(value);
+  };
+
+const targetArg =
+  <T>(parse: (raw: string) => T) =>
+  (value: string): T => {
+    try {
+      return parse(value);
+    } catch (error) {
+      if (error instanceof TargetError) throw new InvalidArgumentError(error.message);
+      throw error;
+    }
+  };
+
+/** The `cards-sync` program. Each action sets `exitCode`; nothing runs at import time. */
+export function buildProgram(io: Io, state: { exitCode: number }): Command {
+  const program = new Command('cards-sync')
+    .description('Keeps a Postgres copy of every subscriber’s saved cards from the Saved Cards Lookup API')
+    .showHelpAfterError('(run cards-sync --help for usage)')
+    .configureOutput({ writeOut: (s) => io.out(s.trimEnd()), writeErr: (s) => io.err(s.trimEnd()) })
+    .exitOverride();
+
+  program
+    .command('migrate')
+    .description('apply database migrations (creates the database if missing)')
+    .action(async () => {
+      state.exitCode = await cmdMigrate(loadConfig(io.env), io);
+    });
+
+  program
+    .command('sync')
+    .description('sync one subscriber now, in-process, and print the outcome')
+    .addOption(
+      new Option('--id <id>', 'subscriber id').argParser(targetArg(parseSubscriberId)).conflicts('email'),
+    )
+    .addOption(new Option('--email <email>', 'subscriber e-mail').argParser(targetArg(parseEmail)))
+    .option('--json', 'print the outcome as one JSON line')
+    .action(async (opts: { id?: number; email?: string; json?: boolean }) => {
+      if (opts.id === undefined && opts.email === undefined) {
+        throw new CliError('sync needs --id N or --email E', 2);
+      }
+      const target: Target = opts.id !== undefined ? { subscriberId: opts.id } : { email: opts.email! };
+      state.exitCode = await cmdSync(loadConfig(io.env), io, target, { json: opts.json ?? false });
+    });
+
+  program
+    .command('mock-api')
+    .description('run a local sandbox of the Saved Cards API with deterministic data')
+    .option('--port <port>', 'port to listen on', intArg('--port', 0, 65_535), 4010)
+    .option('--host <host>', 'address to bind', '127.0.0.1')
+    .option('--api-key <key>', 'accepted API key (default: CARDS_API_KEY, else any key)')
+    .option('--latency-ms <ms>', 'delay before each answer', intArg('--latency-ms', 0, 600_000), 0)
+    .option(
+      '--fail-rate <ratio>',
+      'share of requests answered 503 (0 to 1)',
+      (v: string) => {
+        const n = Number(v);
+        if (!/^\d*\.?\d+$/.test(v) || n > 1)
+          throw new InvalidArgumentError('--fail-rate must be a number from 0 to 1');
+        return n;
+      },
+      0,
+    )
+    .option(
+      '--not-found-every <n>',
+      'ids divisible by n answer 404 (0 = never)',
+      intArg('--not-found-every', 0, 1e9),
+      0,
+    )
+    .option(
+      '--cards-per-subscriber <n>',
+      'cards per subscriber (default 1 to 4)',
+      intArg('--cards-per-subscriber', 0, 100_000),
+    )
+    .option(
+      '--generation <n>',
+      'a different generation changes tokens and bank names',
+      intArg('--generation', 0, 1e6),
+      0,
+    )
+    .action(async (opts: MockApiCliOptions) => {
+      state.exitCode = await cmdMockApi(io, opts);
+    });
+
+  return program;
+}
+
+/** Runs the CLI; returns the exit code (0 success, 1 runtime failure, 2 usage or configuration). */
+export async function run(argv: string[], io: Io): Promise<number> {
+  const state = { exitCode: 0 };
+  const program = buildProgram(io, state);
+  try {
+    await program.parseAsync(argv, { from: 'user' });
+    return state.exitCode;
+  } catch (error) {
+    if (error instanceof CommanderError) {
+      // help and version are not errors
+      return error.exitCode === 0 ? 0 : 2;
+    }
+    if (error instanceof ConfigError) {
+      io.err(`cards-sync: ${error.message}`);
+      return 2;
+    }
+    if (error instanceof CliError) {
+      io.err(`cards-sync: ${error.message}`);
+      return error.exitCode;
+    }
+    io.err(`cards-sync: unexpected failure: ${(error as Error)?.message ?? String(error)}`);
+    return 1;
+  }
+}

@@ -1,0 +1,257 @@
+import { readFileSync } from 'node:fs';
+import { z } from 'zod';
+import { ConfigError } from './errors.js';
+
+export type PathStyle = 'standard' | 'sandbox';
+export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+
+/** Settings of the Saved Cards API client. */
+export interface ApiConfig {
+  /** `CARDS_API_BASE_URL`: origin (and optional path prefix) of the API, no default. */
+  baseUrl: string;
+  /** `CARDS_API_KEY` or the content of `CARDS_API_KEY_FILE`; a secret, never logged. */
+  apiKey: string;
+  /** `CARDS_API_PATH_STYLE`: `standard` (default) or `sandbox` (paths without `subscriber`). */
+  pathStyle: PathStyle;
+  /** `CARDS_API_TIMEOUT_MS`: whole-request deadline in ms. Default 10000. */
+  timeoutMs: number;
+}
+
+/** The whole validated configuration of a cards-sync process (DESIGN §2). */
+export interface Config {
+  /** `DATABASE_URL`. Default `postgres://postgres:postgres@127.0.0.1:5432/cards_sync`. */
+  databaseUrl: string;
+  /** `REDIS_URL`. Default `redis://127.0.0.1:6379`. */
+  redisUrl: string;
+  /** API settings; `undefined` when `CARDS_API_BASE_URL` and the key are both unset. */
+  api: ApiConfig | undefined;
+  /** `SYNC_CONCURRENCY`: jobs in flight per worker process. Default 16. */
+  syncConcurrency: number;
+  /** `SYNC_RATE_LIMIT_PER_SEC`: API requests per second across all workers; 0 = none (default). */
+  syncRateLimitPerSec: number;
+  /** `SYNC_ATTEMPTS`: attempts for transient failures. Default 5. */
+  syncAttempts: number;
+  /** `REFRESH_CRON`: nightly refresh schedule, 5-field cron. Default `0 2 * * *`. */
+  refreshCron: string;
+  /** `REFRESH_TZ`: time zone of the schedule. Default `UTC`. */
+  refreshTz: string;
+  /** `QUEUE_PREFIX`: BullMQ key prefix. Default `bull`. */
+  queuePrefix: string;
+  /** `ADMIN_HOST`. Default `127.0.0.1`. */
+  adminHost: string;
+  /** `ADMIN_PORT`. Default 3000. */
+  adminPort: number;
+  /** `ADMIN_TOKEN`: bearer token of the admin server's write routes; unset = those routes are off. */
+  adminToken: string | undefined;
+  /** `LOG_LEVEL`: pino level. Default `info`. */
+  logLevel: LogLevel;
+}
+
+export const DEFAULT_DATABASE_URL = 'postgres://postgres:postgres@127.0.0.1:5432/cards_sync';
+export const DEFAULT_REDIS_URL = 'redis://127.0.0.1:6379';
+
+type Env = Record<string, string | undefined>;
+
+/** An empty or all-blank value counts as unset; surrounding blanks are dropped. */
+const text = z.preprocess(
+  (v) => (typeof v === 'string' && v.trim() !== '' ? v.trim() : undefined),
+  z.string().optional(),
+);
+
+const whole = (min: number, max: number) =>
+  z.preprocess(
+    (v) => (typeof v === 'string' && v.trim() !== '' ? v.trim() : undefined),
+    z.string().regex(/^\d+$/).transform(Number).pipe(z.number().int().min(min).max(max)).optional(),
+  );
+
+const urlOf = (...protocols: string[]) =>
+  text.refine((v) => {
+    if (v === undefined) return true;
+    try {
+      return protocols.includes(new URL(v).protocol);
+    } catch {
+      return false;
+    }
+  });
+
+const isTimeZone = (tz: string) => {
+  try {
+    new Intl.DateTimeFormat('en', { timeZone: tz });
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+/**
+ * Every variable of DESIGN §2: its schema, what a good value looks like (for the error line) and
+ * whether its value may be echoed back (never for secrets or URLs that may carry a password).
+ */
+const variables = {
+  DATABASE_URL: {
+    schema: urlOf('postgres:', 'postgresql:'),
+    expect: 'a URL like postgres://user@host:5432/db',
+    echo: false,
+  },
+  REDIS_URL: { schema: urlOf('redis:', 'rediss:'), expect: 'a URL like redis://host:6379', echo: false },
+  CARDS_API_BASE_URL: {
+    schema: urlOf('http:', 'https:'),
+    expect: 'an http(s) URL like https://api.example.com',
+    echo: false,
+  },
+  CARDS_API_KEY: {
+    // The key goes into an HTTP header: refuse what a header cannot carry rather than fail per request.
+    schema: text.refine((v) => v === undefined || /^[\x21-\x7e]+$/.test(v)),
+    expect: 'printable ASCII without spaces (it is sent in the Authorization header)',
+    echo: false,
+  },
+  CARDS_API_KEY_FILE: { schema: text, expect: 'the path of a file holding the API key', echo: true },
+  CARDS_API_PATH_STYLE: {
+    schema: z.preprocess((v) => (v === '' ? undefined : v), z.enum(['standard', 'sandbox']).optional()),
+    expect: 'standard or sandbox',
+    echo: true,
+  },
+  CARDS_API_TIMEOUT_MS: {
+    schema: whole(1, 600_000),
+    expect: 'a whole number of milliseconds from 1 to 600000',
+    echo: true,
+  },
+  SYNC_CONCURRENCY: { schema: whole(1, 1000), expect: 'a whole number of jobs from 1 to 1000', echo: true },
+  SYNC_RATE_LIMIT_PER_SEC: {
+    schema: whole(0, 100_000),
+    expect: 'a whole number of requests per second from 0 (no limit) to 100000',
+    echo: true,
+  },
+  SYNC_ATTEMPTS: { schema: whole(1, 100), expect: 'a whole number of attempts from 1 to 100', echo: true },
+  REFRESH_CRON: {
+    schema: text.refine(
+      (v) => v === undefined || (v.split(/\s+/).length === 5 && /^[\d*/,\-A-Za-z?LW#\s]+$/.test(v)),
+    ),
+    expect: 'a 5-field cron expression such as "0 2 * * *"',
+    echo: true,
+  },
+  REFRESH_TZ: {
+    schema: text.refine((v) => v === undefined || isTimeZone(v)),
+    expect: 'an IANA time zone such as UTC or Europe/Istanbul',
+    echo: true,
+  },
+  QUEUE_PREFIX: {
+    schema: text.refine((v) => v === undefined || /^[\w{}:.-]{1,64}$/.test(v)),
+    expect: 'at most 64 letters, digits or _ - . : { }',
+    echo: true,
+  },
+  ADMIN_HOST: {
+    schema: text.refine((v) => v === undefined || /^[\w.:[\]-]{1,253}$/.test(v)),
+    expect: 'a host name or IP address',
+    echo: true,
+  },
+  ADMIN_PORT: { schema: whole(0, 65_535), expect: 'a port number from 0 to 65535', echo: true },
+  ADMIN_TOKEN: {
+    schema: text.refine((v) => v === undefined || /^[\x21-\x7e]{16,}$/.test(v)),
+    expect: 'at least 16 printable characters without spaces; generate one with `openssl rand -hex 24`',
+    echo: false,
+  },
+  LOG_LEVEL: {
+    schema: z.preprocess(
+      (v) => (v === '' ? undefined : v),
+      z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).optional(),
+    ),
+    expect: 'one of fatal, error, warn, info, debug, trace, silent',
+    echo: true,
+  },
+} as const;
+
+type Variables = typeof variables;
+
+const envSchema = z.object(
+  Object.fromEntries(Object.entries(variables).map(([name, v]) => [name, v.schema])) as {
+    [K in keyof Variables]: Variables[K]['schema'];
+  },
+);
+
+type Parsed = z.output<typeof envSchema>;
+
+function readApiKeyFile(path: string): string {
+  let content: string;
+  try {
+    content = readFileSync(path, 'utf8');
+  } catch (error) {
+    const reason = (error as NodeJS.ErrnoException).code ?? 'unreadable';
+    throw new ConfigError(
+      `CARDS_API_KEY_FILE names a file that cannot be read (${reason}): ${path}`,
+      'CARDS_API_KEY_FILE',
+    );
+  }
+  const key = content.trim();
+  if (key === '')
+    throw new ConfigError(`CARDS_API_KEY_FILE names an empty file: ${path}`, 'CARDS_API_KEY_FILE');
+  if (!/^[\x21-\x7e]+$/.test(key)) {
+    throw new ConfigError(
+      'CARDS_API_KEY_FILE holds characters an HTTP header cannot carry (spaces or non-ASCII)',
+      'CARDS_API_KEY_FILE',
+    );
+  }
+  return key;
+}
+
+/**
+ * Turns an environment into one validated {@link Config}. Rejects bad values rather than falling
+ * back to defaults; throws {@link ConfigError} with one line naming the first bad variable.
+ */
+export function loadConfig(env: Env): Config {
+  const result = envSchema.safeParse(env);
+  if (!result.success) {
+    const name = String(result.error.issues[0]?.path[0]) as keyof Variables;
+    const spec = variables[name];
+    const raw = env[name]?.trim() ?? '';
+    const got = spec.echo ? ` (got "${raw.slice(0, 60)}")` : '';
+    throw new ConfigError(`${name} must be ${spec.expect}${got}`, name);
+  }
+  const e: Parsed = result.data;
+  if (e.CARDS_API_KEY !== undefined && e.CARDS_API_KEY_FILE !== undefined) {
+    throw new ConfigError('set only one of CARDS_API_KEY and CARDS_API_KEY_FILE, not both', 'CARDS_API_KEY');
+  }
+  const apiKey = e.CARDS_API_KEY_FILE !== undefined ? readApiKeyFile(e.CARDS_API_KEY_FILE) : e.CARDS_API_KEY;
+  const baseUrl = e.CARDS_API_BASE_URL;
+  return {
+    databaseUrl: e.DATABASE_URL ?? DEFAULT_DATABASE_URL,
+    redisUrl: e.REDIS_URL ?? DEFAULT_REDIS_URL,
+    api:
+      baseUrl === undefined && apiKey === undefined
+        ? undefined
+        : {
+            baseUrl: baseUrl ?? '',
+            apiKey: apiKey ?? '',
+            pathStyle: e.CARDS_API_PATH_STYLE ?? 'standard',
+            timeoutMs: e.CARDS_API_TIMEOUT_MS ?? 10_000,
+          },
+    syncConcurrency: e.SYNC_CONCURRENCY ?? 16,
+    syncRateLimitPerSec: e.SYNC_RATE_LIMIT_PER_SEC ?? 0,
+    syncAttempts: e.SYNC_ATTEMPTS ?? 5,
+    refreshCron: e.REFRESH_CRON?.split(/\s+/).join(' ') ?? '0 2 * * *',
+    refreshTz: e.REFRESH_TZ ?? 'UTC',
+    queuePrefix: e.QUEUE_PREFIX ?? 'bull',
+    adminHost: e.ADMIN_HOST ?? '127.0.0.1',
+    adminPort: e.ADMIN_PORT ?? 3000,
+    adminToken: e.ADMIN_TOKEN,
+    logLevel: e.LOG_LEVEL ?? 'info',
+  };
+}
+
+/** The API settings, for commands that call the API; throws {@link ConfigError} when incomplete. */
+export function requireApi(config: Config): ApiConfig {
+  const api = config.api;
+  if (api === undefined || api.baseUrl === '') {
+    throw new ConfigError(
+      'CARDS_API_BASE_URL is not set; set it to the API origin, e.g. https://api.example.com',
+      'CARDS_API_BASE_URL',
+    );
+  }
+  if (api.apiKey === '') {
+    throw new ConfigError(
+      'CARDS_API_KEY is not set; set CARDS_API_KEY or CARDS_API_KEY_FILE (a file holding the key)',
+      'CARDS_API_KEY',
+    );
+  }
+  return api;
+}

@@ -1,0 +1,14 @@
+import { run } from './cli.js';
+
+// The process entry point: the only module with side effects at import time.
+process.on('uncaughtException', (error) => {
+  process.stderr.write(`cards-sync: fatal: ${error.message}\n`);
+  process.exit(1);
+});
+
+const code = await run(process.argv.slice(2), {
+  env: process.env,
+  out: (line) => process.stdout.write(`${line}\n`),
+  err: (line) => process.stderr.write(`${line}\n`),
+});
+process.exitCode = code;

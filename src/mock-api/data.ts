@@ -1,0 +1,65 @@
+import { createHash } from 'node:crypto';
+import type { SavedCard } from '../api/schema.js';
+
+/** Options of the deterministic data set. */
+export interface MockDataOptions {
+  /** Cards per subscriber; `undefined` = 1 to 4, chosen by the subscriber id. */
+  cardsPerSubscriber?: number;
+  /** Changes every token and bank name, as if the upstream data moved on. Default 0. */
+  generation?: number;
+}
+
+const BANKS = [
+  { code: 100100000, name: 'AKBA', bin: '4761' },
+  { code: 100200000, name: 'GARANTI', bin: '5400' },
+  { code: 100300000, name: 'YAPIKREDI', bin: '4506' },
+  { code: 100400000, name: 'ISBANK', bin: '4508' },
+  { code: 100500000, name: 'ZIRAAT', bin: '5170' },
+];
+const FAMILIES = ['Bonus', 'World', 'Axess', 'Maximum', ''];
+
+function digest(...parts: (string | number)[]): Buffer {
+  return createHash('sha256').update(parts.join('|')).digest();
+}
+
+/** The subscriber an e-mail stands for: `subscriber-<id>@…` or `…+<id>@…` name it; others hash. */
+export function subscriberIdForEmail(email: string): number {
+  const named = /^(?:subscriber-(\d{1,15})|[^@]*\+(\d{1,15}))@/i.exec(email);
+  const id = Number(named?.[1] ?? named?.[2]);
+  if (Number.isSafeInteger(id) && id > 0) return id;
+  return (digest('email', email.toLowerCase()).readUInt32BE(0) % 900_000_000) + 100_000_000;
+}
+
+function cardId(subscriberId: number, k: number): number {
+  const candidate = subscriberId * 16 + k;
+  return Number.isSafeInteger(candidate) ? candidate : subscriberId - k;
+}
+
+/** The cards the sandbox reports for a subscriber: a few, stable across runs. */
+export function cardsFor(subscriberId: number, options: MockDataOptions = {}): SavedCard[] {
+  const generation = options.generation ?? 0;
+  const seed = digest('subscriber', subscriberId);
+  const count = options.cardsPerSubscriber ?? 1 + (seed[0]! % 4);
+  const cards: SavedCard[] = [];
+  for (let k = 0; k < count; k++) {
+    const h = digest('card', subscriberId, k);
+    const bank = BANKS[h[0]! % BANKS.length]!;
+    const last4 = String(h.readUInt16BE(1) % 10_000).padStart(4, '0');
+    const day = new Date(
+      Date.UTC(2019, 0, 1) + (h.readUInt32BE(3) % (6 * 365)) * 86_400_000 + (h[7]! % 86_400) * 1000,
+    );
+    const createDate = `${day.toISOString().slice(0, 19)}+03:00`;
+    cards.push({
+      id: cardId(subscriberId, k),
+      cardToken: digest('token', subscriberId, k, generation).toString('hex').slice(0, 32),
+      binNumber: `${bank.bin}-xxxx-xxxx-${last4}`,
+      cardFamily: FAMILIES[h[8]! % FAMILIES.length]!,
+      cardBankCode: bank.code,
+      cardBankName: generation === 0 ? bank.name : `${bank.name}-${generation}`,
+      subscriberId,
+      companyId: h[9]! % 3 === 0 ? -1 : (h[9]! % 50) + 1,
+      createDate,
+    });
+  }
+  return cards;
+}

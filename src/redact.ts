@@ -1,0 +1,21 @@
+/**
+ * Turns an arbitrary upstream body into a short excerpt that is safe for a log line or the
+ * `error_message` column: control characters folded, anything shaped like a card number, a card
+ * token or the API key replaced.
+ */
+export function redactExcerpt(body: string, secrets: readonly string[] = [], max = 160): string {
+  let text = body.slice(0, max * 4);
+  for (const secret of secrets) {
+    if (secret.length >= 4) text = text.split(secret).join('[redacted]');
+  }
+  text = text
+    // 12 to 19 digits, possibly grouped by spaces or hyphens: could be a card number.
+    .replace(/\d(?:[ -]?\d){11,18}/g, '[number]')
+    // Long hex or base64-ish runs: tokens, keys.
+    .replace(/[A-Za-z0-9_+/=-]{24,}/g, '[token]')
+    // biome-ignore lint/suspicious/noControlCharactersInRegex: folding control characters is the point
+    .replace(/[\u0000-\u001f\u007f]+/g, ' ')
+    .replace(/\s+/g, ' ')
+    .trim();
+  return text.length > max ? `${text.slice(0, max)}…` : text;
+}

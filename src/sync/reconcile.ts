@@ -1,0 +1,119 @@
+import type { SavedCard } from '../api/schema.js';
+
+/** A stored `saved_cards` row, as far as reconciling needs it. */
+export interface StoredCard {
+  id: number;
+  subscriberId: number;
+  cardToken: string;
+  binNumber: string;
+  cardFamily: string;
+  cardBankCode: number;
+  cardBankName: string;
+  companyId: number;
+  createDate: Date;
+  removedAt: Date | null;
+}
+
+/** A card whose stored row must be rewritten: new content, a restore, or both. */
+export interface CardUpdate {
+  card: SavedCard;
+  /** Column names whose content changed; empty for a plain restore. */
+  changedFields: string[];
+  restored: boolean;
+}
+
+export interface SyncCounts {
+  cardsSeen: number;
+  inserted: number;
+  updated: number;
+  unchanged: number;
+  removed: number;
+  restored: number;
+}
+
+/** What one upstream answer means for the stored rows. */
+export interface ReconcilePlan {
+  inserts: SavedCard[];
+  updates: CardUpdate[];
+  /** Present and identical: only `last_seen_at` moves. */
+  unchangedIds: number[];
+  /** Active rows of the subscriber that the answer no longer lists. */
+  removedIds: number[];
+  counts: SyncCounts;
+}
+
+export const emptyCounts = (): SyncCounts => ({
+  cardsSeen: 0,
+  inserted: 0,
+  updated: 0,
+  unchanged: 0,
+  removed: 0,
+  restored: 0,
+});
+
+/** Compares content columns; returns the names (as in the table) of those that differ. */
+export function changedFields(stored: StoredCard, card: SavedCard): string[] {
+  const fields: string[] = [];
+  if (stored.subscriberId !== card.subscriberId) fields.push('subscriber_id');
+  if (stored.cardToken !== card.cardToken) fields.push('card_token');
+  if (stored.binNumber !== card.binNumber) fields.push('bin_number');
+  if (stored.cardFamily !== card.cardFamily) fields.push('card_family');
+  if (stored.cardBankCode !== card.cardBankCode) fields.push('card_bank_code');
+  if (stored.cardBankName !== card.cardBankName) fields.push('card_bank_name');
+  if (stored.companyId !== card.companyId) fields.push('company_id');
+  if (stored.createDate.getTime() !== Date.parse(card.createDate)) fields.push('create_date');
+  return fields;
+}
+
+/**
+ * Reconciles one subscriber's upstream list against the stored rows (pure).
+ *
+ * @param subscriberId whose answer this is
+ * @param upstream the validated answer (ids unique)
+ * @param stored every stored row of this subscriber, plus any stored row whose id the answer lists
+ */
+export function reconcile(
+  subscriberId: number,
+  upstream: readonly SavedCard[],
+  stored: readonly StoredCard[],
+): ReconcilePlan {
+  const byId = new Map<number, StoredCard>();
+  for (const row of stored) byId.set(row.id, row);
+  const plan: ReconcilePlan = {
+    inserts: [],
+    updates: [],
+    unchangedIds: [],
+    removedIds: [],
+    counts: emptyCounts(),
+  };
+  plan.counts.cardsSeen = upstream.length;
+  const listed = new Set<number>();
+  for (const card of upstream) {
+    listed.add(card.id);
+    const row = byId.get(card.id);
+    if (row === undefined) {
+      plan.inserts.push(card);
+      plan.counts.inserted++;
+      continue;
+    }
+    const fields = changedFields(row, card);
+    const restored = row.removedAt !== null;
+    if (restored) {
+      plan.updates.push({ card, changedFields: fields, restored: true });
+      plan.counts.restored++;
+    } else if (fields.length > 0) {
+      plan.updates.push({ card, changedFields: fields, restored: false });
+      plan.counts.updated++;
+    } else {
+      plan.unchangedIds.push(card.id);
+      plan.counts.unchanged++;
+    }
+  }
+  for (const row of stored) {
+    if (row.subscriberId === subscriberId && row.removedAt === null && !listed.has(row.id)) {
+      plan.removedIds.push(row.id);
+      plan.counts.removed++;
+    }
+  }
+  return plan;
+}

@@ -1,0 +1,305 @@
+import type { Db } from '../../db/client.js';
+import {
+  countActiveCards,
+  markRemoved,
+  selectStoredCards,
+  touchCards,
+  upsertCards,
+} from '../../db/ops/cards.js';
+import { type ChangeRow, insertChanges } from '../../db/ops/changes.js';
+import { lockSubscriber } from '../../db/ops/lock.js';
+import {
+  findSubscriberIdByEmail,
+  recordSubscriberFailure,
+  recordSubscriberSuccess,
+} from '../../db/ops/subscribers.js';
+import { insertSyncRun } from '../../db/ops/sync-runs.js';
+import type { SyncStatus, SyncTrigger } from '../../db/schema.js';
+import type { ApiClient, FetchOutcome, Target } from '../api/client.js';
+import type { SavedCard } from '../api/schema.js';
+import type { Logger } from '../logger.js';
+import { redactExcerpt } from '../redact.js';
+import { emptyCounts, type ReconcilePlan, reconcile, type SyncCounts } from './reconcile.js';
+
+export interface SyncDeps {
+  db: Db;
+  api: ApiClient;
+  logger: Logger;
+}
+
+export interface SyncRequest {
+  target: Target;
+  trigger: SyncTrigger;
+  jobId?: string;
+  refreshRunId?: number;
+  /** Cancels the HTTP request (the queue's abort signal). */
+  signal?: AbortSignal;
+}
+
+/** How one sync ended; small enough to be a job's return value. */
+export interface SyncResult {
+  status: SyncStatus;
+  subscriberId: number | null;
+  syncRunId: number;
+  counts: SyncCounts;
+  /** Stable code of a failure: `not_found`, `invalid_response`, `http_5xx`, `timeout`, `connection`, `http_4xx`… */
+  errorCode?: string;
+  /** Redacted message: never a token, key or card number. */
+  errorMessage?: string;
+  /** True when the failure is transient and an attempt may be retried. */
+  retryable: boolean;
+  /** For `rate_limited`: how long every worker should wait, ms. */
+  retryAfterMs?: number;
+  durationMs: number;
+}
+
+/** `j***@example.com`: enough to recognise an e-mail in a log, not enough to harvest it. */
+export function maskEmail(email: string): string {
+  const at = email.lastIndexOf('@');
+  if (at <= 0) return '***';
+  return `${email[0]}***${email.slice(at)}`;
+}
+
+function changeRows(plan: ReconcilePlan, subscriberId: number): ChangeRow[] {
+  const rows: ChangeRow[] = [];
+  for (const c of plan.inserts)
+    rows.push({ cardId: c.id, subscriberId, change: 'added', changedFields: null });
+  for (const u of plan.updates) {
+    rows.push({
+      cardId: u.card.id,
+      subscriberId,
+      change: u.restored ? 'restored' : 'updated',
+      changedFields: u.changedFields.length > 0 ? u.changedFields : null,
+    });
+  }
+  for (const id of plan.removedIds)
+    rows.push({ cardId: id, subscriberId, change: 'removed', changedFields: null });
+  return rows;
+}
+
+/**
+ * Syncs one subscriber: fetches the cards, then in one transaction under the subscriber's
+ * advisory lock reconciles them, writes history and the `sync_runs` row, and updates
+ * `subscribers`. Every outcome writes a `sync_runs` row. Never throws for an API problem; throws
+ * only when the database cannot record anything at all.
+ */
+export async function syncSubscriber(deps: SyncDeps, request: SyncRequest): Promise<SyncResult> {
+  const { db, api } = deps;
+  const startedAt = new Date();
+  const t0 = performance.now();
+  const email = 'email' in request.target ? request.target.email : undefined;
+  const log = deps.logger.child({
+    ...(email !== undefined ? { email: maskEmail(email) } : {}),
+    trigger: request.trigger,
+    ...(request.jobId ? { jobId: request.jobId } : {}),
+  });
+  const base = {
+    email: email ?? null,
+    trigger: request.trigger,
+    jobId: request.jobId ?? null,
+    refreshRunId: request.refreshRunId ?? null,
+    startedAt,
+  };
+
+  const outcome: FetchOutcome = await api.fetchCards(
+    request.target,
+    request.signal ? { signal: request.signal } : {},
+  );
+
+  if (outcome.kind === 'ok') {
+    try {
+      const result = await applyCards(deps, request, outcome.cards, base);
+      const durationMs = Math.round(performance.now() - t0);
+      log.info(
+        { subscriberId: result.subscriberId, status: result.status, ...result.counts, durationMs },
+        'sync succeeded',
+      );
+      return { ...result, durationMs };
+    } catch (error) {
+      const message = redactExcerpt(error instanceof Error ? error.message : String(error));
+      const code = (error as { code?: string }).code;
+      log.warn({ errorCode: 'db_error', pgCode: code }, `sync could not be written: ${message}`);
+      return recordFailure(deps, log, base, t0, {
+        status: 'failed',
+        subscriberId:
+          'subscriberId' in request.target
+            ? request.target.subscriberId
+            : (outcome.cards[0]?.subscriberId ?? null),
+        errorCode: 'db_error',
+        errorMessage: `the database refused the write: ${message}`,
+        retryable: true,
+      });
+    }
+  }
+
+  let subscriberId: number | null = 'subscriberId' in request.target ? request.target.subscriberId : null;
+  if (subscriberId === null && email !== undefined) {
+    subscriberId = (await findSubscriberIdByEmail(db, email).catch(() => undefined)) ?? null;
+  }
+  switch (outcome.kind) {
+    case 'not_found':
+      return recordFailure(deps, log, base, t0, {
+        status: 'not_found',
+        subscriberId,
+        errorCode: 'not_found',
+        errorMessage: 'the API does not know this subscriber (HTTP 404)',
+        retryable: false,
+      });
+    case 'invalid_response':
+      return recordFailure(deps, log, base, t0, {
+        status: 'invalid_response',
+        subscriberId,
+        errorCode: 'invalid_response',
+        errorMessage: outcome.message,
+        retryable: false,
+      });
+    case 'auth_rejected':
+      return recordFailure(deps, log, base, t0, {
+        status: 'auth_rejected',
+        subscriberId,
+        errorCode: `http_${outcome.status}`,
+        errorMessage: `the API rejected the key: ${outcome.message}`,
+        retryable: false,
+        touchSubscriber: false,
+      });
+    case 'rate_limited':
+      return recordFailure(deps, log, base, t0, {
+        status: 'rate_limited',
+        subscriberId,
+        errorCode: 'http_429',
+        errorMessage: `rate limited; retry after ${outcome.retryAfterMs} ms`,
+        retryable: true,
+        retryAfterMs: outcome.retryAfterMs,
+        touchSubscriber: false,
+      });
+    case 'transient':
+      return recordFailure(deps, log, base, t0, {
+        status: 'failed',
+        subscriberId,
+        errorCode: outcome.code,
+        errorMessage: outcome.message,
+        retryable: true,
+      });
+    case 'rejected':
+      return recordFailure(deps, log, base, t0, {
+        status: 'failed',
+        subscriberId,
+        errorCode: outcome.code,
+        errorMessage: outcome.message,
+        retryable: false,
+      });
+  }
+}
+
+type RunBase = {
+  email: string | null;
+  trigger: SyncTrigger;
+  jobId: string | null;
+  refreshRunId: number | null;
+  startedAt: Date;
+};
+
+async function applyCards(
+  deps: SyncDeps,
+  request: SyncRequest,
+  cards: SavedCard[],
+  base: RunBase,
+): Promise<Omit<SyncResult, 'durationMs'>> {
+  const { db } = deps;
+  const email = 'email' in request.target ? request.target.email : undefined;
+  let subscriberId: number | null =
+    'subscriberId' in request.target ? request.target.subscriberId : (cards[0]?.subscriberId ?? null);
+  if (subscriberId === null && email !== undefined) {
+    // An e-mail answered with no cards: the subscriber is whoever we last saw with that e-mail.
+    subscriberId = (await findSubscriberIdByEmail(db, email)) ?? null;
+  }
+  return db.transaction(async (tx) => {
+    await lockSubscriber(tx, subscriberId ?? `email:${email!.toLowerCase()}`);
+    const now = new Date();
+    if (subscriberId === null) {
+      // Nobody we know, and nothing to store: the run is recorded, nothing else changes.
+      const syncRunId = await insertSyncRun(tx, {
+        ...base,
+        subscriberId: null,
+        finishedAt: now,
+        status: 'succeeded',
+      });
+      return { status: 'succeeded', subscriberId: null, syncRunId, counts: emptyCounts(), retryable: false };
+    }
+    const stored = await selectStoredCards(
+      tx,
+      subscriberId,
+      cards.map((c) => c.id),
+    );
+    const plan = reconcile(subscriberId, cards, stored);
+    const syncRunId = await insertSyncRun(tx, {
+      ...base,
+      subscriberId,
+      finishedAt: now,
+      status: 'succeeded',
+      ...plan.counts,
+    });
+    const writes = [...plan.inserts, ...plan.updates.map((u) => u.card)];
+    await upsertCards(tx, writes, now);
+    await touchCards(tx, plan.unchangedIds, now);
+    await markRemoved(tx, subscriberId, plan.removedIds, now);
+    await insertChanges(tx, changeRows(plan, subscriberId), syncRunId, now);
+    const activeCards = await countActiveCards(tx, subscriberId);
+    await recordSubscriberSuccess(tx, { subscriberId, email, activeCards, now });
+    return { status: 'succeeded', subscriberId, syncRunId, counts: plan.counts, retryable: false };
+  });
+}
+
+interface Failure {
+  status: SyncStatus;
+  subscriberId: number | null;
+  errorCode: string;
+  errorMessage: string;
+  retryable: boolean;
+  retryAfterMs?: number;
+  /** Whether the failure counts against the subscriber (not for our own key or rate limit). Default true. */
+  touchSubscriber?: boolean;
+}
+
+async function recordFailure(
+  deps: SyncDeps,
+  log: Logger,
+  base: RunBase,
+  t0: number,
+  failure: Failure,
+): Promise<SyncResult> {
+  const now = new Date();
+  const syncRunId = await insertSyncRun(deps.db, {
+    ...base,
+    subscriberId: failure.subscriberId,
+    finishedAt: now,
+    status: failure.status,
+    errorCode: failure.errorCode,
+    errorMessage: failure.errorMessage,
+  });
+  if (failure.subscriberId !== null && failure.touchSubscriber !== false) {
+    await recordSubscriberFailure(deps.db, {
+      subscriberId: failure.subscriberId,
+      status: failure.status,
+      error: `${failure.errorCode}: ${failure.errorMessage}`,
+      now,
+    });
+  }
+  const durationMs = Math.round(performance.now() - t0);
+  const level = failure.status === 'auth_rejected' ? 'error' : 'warn';
+  log[level](
+    { subscriberId: failure.subscriberId, status: failure.status, errorCode: failure.errorCode, durationMs },
+    `sync ${failure.status}: ${failure.errorMessage}`,
+  );
+  return {
+    status: failure.status,
+    subscriberId: failure.subscriberId,
+    syncRunId,
+    counts: emptyCounts(),
+    errorCode: failure.errorCode,
+    errorMessage: failure.errorMessage,
+    retryable: failure.retryable,
+    ...(failure.retryAfterMs !== undefined ? { retryAfterMs: failure.retryAfterMs } : {}),
+    durationMs,
+  };
+}
