@@ -1,0 +1,101 @@
+import { Socket } from 'node:net';
+import pg from 'pg';
+
+/** The services a test run talks to, and how to stop any it started. */
+export interface TestServices {
+  /** A URL of the server's maintenance database (`postgres`). */
+  postgresUrl: string;
+  redisUrl: string;
+  stop(): Promise<void>;
+}
+
+const LOCAL_POSTGRES = 'postgres://postgres:postgres@127.0.0.1:5432/postgres';
+const LOCAL_REDIS = 'redis://127.0.0.1:6379';
+
+async function postgresAnswers(url: string): Promise<boolean> {
+  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 2000 });
+  try {
+    await client.connect();
+    await client.query('select 1');
+    return true;
+  } catch {
+    return false;
+  } finally {
+    await client.end().catch(() => {});
+  }
+}
+
+async function redisAnswers(url: string): Promise<boolean> {
+  const { hostname, port } = new URL(url);
+  return new Promise((resolve) => {
+    const socket = new Socket();
+    const done = (ok: boolean) => {
+      socket.destroy();
+      resolve(ok);
+    };
+    socket.setTimeout(2000, () => done(false));
+    socket.once('error', () => done(false));
+    socket.connect(Number(port || 6379), hostname, () => socket.write('PING\r\n'));
+    socket.once('data', (data) => done(data.toString().startsWith('+PONG')));
+  });
+}
+
+async function dockerReachable(): Promise<boolean> {
+  try {
+    const { getContainerRuntimeClient } = await import('testcontainers');
+    await getContainerRuntimeClient();
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+const HOW_TO =
+  'Tests need PostgreSQL 15 and Redis 7. Either set TEST_DATABASE_URL and TEST_REDIS_URL, ' +
+  'or run them locally on 127.0.0.1:5432 (user postgres) and 127.0.0.1:6379 ' +
+  '(`docker compose up -d postgres redis` does that), or make a Docker engine reachable for testcontainers.';
+
+/**
+ * Finds the services in this order: `TEST_DATABASE_URL`/`TEST_REDIS_URL`; the local services on
+ * their default ports; testcontainers when Docker answers; else one clear message.
+ */
+export async function resolveServices(env = process.env): Promise<TestServices> {
+  const stops: (() => Promise<unknown>)[] = [];
+  let postgresUrl = env.TEST_DATABASE_URL;
+  let redisUrl = env.TEST_REDIS_URL;
+  if (postgresUrl !== undefined && !(await postgresAnswers(postgresUrl))) {
+    throw new Error(`TEST_DATABASE_URL is set but Postgres does not answer there. ${HOW_TO}`);
+  }
+  if (redisUrl !== undefined && !(await redisAnswers(redisUrl))) {
+    throw new Error(`TEST_REDIS_URL is set but Redis does not answer there. ${HOW_TO}`);
+  }
+  if (postgresUrl === undefined && (await postgresAnswers(LOCAL_POSTGRES))) postgresUrl = LOCAL_POSTGRES;
+  if (redisUrl === undefined && (await redisAnswers(LOCAL_REDIS))) redisUrl = LOCAL_REDIS;
+  if ((postgresUrl === undefined || redisUrl === undefined) && (await dockerReachable())) {
+    if (postgresUrl === undefined) {
+      const { PostgreSqlContainer } = await import('@testcontainers/postgresql');
+      const container = await new PostgreSqlContainer('postgres:15-alpine').withDatabase('postgres').start();
+      stops.push(() => container.stop());
+      postgresUrl = container.getConnectionUri();
+    }
+    if (redisUrl === undefined) {
+      const { RedisContainer } = await import('@testcontainers/redis');
+      const container = await new RedisContainer('redis:7-alpine').start();
+      stops.push(() => container.stop());
+      redisUrl = container.getConnectionUrl();
+    }
+  }
+  if (postgresUrl === undefined || redisUrl === undefined) {
+    const missing = [postgresUrl === undefined ? 'Postgres' : '', redisUrl === undefined ? 'Redis' : '']
+      .filter(Boolean)
+      .join(' and ');
+    throw new Error(`${missing} not found. ${HOW_TO}`);
+  }
+  return {
+    postgresUrl,
+    redisUrl,
+    stop: async () => {
+      await Promise.all(stops.map((s) => s()));
+    },
+  };
+}

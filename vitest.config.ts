@@ -1,0 +1,13 @@
+import { defineConfig } from 'vitest/config';
+
+export default defineConfig({
+  test: {
+    include: ['test/**/*.test.ts'],
+    globalSetup: ['test/setup/global.ts'],
+    testTimeout: 30_000,
+    hookTimeout: 60_000,
+    // Two cores here: more forks only fight over them and over Postgres.
+    maxWorkers: 2,
+    fileParallelism: true,
+  },
+});
