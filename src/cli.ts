@@ -1,49 +1,16 @@
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import { createDb } from '../db/client.js';
+import { rootCause } from '../db/errors.js';
 import { runMigrations } from '../db/migrate.js';
 import { createApiClient, type Target } from './api/client.js';
+import { describeDbError, type Io } from './commands/common.js';
 import { type Config, loadConfig, requireApi } from './config.js';
-import { ConfigError } from './errors.js';
+import { CliError, ConfigError } from './errors.js';
 import { createLogger } from './logger.js';
 import { createMockApi } from './mock-api/server.js';
 import { onShutdown } from './shutdown.js';
 import { type SyncResult, syncSubscriber } from './sync/sync-subscriber.js';
 import { parseEmail, parseSubscriberId, TargetError } from './targets.js';
-
-/** Where a command writes; tests pass their own. */
-export interface Io {
-  env: Record<string, string | undefined>;
-  out: (line: string) => void;
-  err: (line: string) => void;
-}
-
-/** A failure the user can act on: one line, and the exit code. */
-export class CliError extends Error {
-  override readonly name = 'CliError';
-  constructor(
-    message: string,
-    readonly exitCode: 1 | 2,
-  ) {
-    super(message);
-  }
-}
-
-function describeDbError(error: unknown, databaseUrl: string): string | undefined {
-  const code = (error as { code?: string }).code;
-  let where = 'Postgres';
-  try {
-    const u = new URL(databaseUrl);
-    where = `Postgres at ${u.hostname}:${u.port || '5432'}${u.pathname}`;
-  } catch {}
-  if (code === 'ECONNREFUSED' || code === 'ENOTFOUND' || code === 'ETIMEDOUT' || code === 'EAI_AGAIN') {
-    return `cannot reach ${where} (${code}); start it (docker compose up -d postgres) or set DATABASE_URL`;
-  }
-  if (code === '3D000') return `${where} does not exist; run \`cards-sync migrate\` first`;
-  if (code === '42P01') return `the tables are missing in ${where}; run \`cards-sync migrate\` first`;
-  if (code === '28P01' || code === '28000')
-    return `${where} refused the login; check the user and password in DATABASE_URL`;
-  return undefined;
-}
 
 export async function cmdMigrate(config: Config, io: Io): Promise<number> {
   try {
@@ -52,7 +19,7 @@ export async function cmdMigrate(config: Config, io: Io): Promise<number> {
     return 0;
   } catch (error) {
     throw new CliError(
-      describeDbError(error, config.databaseUrl) ?? `migrate failed: ${(error as Error).message}`,
+      describeDbError(error, config.databaseUrl) ?? `migrate failed: ${rootCause(error).message}`,
       1,
     );
   }
@@ -95,7 +62,7 @@ export async function cmdSync(
     return result.status === 'succeeded' ? 0 : 1;
   } catch (error) {
     throw new CliError(
-      describeDbError(error, config.databaseUrl) ?? `sync failed: ${(error as Error).message}`,
+      describeDbError(error, config.databaseUrl) ?? `sync failed: ${rootCause(error).message}`,
       1,
     );
   } finally {
@@ -229,6 +196,85 @@ export function buildProgram(io: Io, state: { exitCode: number }): Command {
     )
     .action(async (opts: MockApiCliOptions) => {
       state.exitCode = await cmdMockApi(io, opts);
+    });
+
+  program
+    .command('worker')
+    .description('process sync jobs from the queue')
+    .option(
+      '--concurrency <n>',
+      'jobs in flight in this process (default SYNC_CONCURRENCY)',
+      intArg('--concurrency', 1, 1000),
+    )
+    .option('--exit-when-idle', 'exit 0 once nothing is waiting, delayed or active')
+    .option(
+      '--shutdown-timeout <ms>',
+      'how long SIGTERM waits for in-flight jobs',
+      intArg('--shutdown-timeout', 0, 3_600_000),
+      30_000,
+    )
+    .action(async (opts: { concurrency?: number; exitWhenIdle?: boolean; shutdownTimeout: number }) => {
+      const { cmdWorker } = await import('./commands/worker.js');
+      state.exitCode = await cmdWorker(loadConfig(io.env), io, {
+        ...(opts.concurrency !== undefined ? { concurrency: opts.concurrency } : {}),
+        exitWhenIdle: opts.exitWhenIdle ?? false,
+        shutdownTimeoutMs: opts.shutdownTimeout,
+      });
+    });
+
+  const collect =
+    <T>(parse: (raw: string) => T) =>
+    (value: string, previous: T[] = []): T[] => [...previous, targetArg(parse)(value)];
+  program
+    .command('enqueue')
+    .description('put sync jobs on the queue')
+    .option('--id <id>', 'subscriber id (repeatable)', collect(parseSubscriberId))
+    .option('--email <email>', 'subscriber e-mail (repeatable)', collect(parseEmail))
+    .option('--file <path>', 'one id or e-mail per line; - reads standard input')
+    .option('--strict', 'refuse the whole file, enqueueing nothing, if one line is bad')
+    .action(async (opts: { id?: number[]; email?: string[]; file?: string; strict?: boolean }) => {
+      const { cmdEnqueue } = await import('./commands/enqueue.js');
+      state.exitCode = await cmdEnqueue(
+        loadConfig(io.env),
+        io,
+        {
+          ids: opts.id ?? [],
+          emails: opts.email ?? [],
+          ...(opts.file !== undefined ? { file: opts.file } : {}),
+          strict: opts.strict ?? false,
+        },
+        { stdin: io.stdin ?? process.stdin, isTTY: io.isTTY ?? false },
+      );
+    });
+
+  program
+    .command('status')
+    .description('queue counts, paused or not, failures and data freshness')
+    .option('--json', 'print one JSON object')
+    .action(async (opts: { json?: boolean }) => {
+      const { cmdStatus } = await import('./commands/status.js');
+      state.exitCode = await cmdStatus(loadConfig(io.env), io, { json: opts.json ?? false });
+    });
+
+  program
+    .command('pause')
+    .description('pause processing on every worker (in-flight jobs finish)')
+    .option('--reason <text>', 'why, shown by status')
+    .action(async (opts: { reason?: string }) => {
+      const { cmdPause } = await import('./commands/status.js');
+      state.exitCode = await cmdPause(
+        loadConfig(io.env),
+        io,
+        opts.reason !== undefined ? { reason: opts.reason } : {},
+      );
+    });
+
+  program
+    .command('resume')
+    .description('resume processing')
+    .action(async () => {
+      const { cmdResume } = await import('./commands/status.js');
+      state.exitCode = await cmdResume(loadConfig(io.env), io);
     });
 
   return program;

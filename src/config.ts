@@ -53,6 +53,7 @@ export const DEFAULT_REDIS_URL = 'redis://127.0.0.1:6379';
 type Env = Record<string, string | undefined>;
 
 /** An empty or all-blank value counts as unset; surrounding blanks are dropped. */
+const blankToUndefined = (v: unknown) => (typeof v === 'string' && v.trim() !== '' ? v.trim() : undefined);
 const text = z.preprocess(
   (v) => (typeof v === 'string' && v.trim() !== '' ? v.trim() : undefined),
   z.string().optional(),
@@ -107,7 +108,7 @@ const variables = {
   },
   CARDS_API_KEY_FILE: { schema: text, expect: 'the path of a file holding the API key', echo: true },
   CARDS_API_PATH_STYLE: {
-    schema: z.preprocess((v) => (v === '' ? undefined : v), z.enum(['standard', 'sandbox']).optional()),
+    schema: z.preprocess(blankToUndefined, z.enum(['standard', 'sandbox']).optional()),
     expect: 'standard or sandbox',
     echo: true,
   },
@@ -153,7 +154,7 @@ const variables = {
   },
   LOG_LEVEL: {
     schema: z.preprocess(
-      (v) => (v === '' ? undefined : v),
+      blankToUndefined,
       z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).optional(),
     ),
     expect: 'one of fatal, error, warn, info, debug, trace, silent',
@@ -204,7 +205,8 @@ export function loadConfig(env: Env): Config {
     const name = String(result.error.issues[0]?.path[0]) as keyof Variables;
     const spec = variables[name];
     const raw = env[name]?.trim() ?? '';
-    const got = spec.echo ? ` (got "${raw.slice(0, 60)}")` : '';
+    // JSON quoting keeps the message on one line whatever the value holds.
+    const got = spec.echo ? ` (got ${JSON.stringify(raw.slice(0, 60))})` : '';
     throw new ConfigError(`${name} must be ${spec.expect}${got}`, name);
   }
   const e: Parsed = result.data;

@@ -14,3 +14,14 @@ export class ConfigError extends Error {
     super(message);
   }
 }
+
+/** A failure the user can act on: one line, and the exit code (1 runtime, 2 usage). */
+export class CliError extends Error {
+  override readonly name = 'CliError';
+  constructor(
+    message: string,
+    readonly exitCode: 1 | 2,
+  ) {
+    super(message);
+  }
+}

@@ -10,5 +10,7 @@ const code = await run(process.argv.slice(2), {
   env: process.env,
   out: (line) => process.stdout.write(`${line}\n`),
   err: (line) => process.stderr.write(`${line}\n`),
+  stdin: process.stdin,
+  isTTY: process.stderr.isTTY === true,
 });
 process.exitCode = code;

@@ -4,13 +4,17 @@
  * token or the API key replaced.
  */
 export function redactExcerpt(body: string, secrets: readonly string[] = [], max = 160): string {
-  let text = body.slice(0, max * 4);
+  // Secrets first, over the whole body: cutting first could leave part of one at the edge.
+  let text = body;
   for (const secret of secrets) {
     if (secret.length >= 4) text = text.split(secret).join('[redacted]');
   }
   text = text
+    .slice(0, max * 4)
     // 12 to 19 digits, possibly grouped by spaces or hyphens: could be a card number.
     .replace(/\d(?:[ -]?\d){11,18}/g, '[number]')
+    // A run of digits cut at the edge of the excerpt: drop it rather than show part of a number.
+    .replace(/\d[\d -]*$/, '')
     // Long hex or base64-ish runs: tokens, keys.
     .replace(/[A-Za-z0-9_+/=-]{24,}/g, '[token]')
     // biome-ignore lint/suspicious/noControlCharactersInRegex: folding control characters is the point

@@ -2,7 +2,10 @@
  * Runs `stop` once on the first SIGINT or SIGTERM, then exits with its result code; a second
  * signal while stopping exits at once. A stop that outlives `deadlineMs` is cut short (exit 1).
  */
-export function onShutdown(stop: () => Promise<number | undefined>, deadlineMs = 30_000): void {
+export function onShutdown(
+  stop: (signal: NodeJS.Signals) => Promise<number | undefined>,
+  deadlineMs = 30_000,
+): void {
   let stopping = false;
   const handler = (signal: NodeJS.Signals) => {
     if (stopping) {
@@ -11,7 +14,7 @@ export function onShutdown(stop: () => Promise<number | undefined>, deadlineMs =
     stopping = true;
     const timer = setTimeout(() => process.exit(1), deadlineMs);
     timer.unref();
-    stop().then(
+    stop(signal).then(
       (code) => process.exit(code ?? 0),
       () => process.exit(1),
     );

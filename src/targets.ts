@@ -21,8 +21,7 @@ export function parseSubscriberId(raw: string): number {
 export function parseEmail(raw: string): string {
   const text = raw.trim();
   if (text.length > 254) throw new TargetError('an e-mail must be at most 254 characters');
-  // biome-ignore lint/suspicious/noControlCharactersInRegex: refusing control characters is the point
-  if (/[\s\u0000-\u001f\u007f]/.test(text))
+  if (/[\s\p{Cc}]/u.test(text))
     throw new TargetError('an e-mail must not contain spaces or control characters');
   const at = text.lastIndexOf('@');
   if (at <= 0 || at === text.length - 1) throw new TargetError('an e-mail must look like name@domain');
@@ -35,7 +34,7 @@ export function parseEmail(raw: string): string {
 /** A line or argument that is either an id (digits) or an e-mail. */
 export function parseTarget(raw: string): Target {
   const text = raw.trim();
-  return /^[+-]?\d+$/.test(text) || !text.includes('@')
-    ? { subscriberId: parseSubscriberId(text) }
-    : { email: parseEmail(text) };
+  if (text.includes('@')) return { email: parseEmail(text) };
+  if (/^[+-]?\d+$/.test(text)) return { subscriberId: parseSubscriberId(text) };
+  throw new TargetError('neither a subscriber id (digits) nor an e-mail (name@domain)');
 }

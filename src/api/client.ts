@@ -48,7 +48,12 @@ export function parseRetryAfter(value: string | string[] | undefined, now = Date
   if (raw === undefined || raw.trim() === '') return 1000;
   const text = raw.trim();
   if (/^\d+$/.test(text)) return Math.min(Number(text), 86_400) * 1000;
-  const date = Date.parse(text);
+  // Only an IMF-fixdate (`Wed, 21 Oct 2015 07:28:00 GMT`) or its obsolete cousins: Date.parse reads
+  // junk such as "-1" or "retry 2030" as dates.
+  const imf = /^[A-Za-z]{3,9},? +\d{1,2}[ -][A-Za-z]{3}[ -]\d{2,4} \d{2}:\d{2}:\d{2} GMT$/;
+  const asctime = /^[A-Za-z]{3} [A-Za-z]{3} +\d{1,2} \d{2}:\d{2}:\d{2} \d{4}$/;
+  if (!imf.test(text) && !asctime.test(text)) return 1000;
+  const date = Date.parse(asctime.test(text) ? `${text} GMT` : text);
   if (Number.isNaN(date)) return 1000;
   return Math.min(Math.max(date - now, 0), 86_400_000);
 }
@@ -92,8 +97,11 @@ export function createApiClient(config: ApiConfig, options: ApiClientOptions = {
         dispatcher: agent,
       });
       status = response.statusCode;
+      // A destroyed body may still emit an error: without a listener it would crash the process.
+      response.body.on('error', () => {});
       const declared = Number(response.headers['content-length']);
-      if (Number.isFinite(declared) && declared > maxBodyBytes) {
+      // Only a success body is worth refusing by size; an error is decided by its status alone.
+      if (status >= 200 && status <= 299 && Number.isFinite(declared) && declared > maxBodyBytes) {
         response.body.destroy();
         return {
           kind: 'invalid_response',
@@ -185,6 +193,7 @@ export function createApiClient(config: ApiConfig, options: ApiClientOptions = {
       return classifyNetworkError(error, {
         status,
         deadline,
+        cancelled: opts.signal?.aborted === true,
         timeoutMs: config.timeoutMs,
         elapsed: elapsed(),
       });
@@ -196,7 +205,7 @@ export function createApiClient(config: ApiConfig, options: ApiClientOptions = {
 
 function classifyNetworkError(
   error: unknown,
-  ctx: { status: number; deadline: AbortSignal; timeoutMs: number; elapsed: number },
+  ctx: { status: number; deadline: AbortSignal; cancelled: boolean; timeoutMs: number; elapsed: number },
 ): FetchOutcome {
   const base = { durationMs: ctx.elapsed, ...(ctx.status ? { status: ctx.status } : {}) };
   if (ctx.deadline.aborted) {
@@ -207,7 +216,11 @@ function classifyNetworkError(
       ...base,
     };
   }
-  if (error instanceof errors.RequestAbortedError || (error as Error)?.name === 'AbortError') {
+  if (
+    ctx.cancelled ||
+    error instanceof errors.RequestAbortedError ||
+    (error as Error)?.name === 'AbortError'
+  ) {
     return { kind: 'transient', code: 'aborted', message: 'the request was cancelled', ...base };
   }
   if (error instanceof errors.HeadersTimeoutError || error instanceof errors.BodyTimeoutError) {

@@ -1,4 +1,5 @@
 import type { Db } from '../../db/client.js';
+import { rootCause } from '../../db/errors.js';
 import {
   countActiveCards,
   markRemoved,
@@ -116,8 +117,9 @@ export async function syncSubscriber(deps: SyncDeps, request: SyncRequest): Prom
       );
       return { ...result, durationMs };
     } catch (error) {
-      const message = redactExcerpt(error instanceof Error ? error.message : String(error));
-      const code = (error as { code?: string }).code;
+      const root = rootCause(error);
+      const message = redactExcerpt(root.message, [], 200);
+      const code = root.code;
       log.warn({ errorCode: 'db_error', pgCode: code }, `sync could not be written: ${message}`);
       return recordFailure(deps, log, base, t0, {
         status: 'failed',

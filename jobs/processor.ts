@@ -1,0 +1,100 @@
+import { type Job, type Queue, UnrecoverableError, Worker } from 'bullmq';
+import type { Redis } from 'ioredis';
+import { rootCause } from '../db/errors.js';
+import { redactExcerpt } from '../src/redact.js';
+import type { SyncDeps } from '../src/sync/sync-subscriber.js';
+import { syncSubscriber } from '../src/sync/sync-subscriber.js';
+import { pauseQueue, type SyncJobData, type SyncJobResult, syncJobSchema } from './queue.js';
+
+/** Raised for a transient failure: BullMQ retries it with backoff. */
+export class TransientSyncError extends Error {
+  override readonly name = 'TransientSyncError';
+  constructor(
+    message: string,
+    readonly code: string,
+  ) {
+    super(message);
+  }
+}
+
+export interface ProcessorDeps extends SyncDeps {
+  queue: Queue<SyncJobData, SyncJobResult>;
+  redis: Redis;
+}
+
+export const AUTH_FIX =
+  'the Saved Cards API rejected the key: processing is paused and no job was failed. ' +
+  'Fix CARDS_API_KEY (or the file CARDS_API_KEY_FILE names), restart the workers so they read it, ' +
+  'then run `cards-sync resume`';
+
+/**
+ * The sync processor: one job = one subscriber. Permanent outcomes fail at once
+ * (`UnrecoverableError`) after their `sync_runs` row is written; transient ones throw so that
+ * `attempts`/`backoff` retry; a 429 rate-limits every worker without using an attempt; a rejected
+ * key pauses the queue and puts the job back, again without using an attempt.
+ */
+export function createSyncProcessor(deps: ProcessorDeps) {
+  let authPauseLogged = false;
+  return async (
+    job: Job<SyncJobData, SyncJobResult>,
+    _token?: string,
+    signal?: AbortSignal,
+  ): Promise<SyncJobResult> => {
+    const parsed = syncJobSchema.safeParse(job.data);
+    if (!parsed.success) {
+      throw new UnrecoverableError(
+        'the job payload is not a valid sync request; enqueue it again with cards-sync enqueue',
+      );
+    }
+    const data = parsed.data;
+    let result: Awaited<ReturnType<typeof syncSubscriber>>;
+    try {
+      result = await syncSubscriber(deps, {
+        target: data.target,
+        trigger: data.trigger,
+        ...(job.id !== undefined ? { jobId: job.id } : {}),
+        ...(data.refreshRunId !== undefined ? { refreshRunId: data.refreshRunId } : {}),
+        ...(signal ? { signal } : {}),
+      });
+    } catch (error) {
+      // The database could not even record the attempt. Only the root cause travels on: the
+      // wrapper's message quotes the query's parameters.
+      const root = rootCause(error);
+      throw new TransientSyncError(`db_error: ${redactExcerpt(root.message, [], 200)}`, 'db_error');
+    }
+    switch (result.status) {
+      case 'succeeded':
+        authPauseLogged = false;
+        return {
+          status: result.status,
+          subscriberId: result.subscriberId,
+          syncRunId: result.syncRunId,
+          inserted: result.counts.inserted,
+          updated: result.counts.updated,
+          removed: result.counts.removed,
+          restored: result.counts.restored,
+        };
+      case 'rate_limited':
+        await deps.queue.rateLimit(result.retryAfterMs ?? 1000);
+        throw Worker.RateLimitError();
+      case 'auth_rejected':
+        await pauseQueue(deps.queue, deps.redis, {
+          by: 'auth_rejected',
+          reason: result.errorMessage ?? 'API key rejected',
+        });
+        if (!authPauseLogged) {
+          authPauseLogged = true;
+          deps.logger.error({ errorCode: result.errorCode }, AUTH_FIX);
+        }
+        // Back to the (now paused) queue, no attempt used.
+        throw Worker.RateLimitError();
+      default:
+        if (result.retryable)
+          throw new TransientSyncError(
+            `${result.errorCode}: ${result.errorMessage}`,
+            result.errorCode ?? 'failed',
+          );
+        throw new UnrecoverableError(`${result.status} (${result.errorCode}): ${result.errorMessage}`);
+    }
+  };
+}

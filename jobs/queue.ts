@@ -1,0 +1,141 @@
+import { type JobsOptions, Queue } from 'bullmq';
+import type { Redis } from 'ioredis';
+import { z } from 'zod';
+import { SYNC_TRIGGERS, type SyncTrigger } from '../db/schema.js';
+import type { Target } from '../src/api/client.js';
+
+export const QUEUE_NAME = 'saved-cards-sync';
+export const JOB_NAME = 'sync';
+
+/** The job payload: whom to sync and why. Never a secret. */
+export const syncJobSchema = z.object({
+  target: z.union([
+    z.object({ subscriberId: z.number().int().positive().refine(Number.isSafeInteger) }).strict(),
+    z.object({ email: z.string().min(3).max(254) }).strict(),
+  ]),
+  trigger: z.enum(SYNC_TRIGGERS),
+  refreshRunId: z.number().int().positive().optional(),
+});
+export type SyncJobData = z.infer<typeof syncJobSchema>;
+
+/** What a finished job keeps in Redis: small on purpose. */
+export interface SyncJobResult {
+  status: string;
+  subscriberId: number | null;
+  syncRunId: number;
+  inserted: number;
+  updated: number;
+  removed: number;
+  restored: number;
+}
+
+/** One key per subscriber id, one per e-mail ignoring case: the unit of deduplication. */
+export function dedupKey(target: Target): string {
+  return 'subscriberId' in target
+    ? `id:${target.subscriberId}`
+    : `email:${target.email.trim().toLowerCase()}`;
+}
+
+/** Options of {@link createSyncQueue}. */
+export interface SyncQueueOptions {
+  /** BullMQ key prefix (`QUEUE_PREFIX`). Default `bull`. */
+  prefix?: string;
+  /** Attempts for transient failures (`SYNC_ATTEMPTS`). Default 5. */
+  attempts?: number;
+  /** First retry delay, doubled each attempt, with ±50% jitter. Default 2000 ms. */
+  backoffDelayMs?: number;
+}
+
+/**
+ * Default options of every sync job: retries with exponential backoff and jitter, and bounded
+ * history so Redis does not grow without end.
+ */
+export function defaultJobOptions(attempts: number, backoffDelayMs = 2000): JobsOptions {
+  return {
+    attempts,
+    backoff: { type: 'exponential', delay: backoffDelayMs, jitter: 0.5 },
+    removeOnComplete: { age: 24 * 3600, count: 10_000 },
+    removeOnFail: { age: 7 * 24 * 3600, count: 50_000 },
+  };
+}
+
+export function createSyncQueue(
+  connection: Redis,
+  options: SyncQueueOptions = {},
+): Queue<SyncJobData, SyncJobResult> {
+  return new Queue<SyncJobData, SyncJobResult>(QUEUE_NAME, {
+    connection,
+    prefix: options.prefix ?? 'bull',
+    defaultJobOptions: defaultJobOptions(options.attempts ?? 5, options.backoffDelayMs),
+  });
+}
+
+let sequence = 0;
+
+/** The options of one job: deduplicated per subscriber, run once more if it is running now. */
+export function jobOptionsFor(target: Target): JobsOptions {
+  const key = dedupKey(target);
+  sequence = (sequence + 1) % 1_000_000;
+  return {
+    // Our own id, so that a deduplicated add (which answers with the existing job's id) shows.
+    jobId: `${key}:${Date.now().toString(36)}${process.pid.toString(36)}${sequence.toString(36)}`,
+    deduplication: { id: key, keepLastIfActive: true },
+  };
+}
+
+export interface EnqueueCounts {
+  enqueued: number;
+  alreadyQueued: number;
+}
+
+/** Adds sync jobs in one round trip; counts those that were new and those already queued. */
+export async function enqueueSyncs(
+  queue: Queue<SyncJobData, SyncJobResult>,
+  targets: readonly Target[],
+  trigger: SyncTrigger,
+  extra: { refreshRunId?: number } = {},
+): Promise<EnqueueCounts> {
+  if (targets.length === 0) return { enqueued: 0, alreadyQueued: 0 };
+  const jobs = targets.map((target) => {
+    const opts = jobOptionsFor(target);
+    return { name: JOB_NAME, data: { target, trigger, ...extra }, opts };
+  });
+  const added = await queue.addBulk(jobs);
+  let enqueued = 0;
+  for (const [i, job] of added.entries()) if (job.id === jobs[i]!.opts.jobId) enqueued++;
+  return { enqueued, alreadyQueued: targets.length - enqueued };
+}
+
+/** Where `pause` writes why the queue is paused; `resume` clears it. */
+export function pauseReasonKey(prefix: string): string {
+  return `${prefix}:${QUEUE_NAME}:cards-sync:pause-reason`;
+}
+
+export interface PauseReason {
+  reason: string;
+  by: 'operator' | 'auth_rejected' | 'breaker';
+  at: string;
+}
+
+export async function pauseQueue(queue: Queue, redis: Redis, reason: Omit<PauseReason, 'at'>): Promise<void> {
+  await redis.set(
+    pauseReasonKey(queue.opts.prefix ?? 'bull'),
+    JSON.stringify({ ...reason, at: new Date().toISOString() }),
+  );
+  await queue.pause();
+}
+
+export async function resumeQueue(queue: Queue, redis: Redis): Promise<void> {
+  await queue.resume();
+  await redis.del(pauseReasonKey(queue.opts.prefix ?? 'bull'));
+}
+
+export async function readPauseReason(queue: Queue, redis: Redis): Promise<PauseReason | undefined> {
+  const raw = await redis.get(pauseReasonKey(queue.opts.prefix ?? 'bull'));
+  if (raw === null) return undefined;
+  try {
+    return JSON.parse(raw) as PauseReason;
+  } catch {
+    return undefined;
+  }
+}

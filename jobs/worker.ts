@@ -1,0 +1,91 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { type Queue, Worker } from 'bullmq';
+import type { Redis } from 'ioredis';
+import type { Db } from '../db/client.js';
+import type { ApiClient } from '../src/api/client.js';
+import type { Logger } from '../src/logger.js';
+import { createSyncProcessor } from './processor.js';
+import { QUEUE_NAME, type SyncJobData, type SyncJobResult } from './queue.js';
+import { createRedis, evictionPolicy } from './redis.js';
+
+/** Options of {@link startSyncWorker}. */
+export interface SyncWorkerOptions {
+  redisUrl: string;
+  /** BullMQ key prefix. Default `bull`. */
+  prefix?: string;
+  /** Jobs in flight in this process (`SYNC_CONCURRENCY`). Default 16. */
+  concurrency?: number;
+  /** API requests per second across all workers (`SYNC_RATE_LIMIT_PER_SEC`); 0 = none. Default 0. */
+  rateLimitPerSec?: number;
+  /** The API deadline, ms: the job lock must outlive it. Default 10000. */
+  apiTimeoutMs?: number;
+  /** Times a job may stall (its worker died) before it fails. Default 2. */
+  maxStalledCount?: number;
+}
+
+export interface SyncWorker {
+  worker: Worker<SyncJobData, SyncJobResult>;
+  /** Stops taking jobs and waits for in-flight ones; true when they finished within `deadlineMs`. */
+  close(deadlineMs?: number): Promise<boolean>;
+}
+
+/** Starts a BullMQ worker on the sync queue. */
+export async function startSyncWorker(
+  deps: { db: Db; api: ApiClient; logger: Logger; queue: Queue<SyncJobData, SyncJobResult>; redis: Redis },
+  options: SyncWorkerOptions,
+): Promise<SyncWorker> {
+  const policy = await evictionPolicy(deps.redis);
+  if (policy !== undefined && policy !== 'noeviction') {
+    deps.logger.warn(
+      { maxmemoryPolicy: policy },
+      `Redis maxmemory-policy is ${policy}: Redis may evict queued jobs under memory pressure. Set maxmemory-policy noeviction`,
+    );
+  }
+  const connection = createRedis(options.redisUrl, { blocking: true });
+  const apiTimeoutMs = options.apiTimeoutMs ?? 10_000;
+  const rate = options.rateLimitPerSec ?? 0;
+  const worker = new Worker<SyncJobData, SyncJobResult>(QUEUE_NAME, createSyncProcessor(deps), {
+    connection,
+    prefix: options.prefix ?? 'bull',
+    concurrency: options.concurrency ?? 16,
+    // BullMQ applies a manual rate limit (429) only when a limiter is set, hence a huge one when unlimited.
+    limiter: rate > 0 ? { max: rate, duration: 1000 } : { max: 1_000_000, duration: 1000 },
+    // Locks are renewed while a job runs; the duration only bounds how soon a dead worker's job
+    // is taken over. It outlives the API deadline so a slow answer never looks like a dead worker.
+    lockDuration: apiTimeoutMs + 5000,
+    stalledInterval: Math.max(1000, Math.round((apiTimeoutMs + 5000) / 2)),
+    maxStalledCount: options.maxStalledCount ?? 2,
+    autorun: true,
+  });
+  worker.on('error', (error) =>
+    deps.logger.warn({ err: { message: error.message } }, 'worker connection problem'),
+  );
+  worker.on('failed', (job, error) => {
+    if (!job) return;
+    const final = job.attemptsMade >= (job.opts.attempts ?? 1) || error.name === 'UnrecoverableError';
+    deps.logger.info(
+      { jobId: job.id, attemptsMade: job.attemptsMade, final },
+      final ? 'job failed for good' : 'job will be retried',
+    );
+  });
+  await worker.waitUntilReady();
+
+  let closing: Promise<boolean> | undefined;
+  const close = (deadlineMs = 30_000): Promise<boolean> => {
+    closing ??= (async () => {
+      const graceful = worker.close().then(() => true);
+      const finished = await Promise.race([graceful, sleep(deadlineMs, false, { ref: false })]);
+      if (!finished) await worker.close(true);
+      await connection.quit().catch(() => connection.disconnect());
+      return finished;
+    })();
+    return closing;
+  };
+  return { worker, close };
+}
+
+/** True when the queue has nothing waiting, delayed, prioritised or active. */
+export async function queueIsIdle(queue: Queue): Promise<boolean> {
+  const c = await queue.getJobCounts('waiting', 'delayed', 'active', 'prioritized', 'waiting-children');
+  return Object.values(c).every((n) => n === 0);
+}

@@ -1,0 +1,54 @@
+import type { Redis } from 'ioredis';
+import { rootCause } from '../../db/errors.js';
+import { CliError } from '../errors.js';
+
+/** Where a command writes; tests pass their own. */
+export interface Io {
+  env: Record<string, string | undefined>;
+  out: (line: string) => void;
+  err: (line: string) => void;
+  /** Standard input, for `--file -`. Default `process.stdin`. */
+  stdin?: import('node:stream').Readable;
+  /** Whether standard error is a terminal (progress bars). Default false. */
+  isTTY?: boolean;
+}
+
+function where(url: string, fallbackPort: string): string {
+  try {
+    const u = new URL(url);
+    return `${u.hostname}:${u.port || fallbackPort}`;
+  } catch {
+    return 'the configured address';
+  }
+}
+
+/** A one-line, actionable explanation of a Postgres error, or undefined when it is not a known kind. */
+export function describeDbError(error: unknown, databaseUrl: string): string | undefined {
+  const code = rootCause(error).code;
+  let name = '';
+  try {
+    name = new URL(databaseUrl).pathname;
+  } catch {}
+  const pg = `Postgres at ${where(databaseUrl, '5432')}${name}`;
+  if (code === 'ECONNREFUSED' || code === 'ENOTFOUND' || code === 'ETIMEDOUT' || code === 'EAI_AGAIN') {
+    return `cannot reach ${pg} (${code}); start it (docker compose up -d postgres) or set DATABASE_URL`;
+  }
+  if (code === '3D000') return `${pg} does not exist; run \`cards-sync migrate\` first`;
+  if (code === '42P01') return `the tables are missing in ${pg}; run \`cards-sync migrate\` first`;
+  if (code === '28P01' || code === '28000')
+    return `${pg} refused the login; check the user and password in DATABASE_URL`;
+  return undefined;
+}
+
+/** Fails fast, with the fix, when Redis does not answer. */
+export async function ensureRedis(redis: Redis, redisUrl: string): Promise<void> {
+  try {
+    await redis.ping();
+  } catch (error) {
+    const code = (error as { code?: string }).code ?? (error as Error).message;
+    throw new CliError(
+      `cannot reach Redis at ${where(redisUrl, '6379')} (${code}); start it (docker compose up -d redis) or set REDIS_URL`,
+      1,
+    );
+  }
+}

@@ -1,0 +1,211 @@
+import { createReadStream, createWriteStream } from 'node:fs';
+import { mkdtemp, rm, stat } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import cliProgress from 'cli-progress';
+import { createSyncQueue, enqueueSyncs } from '../../jobs/queue.js';
+import { createRedis } from '../../jobs/redis.js';
+import type { Target } from '../api/client.js';
+import type { Config } from '../config.js';
+import { CliError } from '../errors.js';
+import { type Line, readLines } from '../lines.js';
+import { parseTarget, TargetError } from '../targets.js';
+import { ensureRedis, type Io } from './common.js';
+
+/** Jobs per `addBulk`: one Redis round trip each, a bounded amount of memory. */
+export const ENQUEUE_CHUNK = 1000;
+/** Rejected lines listed one by one; beyond, only counted. */
+export const REJECTS_LISTED = 20;
+
+export interface EnqueueOptions {
+  ids: number[];
+  emails: string[];
+  /** A path, or `-` for standard input. */
+  file?: string;
+  /** Refuse the whole file, enqueueing nothing, when one line is bad. */
+  strict: boolean;
+}
+
+export interface EnqueueStreams {
+  stdin: Readable;
+  /** Whether standard error is a terminal (progress bar) or not (periodic plain lines). */
+  isTTY: boolean;
+}
+
+interface Tally {
+  lines: number;
+  blank: number;
+  enqueued: number;
+  alreadyQueued: number;
+  rejected: number;
+  rejects: { line: number; reason: string }[];
+}
+
+function reasonFor(line: Line): string | Target {
+  if ('problem' in line) {
+    return line.problem === 'too_long'
+      ? `line is ${line.bytes} bytes long; an id or e-mail fits in 254`
+      : 'not valid UTF-8 text';
+  }
+  try {
+    return parseTarget(line.text);
+  } catch (error) {
+    if (error instanceof TargetError) return error.message;
+    throw error;
+  }
+}
+
+function isBlank(line: { text?: string }): boolean {
+  const t = line.text?.trim();
+  return t === '' || t?.startsWith('#') === true;
+}
+
+async function openFile(path: string): Promise<{ stream: Readable; size?: number }> {
+  let info: Awaited<ReturnType<typeof stat>>;
+  try {
+    info = await stat(path);
+  } catch (error) {
+    throw new CliError(
+      `--file ${path}: ${(error as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such file' : 'cannot be read'}`,
+      2,
+    );
+  }
+  if (info.isDirectory()) throw new CliError(`--file ${path}: is a directory, not a file`, 2);
+  return {
+    stream: createReadStream(path, { highWaterMark: 256 * 1024 }),
+    size: info.isFile() ? info.size : undefined,
+  };
+}
+
+/** Strict mode: checks every line first; returns the rejects (none = go ahead). */
+async function validateAll(stream: Readable): Promise<Tally['rejects'] & { total?: number }> {
+  const rejects: Tally['rejects'] & { total?: number } = [];
+  let total = 0;
+  for await (const line of readLines(stream)) {
+    if ('text' in line && isBlank(line)) continue;
+    const r = reasonFor(line);
+    if (typeof r === 'string') {
+      total++;
+      if (rejects.length < REJECTS_LISTED) rejects.push({ line: line.number, reason: r });
+    }
+  }
+  rejects.total = total;
+  return rejects;
+}
+
+export async function cmdEnqueue(
+  config: Config,
+  io: Io,
+  opts: EnqueueOptions,
+  streams: EnqueueStreams,
+): Promise<number> {
+  if (opts.ids.length === 0 && opts.emails.length === 0 && opts.file === undefined) {
+    throw new CliError('enqueue needs --id N, --email E or --file PATH (- for standard input)', 2);
+  }
+  let spoolDir: string | undefined;
+  let source: { stream: Readable; size?: number } | undefined;
+  if (opts.file !== undefined) {
+    if (opts.file === '-' && opts.strict) {
+      // Standard input can be read once: keep a copy to check first and enqueue after.
+      spoolDir = await mkdtemp(join(tmpdir(), 'cards-sync-enqueue-'));
+      await pipeline(streams.stdin, createWriteStream(join(spoolDir, 'stdin')));
+    }
+    const path = spoolDir ? join(spoolDir, 'stdin') : opts.file;
+    if (opts.strict) {
+      const rejects = await validateAll((await openFile(path)).stream);
+      if ((rejects.total ?? 0) > 0) {
+        for (const r of rejects) io.err(`line ${r.line}: ${r.reason}`);
+        if ((rejects.total ?? 0) > rejects.length)
+          io.err(`… and ${(rejects.total ?? 0) - rejects.length} more rejected lines`);
+        io.out(`enqueued 0, already queued 0, rejected ${rejects.total} (--strict: nothing enqueued)`);
+        if (spoolDir) await rm(spoolDir, { recursive: true, force: true });
+        return 1;
+      }
+    }
+    source = path === '-' ? { stream: streams.stdin } : await openFile(path);
+  }
+
+  const redis = createRedis(config.redisUrl);
+  const queue = createSyncQueue(redis, { prefix: config.queuePrefix, attempts: config.syncAttempts });
+  const tally: Tally = { lines: 0, blank: 0, enqueued: 0, alreadyQueued: 0, rejected: 0, rejects: [] };
+  let bar: cliProgress.SingleBar | undefined;
+  try {
+    await ensureRedis(redis, config.redisUrl);
+    const direct: Target[] = [
+      ...opts.ids.map((subscriberId) => ({ subscriberId })),
+      ...opts.emails.map((email) => ({ email })),
+    ];
+    const add = async (targets: Target[]) => {
+      const counts = await enqueueSyncs(queue, targets, 'manual');
+      tally.enqueued += counts.enqueued;
+      tally.alreadyQueued += counts.alreadyQueued;
+    };
+    await add(direct);
+
+    if (source !== undefined) {
+      const showBar = streams.isTTY && source.size !== undefined && source.size > 0;
+      if (showBar) {
+        bar = new cliProgress.SingleBar(
+          {
+            format:
+              'enqueue [{bar}] {percentage}% | {lines} lines | {enqueued} enqueued | {rejected} rejected',
+            stream: process.stderr,
+          },
+          cliProgress.Presets.shades_classic,
+        );
+        bar.start(source.size!, 0, { lines: 0, enqueued: 0, rejected: 0 });
+      }
+      let bytes = 0;
+      let lastReport = Date.now();
+      let chunk: Target[] = [];
+      for await (const line of readLines(source.stream)) {
+        tally.lines++;
+        bytes += line.bytes + 1;
+        if ('text' in line && isBlank(line)) {
+          tally.blank++;
+        } else {
+          const r = reasonFor(line);
+          if (typeof r === 'string') {
+            tally.rejected++;
+            if (tally.rejects.length < REJECTS_LISTED) tally.rejects.push({ line: line.number, reason: r });
+          } else {
+            chunk.push(r);
+            if (chunk.length >= ENQUEUE_CHUNK) {
+              await add(chunk);
+              chunk = [];
+            }
+          }
+        }
+        if (Date.now() - lastReport >= 1000) {
+          lastReport = Date.now();
+          const values = { lines: tally.lines, enqueued: tally.enqueued, rejected: tally.rejected };
+          if (bar) bar.update(Math.min(bytes, source.size!), values);
+          else
+            io.err(
+              `enqueue: ${tally.lines} lines read, ${tally.enqueued} enqueued, ${tally.alreadyQueued} already queued, ${tally.rejected} rejected`,
+            );
+        }
+      }
+      await add(chunk);
+      bar?.update(source.size ?? 0, {
+        lines: tally.lines,
+        enqueued: tally.enqueued,
+        rejected: tally.rejected,
+      });
+      bar?.stop();
+      bar = undefined;
+    }
+  } finally {
+    bar?.stop();
+    await queue.close().catch(() => {});
+    redis.disconnect();
+    if (spoolDir) await rm(spoolDir, { recursive: true, force: true });
+  }
+  for (const r of tally.rejects) io.err(`line ${r.line}: ${r.reason}`);
+  if (tally.rejected > tally.rejects.length)
+    io.err(`… and ${tally.rejected - tally.rejects.length} more rejected lines`);
+  io.out(`enqueued ${tally.enqueued}, already queued ${tally.alreadyQueued}, rejected ${tally.rejected}`);
+  return tally.rejected > 0 ? 1 : 0;
+}

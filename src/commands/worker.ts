@@ -1,0 +1,79 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { createDb } from '../../db/client.js';
+import { createSyncQueue } from '../../jobs/queue.js';
+import { createRedis } from '../../jobs/redis.js';
+import { queueIsIdle, startSyncWorker } from '../../jobs/worker.js';
+import { createApiClient } from '../api/client.js';
+import { type Config, requireApi } from '../config.js';
+import { createLogger } from '../logger.js';
+import { onShutdown } from '../shutdown.js';
+import { ensureRedis, type Io } from './common.js';
+
+export interface WorkerCliOptions {
+  concurrency?: number;
+  exitWhenIdle: boolean;
+  /** How long SIGTERM waits for in-flight jobs, ms. Default 30000. */
+  shutdownTimeoutMs: number;
+}
+
+/** `cards-sync worker`: processes sync jobs until signalled (or until idle with --exit-when-idle). */
+export async function cmdWorker(config: Config, io: Io, opts: WorkerCliOptions): Promise<number> {
+  const apiConfig = requireApi(config);
+  const concurrency = opts.concurrency ?? config.syncConcurrency;
+  const logger = createLogger({ level: config.logLevel });
+  const redis = createRedis(config.redisUrl, { blocking: true });
+  await ensureRedis(redis, config.redisUrl);
+  const queue = createSyncQueue(redis, { prefix: config.queuePrefix, attempts: config.syncAttempts });
+  const handle = createDb(config.databaseUrl, {
+    max: Math.min(concurrency + 2, 50),
+    applicationName: 'cards-sync worker',
+  });
+  const api = createApiClient(apiConfig, { connections: concurrency });
+  const sync = await startSyncWorker(
+    { db: handle.db, api, logger, queue, redis },
+    {
+      redisUrl: config.redisUrl,
+      prefix: config.queuePrefix,
+      concurrency,
+      rateLimitPerSec: config.syncRateLimitPerSec,
+      apiTimeoutMs: apiConfig.timeoutMs,
+    },
+  );
+  logger.info(
+    { concurrency, prefix: config.queuePrefix, rateLimitPerSec: config.syncRateLimitPerSec },
+    'worker started',
+  );
+
+  let stopped: Promise<number> | undefined;
+  const stop = (reason: string) => {
+    stopped ??= (async () => {
+      logger.info({ reason }, 'worker stopping: finishing in-flight jobs');
+      const finished = await sync.close(opts.shutdownTimeoutMs);
+      await Promise.allSettled([queue.close(), api.close(), handle.close()]);
+      redis.disconnect();
+      logger.info(
+        { finished },
+        finished ? 'worker stopped' : 'worker stopped before in-flight jobs finished',
+      );
+      return finished ? 0 : 1;
+    })();
+    return stopped;
+  };
+  onShutdown((signal) => stop(signal), opts.shutdownTimeoutMs + 5000);
+
+  if (opts.exitWhenIdle) {
+    // Idle must be seen twice in a row: a job moving between lists is briefly in none.
+    let idleSeen = 0;
+    while (stopped === undefined) {
+      await sleep(250);
+      const idle = await queueIsIdle(queue).catch(() => false);
+      idleSeen = idle ? idleSeen + 1 : 0;
+      if (idleSeen >= 2) {
+        io.out('queue is idle: nothing waiting, delayed or active');
+        return stop('idle');
+      }
+    }
+    return stopped;
+  }
+  return new Promise<number>(() => {});
+}

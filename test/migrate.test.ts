@@ -1,0 +1,257 @@
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { fileURLToPath } from 'node:url';
+import pg from 'pg';
+import { afterAll, describe, expect, inject, it } from 'vitest';
+
+// `cards-sync migrate` as ops run it: a child process against a database that may not exist yet.
+
+const BIN = fileURLToPath(new URL('../bin/cards-sync.js', import.meta.url));
+const JOURNAL = fileURLToPath(new URL('../db/migrations/meta/_journal.json', import.meta.url));
+
+/** DESIGN §4: the public column names analysts query. */
+const DESIGN_COLUMNS: Record<string, string[]> = {
+  saved_cards: [
+    'id',
+    'subscriber_id',
+    'card_token',
+    'bin_number',
+    'card_family',
+    'card_bank_code',
+    'card_bank_name',
+    'company_id',
+    'create_date',
+    'first_seen_at',
+    'last_seen_at',
+    'updated_at',
+    'removed_at',
+  ],
+  subscribers: [
+    'subscriber_id',
+    'email',
+    'last_synced_at',
+    'last_success_at',
+    'last_status',
+    'last_error',
+    'consecutive_failures',
+    'active_cards',
+  ],
+  sync_runs: [
+    'id',
+    'subscriber_id',
+    'email',
+    'trigger',
+    'job_id',
+    'refresh_run_id',
+    'started_at',
+    'finished_at',
+    'status',
+    'cards_seen',
+    'inserted',
+    'updated',
+    'unchanged',
+    'removed',
+    'restored',
+    'error_code',
+    'error_message',
+  ],
+  // §4 lists no key for the history; `id` is its identity primary key.
+  saved_card_changes: [
+    'id',
+    'card_id',
+    'subscriber_id',
+    'change',
+    'changed_fields',
+    'sync_run_id',
+    'changed_at',
+  ],
+};
+
+interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+function migrate(databaseUrl: string): Promise<Run> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [BIN, 'migrate'], {
+      env: {
+        PATH: process.env.PATH ?? '/usr/bin:/bin',
+        HOME: process.env.HOME ?? tmpdir(),
+        DATABASE_URL: databaseUrl,
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (s: string) => {
+      stdout += s;
+    });
+    child.stderr.setEncoding('utf8').on('data', (s: string) => {
+      stderr += s;
+    });
+    const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
+    child.on('error', reject);
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+function withDatabase(url: string, name: string): string {
+  const u = new URL(url);
+  u.pathname = `/${encodeURIComponent(name)}`;
+  return u.toString();
+}
+
+const quoteIdent = (name: string) => `"${name.replace(/"/g, '""')}"`;
+
+async function withClient<T>(url: string, fn: (client: pg.Client) => Promise<T>): Promise<T> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    return await fn(client);
+  } finally {
+    await client.end();
+  }
+}
+
+const maintenanceUrl = () => withDatabase(inject('templateUrl'), 'postgres');
+const created: string[] = [];
+
+/** A database name nobody has used; dropped after the file. */
+function freshName(prefix = 'cards_sync_mig'): string {
+  const name = `${prefix}_${randomBytes(6).toString('hex')}`;
+  created.push(name);
+  return name;
+}
+
+afterAll(async () => {
+  await withClient(maintenanceUrl(), async (client) => {
+    for (const name of created)
+      await client.query(`drop database if exists ${quoteIdent(name)} with (force)`);
+  });
+});
+
+async function databaseExists(name: string): Promise<boolean> {
+  return withClient(maintenanceUrl(), async (client) => {
+    const { rows } = await client.query('select 1 from pg_database where datname = $1', [name]);
+    return rows.length === 1;
+  });
+}
+
+async function columnsByTable(url: string): Promise<Record<string, string[]>> {
+  return withClient(url, async (client) => {
+    const { rows } = await client.query<{ table_name: string; column_name: string }>(
+      `select table_name, column_name from information_schema.columns
+       where table_schema = 'public' order by table_name, column_name`,
+    );
+    const byTable: Record<string, string[]> = {};
+    for (const r of rows) byTable[r.table_name] = [...(byTable[r.table_name] ?? []), r.column_name];
+    return byTable;
+  });
+}
+
+const migrationCount = (JSON.parse(readFileSync(JOURNAL, 'utf8')) as { entries: unknown[] }).entries.length;
+
+describe('cards-sync migrate', () => {
+  const name = freshName();
+  const url = () => withDatabase(inject('templateUrl'), name);
+
+  it('creates a missing database and the four tables with exactly the DESIGN §4 columns', async () => {
+    expect(await databaseExists(name)).toBe(false);
+    const run = await migrate(url());
+    expect(run.code, run.stderr).toBe(0);
+    expect(run.stdout).toMatch(/created the database/);
+    expect(await databaseExists(name)).toBe(true);
+    const columns = await columnsByTable(url());
+    const expected = Object.fromEntries(
+      Object.entries(DESIGN_COLUMNS).map(([table, cols]) => [table, [...cols].sort()]),
+    );
+    expect(columns).toEqual(expected);
+  });
+
+  it('stores ids and amounts as bigint and every time as timestamptz', async () => {
+    const types = await withClient(url(), async (client) => {
+      const { rows } = await client.query<{ column_name: string; data_type: string }>(
+        `select column_name, data_type from information_schema.columns
+         where table_schema = 'public' and table_name = 'saved_cards'`,
+      );
+      return Object.fromEntries(rows.map((r) => [r.column_name, r.data_type]));
+    });
+    for (const col of ['id', 'subscriber_id', 'card_bank_code', 'company_id']) {
+      expect(types[col], col).toBe('bigint');
+    }
+    for (const col of ['create_date', 'first_seen_at', 'last_seen_at', 'updated_at', 'removed_at']) {
+      expect(types[col], col).toBe('timestamp with time zone');
+    }
+  });
+
+  it('run again: says the migrations are up to date, exits 0 and changes nothing', async () => {
+    const before = await columnsByTable(url());
+    const run = await migrate(url());
+    expect(run.code, run.stderr).toBe(0);
+    expect(run.stdout).toMatch(/up to date/);
+    expect(run.stdout).not.toMatch(/created/);
+    expect(await columnsByTable(url())).toEqual(before);
+    const applied = await withClient(url(), async (client) => {
+      const { rows } = await client.query<{ n: number }>(
+        'select count(*)::int as n from drizzle.__drizzle_migrations',
+      );
+      return rows[0]!.n;
+    });
+    expect(applied).toBe(migrationCount);
+  });
+});
+
+describe('five migrate processes at once on a missing database', () => {
+  it('all exit 0 and leave one set of tables and one row per migration', async () => {
+    const name = freshName();
+    const url = withDatabase(inject('templateUrl'), name);
+    const runs = await Promise.all(Array.from({ length: 5 }, () => migrate(url)));
+    for (const run of runs) expect(run.code, `${run.stdout}\n${run.stderr}`).toBe(0);
+    // Exactly one of them created the database; the others found it there.
+    expect(runs.filter((r) => /created the database/.test(r.stdout))).toHaveLength(1);
+    expect(runs.filter((r) => /up to date/.test(r.stdout))).toHaveLength(4);
+    const columns = await columnsByTable(url);
+    expect(Object.keys(columns).sort()).toEqual(Object.keys(DESIGN_COLUMNS).sort());
+    const { tables, migrations } = await withClient(url, async (client) => {
+      const t = await client.query<{ n: number }>(
+        `select count(*)::int as n from pg_tables where schemaname = 'public'`,
+      );
+      const m = await client.query<{ hash: string; n: number }>(
+        'select hash, count(*)::int as n from drizzle.__drizzle_migrations group by hash',
+      );
+      return { tables: t.rows[0]!.n, migrations: m.rows };
+    });
+    expect(tables).toBe(4);
+    expect(migrations).toHaveLength(migrationCount);
+    expect(migrations.every((m) => m.n === 1)).toBe(true);
+  });
+});
+
+describe('migrate edge cases', () => {
+  it('creates a database whose name needs quoting (capitals and hyphens) under exactly that name', async () => {
+    const name = freshName('Cards-Sync-Mig');
+    const url = withDatabase(inject('templateUrl'), name);
+    const run = await migrate(url);
+    expect(run.code, run.stderr).toBe(0);
+    expect(await databaseExists(name)).toBe(true);
+    expect(Object.keys(await columnsByTable(url))).toHaveLength(4);
+  });
+
+  it('Postgres unreachable: exits 1 naming Postgres and what to do', async () => {
+    const run = await migrate('postgres://postgres:not-shown-pass@127.0.0.1:1/cards_sync');
+    expect(run.code, run.stderr).toBe(1);
+    expect(run.stdout).toBe('');
+    const plain = run.stderr.split('\n').filter((l) => l.trim() !== '');
+    expect(plain).toHaveLength(1);
+    expect(plain[0]).toMatch(/Postgres/);
+    expect(plain[0]).toMatch(/DATABASE_URL/);
+    expect(run.stderr).not.toContain('not-shown-pass');
+  });
+});

@@ -1,0 +1,224 @@
+import { eq, sql } from 'drizzle-orm';
+import { afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
+import { savedCardChanges, syncRuns } from '../db/schema.js';
+import { enqueueSyncs, readPauseReason, resumeQueue } from '../jobs/queue.js';
+import { type SyncWorker, startSyncWorker } from '../jobs/worker.js';
+import { createApiClient } from '../src/api/client.js';
+import { API_KEY, makeCard, ok, useScriptedApi } from './fixtures.js';
+import { captureLogger, useTestDatabase } from './helpers.js';
+import { testQueue, waitFor } from './queue-helpers.js';
+
+const database = useTestDatabase();
+const upstream = useScriptedApi();
+const { logger, lines } = captureLogger();
+const cleanups: (() => Promise<unknown>)[] = [];
+
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+function setup(
+  options: { attempts?: number; apiKey?: string; concurrency?: number; timeoutMs?: number } = {},
+) {
+  const q = testQueue({ attempts: options.attempts ?? 3 });
+  cleanups.push(q.cleanup);
+  const api = createApiClient({
+    baseUrl: upstream.url,
+    apiKey: options.apiKey ?? API_KEY,
+    pathStyle: 'standard',
+    timeoutMs: options.timeoutMs ?? 2000,
+  });
+  cleanups.push(() => api.close());
+  const start = async () => {
+    const w = await startSyncWorker(
+      { db: database.handle.db, api, logger, queue: q.queue, redis: q.redis },
+      {
+        redisUrl: inject('redisUrl'),
+        prefix: q.prefix,
+        concurrency: options.concurrency ?? 4,
+        apiTimeoutMs: options.timeoutMs ?? 2000,
+      },
+    );
+    cleanups.push(() => w.close(5000));
+    return w;
+  };
+  return { ...q, api, start };
+}
+
+const runsOf = (subscriberId: number) =>
+  database.handle.db
+    .select()
+    .from(syncRuns)
+    .where(eq(syncRuns.subscriberId, subscriberId))
+    .orderBy(syncRuns.id);
+
+async function settled(worker: SyncWorker, queue: ReturnType<typeof testQueue>['queue'], n: number) {
+  await waitFor(`${n} finished jobs`, async () => {
+    const c = await queue.getJobCounts('completed', 'failed');
+    return (c.completed ?? 0) + (c.failed ?? 0) >= n;
+  });
+  void worker;
+}
+
+beforeAll(() => {
+  expect(upstream.url).toMatch(/^http/);
+});
+
+describe('deduplication', () => {
+  it('adds nothing for a subscriber that is already waiting (ids, and e-mails ignoring case)', async () => {
+    const { queue } = setup();
+    expect(
+      await enqueueSyncs(
+        queue,
+        [{ subscriberId: 1 }, { subscriberId: 1 }, { email: 'A@Example.com' }],
+        'manual',
+      ),
+    ).toEqual({
+      enqueued: 2,
+      alreadyQueued: 1,
+    });
+    expect(
+      await enqueueSyncs(
+        queue,
+        [{ subscriberId: 1 }, { email: 'a@example.COM' }, { subscriberId: 2 }],
+        'manual',
+      ),
+    ).toEqual({
+      enqueued: 1,
+      alreadyQueued: 2,
+    });
+    expect((await queue.getJobCounts('waiting')).waiting).toBe(3);
+  });
+
+  it('a subscriber enqueued while running runs once more afterwards, not twice', async () => {
+    const q = setup();
+    upstream.script.set('id:301', { ...ok([makeCard(301)]), delayMs: 400 });
+    await enqueueSyncs(q.queue, [{ subscriberId: 301 }], 'manual');
+    const worker = await q.start();
+    await waitFor('the job to be active', async () => (await q.queue.getJobCounts('active')).active === 1);
+    const again = await enqueueSyncs(q.queue, [{ subscriberId: 301 }, { subscriberId: 301 }], 'manual');
+    expect(again.enqueued).toBe(0);
+    await settled(worker, q.queue, 2);
+    await new Promise((r) => setTimeout(r, 600));
+    expect(upstream.calls.get('id:301')).toBe(2);
+    expect((await runsOf(301)).length).toBe(2);
+  });
+});
+
+describe('outcomes through the queue', () => {
+  it('retries transient failures, then succeeds', async () => {
+    const q = setup({ attempts: 4 });
+    upstream.script.set('id:302', (n) => (n <= 2 ? { status: 503, body: 'busy' } : ok([makeCard(302)])));
+    await enqueueSyncs(q.queue, [{ subscriberId: 302 }], 'manual');
+    const worker = await q.start();
+    await settled(worker, q.queue, 1);
+    const [job] = await q.queue.getJobs(['completed']);
+    expect(job?.returnvalue).toMatchObject({ status: 'succeeded', inserted: 1 });
+    expect(job?.attemptsMade).toBe(3);
+    expect((await runsOf(302)).map((r) => r.status)).toEqual(['failed', 'failed', 'succeeded']);
+  });
+
+  it('fails after SYNC_ATTEMPTS transient failures, recording each', async () => {
+    const q = setup({ attempts: 3 });
+    upstream.script.set('id:303', { status: 502, body: 'bad gateway' });
+    await enqueueSyncs(q.queue, [{ subscriberId: 303 }], 'manual');
+    const worker = await q.start();
+    await settled(worker, q.queue, 1);
+    const [job] = await q.queue.getJobs(['failed']);
+    expect(job?.attemptsMade).toBe(3);
+    expect((await runsOf(303)).map((r) => r.errorCode)).toEqual(['http_5xx', 'http_5xx', 'http_5xx']);
+  });
+
+  it.each([
+    ['404', { status: 404 }, 'not_found'],
+    ['a refused answer', ok([{ id: 1 }]), 'invalid_response'],
+    ['HTTP 400', { status: 400 }, 'failed'],
+  ] as const)('%s fails at once, after its sync_runs row', async (_name, reply, status) => {
+    const q = setup({ attempts: 5 });
+    const id = 310 + Math.floor(Math.random() * 1000);
+    upstream.script.set(`id:${id}`, reply);
+    await enqueueSyncs(q.queue, [{ subscriberId: id }], 'manual');
+    const worker = await q.start();
+    await settled(worker, q.queue, 1);
+    const [job] = await q.queue.getJobs(['failed']);
+    expect(job?.attemptsMade).toBe(1);
+    expect(job?.failedReason).toContain(status);
+    expect((await runsOf(id)).map((r) => r.status)).toEqual([status]);
+  });
+
+  it('a rejected key pauses the queue; no job fails or loses an attempt; resume finishes them', async () => {
+    const q = setup({ apiKey: 'wrong-key-0000' });
+    const ids = [320, 321, 322];
+    for (const id of ids) upstream.script.delete(`id:${id}`);
+    await enqueueSyncs(
+      q.queue,
+      ids.map((subscriberId) => ({ subscriberId })),
+      'manual',
+    );
+    const bad = await q.start();
+    await waitFor('the queue to pause', () => q.queue.isPaused());
+    await new Promise((r) => setTimeout(r, 300));
+    const counts = await q.queue.getJobCounts('failed', 'completed', 'waiting', 'active');
+    expect(counts).toMatchObject({ failed: 0, completed: 0, active: 0, waiting: 3 });
+    for (const job of await q.queue.getJobs(['waiting'])) expect(job.attemptsMade).toBe(0);
+    expect((await readPauseReason(q.queue, q.redis))?.by).toBe('auth_rejected');
+    expect(lines.some((l) => l.includes('cards-sync resume') && l.includes('CARDS_API_KEY'))).toBe(true);
+    await bad.close(5000);
+
+    const good = createApiClient({
+      baseUrl: upstream.url,
+      apiKey: API_KEY,
+      pathStyle: 'standard',
+      timeoutMs: 2000,
+    });
+    cleanups.push(() => good.close());
+    const worker = await startSyncWorker(
+      { db: database.handle.db, api: good, logger, queue: q.queue, redis: q.redis },
+      { redisUrl: inject('redisUrl'), prefix: q.prefix, concurrency: 2 },
+    );
+    cleanups.push(() => worker.close(5000));
+    await resumeQueue(q.queue, q.redis);
+    await settled(worker, q.queue, 3);
+    expect((await q.queue.getJobCounts('completed')).completed).toBe(3);
+    for (const id of ids)
+      expect((await runsOf(id)).map((r) => r.status)).toEqual(['auth_rejected', 'succeeded']);
+  });
+
+  it('a 429 holds every worker for Retry-After without using an attempt', async () => {
+    const q = setup({ attempts: 1, concurrency: 1 });
+    upstream.script.set('id:330', (n) =>
+      n === 1 ? { status: 429, headers: { 'retry-after': '1' } } : ok([makeCard(330)]),
+    );
+    upstream.script.set('id:331', ok([makeCard(331)]));
+    await enqueueSyncs(q.queue, [{ subscriberId: 330 }], 'manual');
+    const worker = await q.start();
+    await waitFor('the 429', async () => upstream.calls.get('id:330') === 1);
+    const limitedAt = Date.now();
+    await enqueueSyncs(q.queue, [{ subscriberId: 331 }], 'manual');
+    await settled(worker, q.queue, 2);
+    const times = upstream.mock.requests
+      .filter((r) => r.path.endsWith('/330') || r.path.endsWith('/331'))
+      .map((r) => r.at);
+    expect(times.length).toBe(3);
+    // Nothing reached the API during the second after the 429.
+    expect(Math.min(times[1]!, times[2]!) - limitedAt).toBeGreaterThanOrEqual(900);
+    expect((await q.queue.getJobCounts('completed')).completed).toBe(2);
+  });
+});
+
+describe('at-least-once effects', () => {
+  it('the same job run twice leaves the same rows and no duplicate history', async () => {
+    const q = setup();
+    upstream.script.set('id:340', ok([makeCard(340), makeCard(340)]));
+    const worker = await q.start();
+    await enqueueSyncs(q.queue, [{ subscriberId: 340 }], 'manual');
+    await settled(worker, q.queue, 1);
+    await enqueueSyncs(q.queue, [{ subscriberId: 340 }], 'manual');
+    await settled(worker, q.queue, 2);
+    const history = await database.handle.db
+      .select({ n: sql<number>`count(*)::int` })
+      .from(savedCardChanges)
+      .where(eq(savedCardChanges.subscriberId, 340));
+    expect(history[0]!.n).toBe(2);
+  });
+});
