@@ -75,7 +75,11 @@ export async function startSyncWorker(
     closing ??= (async () => {
       const graceful = worker.close().then(() => true);
       const finished = await Promise.race([graceful, sleep(deadlineMs, false, { ref: false })]);
-      if (!finished) await worker.close(true);
+      if (!finished) {
+        // Past the deadline: abort in-flight requests so their jobs fail as transient and retry.
+        worker.cancelAllJobs('shutdown deadline passed');
+        await worker.close(true);
+      }
       await connection.quit().catch(() => connection.disconnect());
       return finished;
     })();

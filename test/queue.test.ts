@@ -206,6 +206,24 @@ describe('outcomes through the queue', () => {
   });
 });
 
+describe('cancellation', () => {
+  it('the processor’s abort signal reaches the HTTP request', async () => {
+    const q = setup({ attempts: 1, timeoutMs: 5000 });
+    upstream.script.set('id:350', { ...ok([makeCard(350)]), delayMs: 3000 });
+    await enqueueSyncs(q.queue, [{ subscriberId: 350 }], 'manual');
+    const worker = await q.start();
+    const [job] = await waitFor('the job to be active', async () => {
+      const active = await q.queue.getJobs(['active']);
+      return active.length === 1 && upstream.calls.get('id:350') === 1 ? active : false;
+    });
+    const started = Date.now();
+    expect(worker.worker.cancelJob(job!.id!, 'operator cancelled')).toBe(true);
+    await settled(worker, q.queue, 1);
+    expect(Date.now() - started).toBeLessThan(2000);
+    expect((await runsOf(350)).map((r) => [r.status, r.errorCode])).toEqual([['failed', 'aborted']]);
+  });
+});
+
 describe('at-least-once effects', () => {
   it('the same job run twice leaves the same rows and no duplicate history', async () => {
     const q = setup();
