@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createDb } from '../../db/client.js';
-import { createSyncQueue } from '../../jobs/queue.js';
+import { createSyncQueue, readPauseReason } from '../../jobs/queue.js';
 import { createRedis } from '../../jobs/redis.js';
 import { queueIsIdle, startSyncWorker } from '../../jobs/worker.js';
 import { createApiClient } from '../api/client.js';
@@ -64,6 +64,7 @@ export async function cmdWorker(config: Config, io: Io, opts: WorkerCliOptions):
   if (opts.exitWhenIdle) {
     // Idle must be seen twice in a row: a job moving between lists is briefly in none.
     let idleSeen = 0;
+    let pausedSeen = 0;
     while (stopped === undefined) {
       await sleep(250);
       const idle = await queueIsIdle(queue).catch(() => false);
@@ -71,6 +72,19 @@ export async function cmdWorker(config: Config, io: Io, opts: WorkerCliOptions):
       if (idleSeen >= 2) {
         io.out('queue is idle: nothing waiting, delayed or active');
         return stop('idle');
+      }
+      // Paused with work left: waiting for idle would wait forever, so say why and stop.
+      const paused = !idle && (await queue.isPaused().catch(() => false));
+      const active = paused ? (await queue.getJobCounts('active').catch(() => ({ active: 1 }))).active : 1;
+      pausedSeen = paused && active === 0 ? pausedSeen + 1 : 0;
+      if (pausedSeen >= 4) {
+        const reason = await readPauseReason(queue, redis).catch(() => undefined);
+        io.err(
+          `cards-sync: the queue is paused${reason ? ` (${reason.by}: ${reason.reason})` : ''}; ` +
+            'jobs are left waiting until `cards-sync resume`',
+        );
+        await stop('paused');
+        return 1;
       }
     }
     return stopped;
