@@ -57,6 +57,15 @@ export async function ensureDatabase(databaseUrl: string): Promise<boolean> {
 
 export interface MigrateResult {
   createdDatabase: boolean;
+  /** Migrations this call applied (0 when another process had applied them). */
+  applied: number;
+}
+
+async function appliedCount(client: pg.Client): Promise<number> {
+  const exists = await client.query(`select to_regclass('drizzle.__drizzle_migrations') is not null as ok`);
+  if (!exists.rows[0]?.ok) return 0;
+  const r = await client.query('select count(*)::int as n from drizzle.__drizzle_migrations');
+  return r.rows[0]?.n ?? 0;
 }
 
 /**
@@ -72,10 +81,12 @@ export async function runMigrations(databaseUrl: string): Promise<MigrateResult>
     await client.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK_KEY]);
     // Drizzle's own notices ("schema already exists") are noise here.
     await client.query('SET client_min_messages = warning');
+    const before = await appliedCount(client);
     await migrate(drizzle(client), { migrationsFolder: migrationsFolder() });
+    const after = await appliedCount(client);
     await client.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK_KEY]);
+    return { createdDatabase, applied: after - before };
   } finally {
     await client.end();
   }
-  return { createdDatabase };
 }

@@ -1,5 +1,16 @@
 import { sql } from 'drizzle-orm';
-import { bigint, check, index, integer, pgTable, text, timestamp, uniqueIndex } from 'drizzle-orm/pg-core';
+import {
+  bigint,
+  boolean,
+  check,
+  index,
+  integer,
+  pgTable,
+  pgView,
+  text,
+  timestamp,
+  uniqueIndex,
+} from 'drizzle-orm/pg-core';
 
 // Table and column names are public (DESIGN §4): analysts and their scripts query them.
 
@@ -103,7 +114,7 @@ export const syncRuns = pgTable(
     check('sync_runs_status_valid', sql`${t.status} in (${inList(SYNC_STATUSES)})`),
     index('sync_runs_subscriber_started_idx').on(t.subscriberId, t.startedAt),
     index('sync_runs_started_at_idx').on(t.startedAt),
-    index('sync_runs_refresh_run_id_idx').on(t.refreshRunId),
+    index('sync_runs_refresh_run_id_idx').on(t.refreshRunId, t.id),
   ],
 );
 
@@ -127,4 +138,88 @@ export const savedCardChanges = pgTable(
     index('saved_card_changes_changed_at_idx').on(t.changedAt),
     index('saved_card_changes_sync_run_id_idx').on(t.syncRunId),
   ],
+);
+
+export const REFRESH_TRIGGERS = ['nightly', 'manual'] as const;
+export type RefreshTrigger = (typeof REFRESH_TRIGGERS)[number];
+export const REFRESH_STATUSES = ['running', 'halted', 'completed', 'abandoned'] as const;
+export type RefreshStatus = (typeof REFRESH_STATUSES)[number];
+
+/** One row per refresh of all (or all stale) known subscribers. */
+export const refreshRuns = pgTable(
+  'refresh_runs',
+  {
+    id: bigint('id', { mode: 'number' }).primaryKey().generatedAlwaysAsIdentity(),
+    trigger: text('trigger').$type<RefreshTrigger>().notNull(),
+    status: text('status').$type<RefreshStatus>().notNull(),
+    startedAt: tz('started_at').notNull(),
+    /** When the fan-out had enqueued every subscriber. */
+    fanoutFinishedAt: tz('fanout_finished_at'),
+    finishedAt: tz('finished_at'),
+    /** `--stale`: only subscribers whose last success is older than this. */
+    staleBefore: tz('stale_before'),
+    /** Keyset cursor: the last subscriber id fanned out; a restarted fan-out continues after it. */
+    cursor: bigint('cursor', { mode: 'number' }).notNull().default(0),
+    subscribersTotal: integer('subscribers_total').notNull().default(0),
+    enqueued: integer('enqueued').notNull().default(0),
+    alreadyQueued: integer('already_queued').notNull().default(0),
+    succeeded: integer('succeeded').notNull().default(0),
+    failed: integer('failed').notNull().default(0),
+    notFound: integer('not_found').notNull().default(0),
+    invalid: integer('invalid').notNull().default(0),
+    cardsAdded: integer('cards_added').notNull().default(0),
+    cardsRemoved: integer('cards_removed').notNull().default(0),
+    /** Succeeded syncs whose answer removed every active card of the subscriber. */
+    wipedSubscribers: integer('wiped_subscribers').notNull().default(0),
+    /** The last `sync_runs.id` already tallied into the counts above. */
+    lastSyncRunId: bigint('last_sync_run_id', { mode: 'number' }).notNull().default(0),
+    haltedReason: text('halted_reason'),
+    /** Set when an operator resumed a halted run: the breaker stays off for the rest of it. */
+    breakerOverridden: boolean('breaker_overridden').notNull().default(false),
+    jobId: text('job_id'),
+  },
+  (t) => [
+    check('refresh_runs_trigger_valid', sql`${t.trigger} in (${inList(REFRESH_TRIGGERS)})`),
+    check('refresh_runs_status_valid', sql`${t.status} in (${inList(REFRESH_STATUSES)})`),
+    // At most one refresh in progress (running or halted) at any time.
+    uniqueIndex('refresh_runs_one_in_progress_idx')
+      .on(sql`(true)`)
+      .where(sql`${t.status} in ('running', 'halted')`),
+    index('refresh_runs_started_at_idx').on(t.startedAt),
+  ],
+);
+
+/** Active cards without `card_token`, for analysts who must not see tokens. */
+export const savedCardsActive = pgView('saved_cards_active').as((qb) =>
+  qb
+    .select({
+      id: savedCards.id,
+      subscriberId: savedCards.subscriberId,
+      binNumber: savedCards.binNumber,
+      cardFamily: savedCards.cardFamily,
+      cardBankCode: savedCards.cardBankCode,
+      cardBankName: savedCards.cardBankName,
+      companyId: savedCards.companyId,
+      createDate: savedCards.createDate,
+      firstSeenAt: savedCards.firstSeenAt,
+      lastSeenAt: savedCards.lastSeenAt,
+      updatedAt: savedCards.updatedAt,
+    })
+    .from(savedCards)
+    .where(sql`${savedCards.removedAt} is null`),
+);
+
+/** How fresh each subscriber's copy is. */
+export const subscriberFreshness = pgView('subscriber_freshness').as((qb) =>
+  qb
+    .select({
+      subscriberId: subscribers.subscriberId,
+      lastSuccessAt: subscribers.lastSuccessAt,
+      age: sql<string>`now() - ${subscribers.lastSuccessAt}`.as('age'),
+      lastSyncedAt: subscribers.lastSyncedAt,
+      lastStatus: subscribers.lastStatus,
+      consecutiveFailures: subscribers.consecutiveFailures,
+      activeCards: subscribers.activeCards,
+    })
+    .from(subscribers),
 );

@@ -73,12 +73,17 @@ export function createSyncQueue(
 let sequence = 0;
 
 /** The options of one job: deduplicated per subscriber, run once more if it is running now. */
-export function jobOptionsFor(target: Target): JobsOptions {
+export function jobOptionsFor(target: Target, refreshRunId?: number): JobsOptions {
   const key = dedupKey(target);
   sequence = (sequence + 1) % 1_000_000;
   return {
     // Our own id, so that a deduplicated add (which answers with the existing job's id) shows.
-    jobId: `${key}:${Date.now().toString(36)}${process.pid.toString(36)}${sequence.toString(36)}`,
+    // A refresh uses one id per run and subscriber: a fan-out restarted after a crash re-adds its
+    // last page, and BullMQ ignores an id it still holds.
+    jobId:
+      refreshRunId !== undefined
+        ? `${key}:r${refreshRunId}`
+        : `${key}:${Date.now().toString(36)}${process.pid.toString(36)}${sequence.toString(36)}`,
     deduplication: { id: key, keepLastIfActive: true },
   };
 }
@@ -97,7 +102,7 @@ export async function enqueueSyncs(
 ): Promise<EnqueueCounts> {
   if (targets.length === 0) return { enqueued: 0, alreadyQueued: 0 };
   const jobs = targets.map((target) => {
-    const opts = jobOptionsFor(target);
+    const opts = jobOptionsFor(target, extra.refreshRunId);
     return { name: JOB_NAME, data: { target, trigger, ...extra }, opts };
   });
   const added = await queue.addBulk(jobs);

@@ -14,8 +14,10 @@ import { parseEmail, parseSubscriberId, TargetError } from './targets.js';
 
 export async function cmdMigrate(config: Config, io: Io): Promise<number> {
   try {
-    const { createdDatabase } = await runMigrations(config.databaseUrl);
-    io.out(createdDatabase ? 'created the database and applied migrations' : 'migrations are up to date');
+    const { createdDatabase, applied } = await runMigrations(config.databaseUrl);
+    const what =
+      applied === 0 ? 'migrations are up to date' : `applied ${applied} migration${applied === 1 ? '' : 's'}`;
+    io.out(createdDatabase ? `created the database; ${what}` : what);
     return 0;
   } catch (error) {
     throw new CliError(
@@ -244,6 +246,19 @@ export function buildProgram(io: Io, state: { exitCode: number }): Command {
           strict: opts.strict ?? false,
         },
         { stdin: io.stdin ?? process.stdin, isTTY: io.isTTY ?? false },
+      );
+    });
+
+  program
+    .command('refresh')
+    .description('start a refresh of every known subscriber now')
+    .option('--stale <duration>', 'only subscribers not synced successfully within this long (36h, 7d)')
+    .action(async (opts: { stale?: string }) => {
+      const { cmdRefresh } = await import('./commands/refresh.js');
+      state.exitCode = await cmdRefresh(
+        loadConfig(io.env),
+        io,
+        opts.stale !== undefined ? { stale: opts.stale } : {},
       );
     });
 

@@ -35,6 +35,10 @@ export interface Config {
   refreshCron: string;
   /** `REFRESH_TZ`: time zone of the schedule. Default `UTC`. */
   refreshTz: string;
+  /** `REFRESH_MAX_WIPE_RATIO`: share of wiped subscribers that halts a refresh. Default 0.2. */
+  refreshMaxWipeRatio: number;
+  /** `SYNC_RUNS_RETENTION_DAYS`: `sync_runs` older than this are pruned nightly. Default 90. */
+  syncRunsRetentionDays: number;
   /** `QUEUE_PREFIX`: BullMQ key prefix. Default `bull`. */
   queuePrefix: string;
   /** `ADMIN_HOST`. Default `127.0.0.1`. */
@@ -129,6 +133,23 @@ const variables = {
       (v) => v === undefined || (v.split(/\s+/).length === 5 && /^[\d*/,\-A-Za-z?LW#\s]+$/.test(v)),
     ),
     expect: 'a 5-field cron expression such as "0 2 * * *"',
+    echo: true,
+  },
+  REFRESH_MAX_WIPE_RATIO: {
+    schema: z.preprocess(
+      blankToUndefined,
+      z
+        .string()
+        .regex(/^(0(\.\d+)?|1(\.0+)?|\.\d+)$/)
+        .transform(Number)
+        .optional(),
+    ),
+    expect: 'a ratio from 0 to 1, such as 0.2',
+    echo: true,
+  },
+  SYNC_RUNS_RETENTION_DAYS: {
+    schema: whole(1, 36_500),
+    expect: 'a whole number of days from 1 to 36500',
     echo: true,
   },
   REFRESH_TZ: {
@@ -232,6 +253,8 @@ export function loadConfig(env: Env): Config {
     syncAttempts: e.SYNC_ATTEMPTS ?? 5,
     refreshCron: e.REFRESH_CRON?.split(/\s+/).join(' ') ?? '0 2 * * *',
     refreshTz: e.REFRESH_TZ ?? 'UTC',
+    refreshMaxWipeRatio: e.REFRESH_MAX_WIPE_RATIO ?? 0.2,
+    syncRunsRetentionDays: e.SYNC_RUNS_RETENTION_DAYS ?? 90,
     queuePrefix: e.QUEUE_PREFIX ?? 'bull',
     adminHost: e.ADMIN_HOST ?? '127.0.0.1',
     adminPort: e.ADMIN_PORT ?? 3000,

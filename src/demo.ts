@@ -74,11 +74,9 @@ async function main(): Promise<number> {
   }
   console.log('1. migrate');
   const migrated = await runMigrations(config.databaseUrl);
-  console.log(
-    migrated.createdDatabase
-      ? '   created the database and applied migrations'
-      : '   migrations are up to date',
-  );
+  const applied =
+    migrated.applied > 0 ? `applied ${migrated.applied} migrations` : 'migrations are up to date';
+  console.log(`   ${migrated.createdDatabase ? 'created the database; ' : ''}${applied}`);
 
   const apiKey = 'demo-0b6f8a52-5c1d-4c7e-9f0a-3d2e1b4c5a69';
   const mock = createMockApi({ apiKey, notFoundEvery: 1013 });

@@ -25,6 +25,7 @@ export function parseEmail(raw: string): string {
     throw new TargetError('an e-mail must not contain spaces or control characters');
   const at = text.lastIndexOf('@');
   if (at <= 0 || at === text.length - 1) throw new TargetError('an e-mail must look like name@domain');
+  if (text.indexOf('@') !== at) throw new TargetError('an e-mail must contain exactly one @');
   const domain = text.slice(at + 1);
   if (!/^[^@.]+(\.[^@.]+)*$/.test(domain))
     throw new TargetError('the domain of an e-mail must look like example.com');

@@ -55,6 +55,8 @@ describe('defaults (DESIGN §2)', () => {
       syncAttempts: 5,
       refreshCron: '0 2 * * *',
       refreshTz: 'UTC',
+      refreshMaxWipeRatio: 0.2,
+      syncRunsRetentionDays: 90,
       queuePrefix: 'bull',
       adminHost: '127.0.0.1',
       adminPort: 3000,
@@ -145,6 +147,8 @@ describe('accepted values', () => {
       SYNC_ATTEMPTS: '100',
       REFRESH_CRON: '30   3 * * 1-5',
       REFRESH_TZ: 'Europe/Istanbul',
+      REFRESH_MAX_WIPE_RATIO: ' 0.5 ',
+      SYNC_RUNS_RETENTION_DAYS: '30',
       QUEUE_PREFIX: '{cards}',
       ADMIN_HOST: '0.0.0.0',
       ADMIN_PORT: '0',
@@ -165,6 +169,8 @@ describe('accepted values', () => {
       syncAttempts: 100,
       refreshCron: '30 3 * * 1-5',
       refreshTz: 'Europe/Istanbul',
+      refreshMaxWipeRatio: 0.5,
+      syncRunsRetentionDays: 30,
       queuePrefix: '{cards}',
       adminHost: '0.0.0.0',
       adminPort: 0,
@@ -274,6 +280,23 @@ describe('malformed values stop the command with one line naming the variable', 
       const error = expectRefused({ REFRESH_TZ: bad }, 'REFRESH_TZ');
       expect(error.message).toContain('time zone');
     }
+  });
+
+  it('REFRESH_MAX_WIPE_RATIO takes a ratio from 0 to 1 and refuses anything else', () => {
+    expect(loadConfig({ REFRESH_MAX_WIPE_RATIO: '0.35' }).refreshMaxWipeRatio).toBe(0.35);
+    expect(loadConfig({ REFRESH_MAX_WIPE_RATIO: '1' }).refreshMaxWipeRatio).toBe(1);
+    expect(loadConfig({ REFRESH_MAX_WIPE_RATIO: '0' }).refreshMaxWipeRatio).toBe(0);
+    for (const bad of ['1.5', '-0.1', '20%', 'abc', '0.2.1']) {
+      expect(expectRefused({ REFRESH_MAX_WIPE_RATIO: bad }, 'REFRESH_MAX_WIPE_RATIO').message).toContain(
+        'ratio',
+      );
+    }
+  });
+
+  it('SYNC_RUNS_RETENTION_DAYS takes whole days', () => {
+    expect(loadConfig({ SYNC_RUNS_RETENTION_DAYS: '30' }).syncRunsRetentionDays).toBe(30);
+    for (const bad of ['0', '1.5', '-3', 'ninety'])
+      expectRefused({ SYNC_RUNS_RETENTION_DAYS: bad }, 'SYNC_RUNS_RETENTION_DAYS');
   });
 
   it('QUEUE_PREFIX and ADMIN_HOST refuse characters that break keys or addresses', () => {

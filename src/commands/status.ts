@@ -1,9 +1,12 @@
 import { createDb } from '../../db/client.js';
+import { lastRefreshRun, type RefreshRun } from '../../db/ops/refresh-runs.js';
 import { type DataStatus, readDataStatus } from '../../db/ops/status.js';
 import { createSyncQueue, pauseQueue, readPauseReason, resumeQueue } from '../../jobs/queue.js';
 import { createRedis } from '../../jobs/redis.js';
+import { createRefreshQueue, SCHEDULER_ID } from '../../jobs/refresh.js';
 import type { Config } from '../config.js';
 import { describeDbError, ensureRedis, type Io } from './common.js';
+import { continueHaltedRefresh } from './refresh.js';
 
 export interface QueueStatus {
   prefix: string;
@@ -16,6 +19,9 @@ export interface QueueStatus {
   oldestWaitingSeconds: number | null;
   /** Milliseconds left of a rate limit (a 429's Retry-After), 0 when none. */
   rateLimitedForMs: number;
+  /** When the nightly scheduler fires next (ISO), or null when no worker registered it yet. */
+  nextNightlyRefresh: string | null;
+  nightlyPattern: string | null;
 }
 
 async function withQueue<T>(
@@ -24,6 +30,8 @@ async function withQueue<T>(
 ) {
   const redis = createRedis(config.redisUrl);
   const queue = createSyncQueue(redis, { prefix: config.queuePrefix, attempts: config.syncAttempts });
+  // Connection errors surface through ensureRedis; unheard, BullMQ prints each one as a stack trace.
+  queue.on('error', () => {});
   try {
     await ensureRedis(redis, config.redisUrl);
     return await fn(queue, redis);
@@ -48,7 +56,13 @@ export async function readQueueStatus(config: Config): Promise<QueueStatus> {
     const reason = paused ? await readPauseReason(queue, redis) : undefined;
     const [oldest] = await queue.getJobs(['wait', 'prioritized'], 0, 0, true);
     const ttl = await queue.getRateLimitTtl(1);
+    const refreshQueue = createRefreshQueue(redis, config.queuePrefix);
+    const scheduler = await refreshQueue.getJobScheduler(SCHEDULER_ID).finally(() => refreshQueue.close());
     return {
+      nextNightlyRefresh: scheduler?.next ? new Date(scheduler.next).toISOString() : null,
+      nightlyPattern: scheduler?.pattern
+        ? `${scheduler.pattern}${scheduler.tz ? ` (${scheduler.tz})` : ''}`
+        : null,
       prefix: config.queuePrefix,
       counts,
       paused,
@@ -59,7 +73,24 @@ export async function readQueueStatus(config: Config): Promise<QueueStatus> {
   });
 }
 
-function formatStatus(q: QueueStatus, d: DataStatus | { error: string }): string[] {
+function formatRefresh(r: RefreshRun): string {
+  const head = `refresh run ${r.id} (${r.trigger}${r.staleBefore ? `, stale before ${r.staleBefore.toISOString()}` : ''})`;
+  const counts =
+    `${r.subscribersTotal} subscribers fanned out, ${r.enqueued} enqueued; succeeded ${r.succeeded}, failed ${r.failed}, ` +
+    `not found ${r.notFound}, invalid ${r.invalid}; cards added ${r.cardsAdded}, removed ${r.cardsRemoved}`;
+  if (r.status === 'halted')
+    return `${head}: HALTED by the mass-removal breaker: ${r.haltedReason ?? ''}\n  ${counts}`;
+  if (r.status === 'running') {
+    const phase = r.fanoutFinishedAt ? 'finishing its last jobs' : `fanning out (cursor ${r.cursor})`;
+    return `${head}: running since ${r.startedAt.toISOString()}, ${phase}\n  ${counts}`;
+  }
+  return `${head}: ${r.status} at ${r.finishedAt?.toISOString() ?? '?'} (started ${r.startedAt.toISOString()})\n  ${counts}`;
+}
+
+function formatStatus(
+  q: QueueStatus,
+  d: (DataStatus & { lastRefresh: RefreshRun | null }) | { error: string },
+): string[] {
   const c = q.counts;
   const lines = [`queue saved-cards-sync (prefix ${q.prefix}): ${q.paused ? 'PAUSED' : 'running'}`];
   if (q.paused)
@@ -74,6 +105,9 @@ function formatStatus(q: QueueStatus, d: DataStatus | { error: string }): string
     `  oldest waiting job: ${q.oldestWaitingSeconds === null ? 'none' : `${q.oldestWaitingSeconds} s`}`,
   );
   if (q.rateLimitedForMs > 0) lines.push(`  rate limited by the API for another ${q.rateLimitedForMs} ms`);
+  lines.push(
+    `nightly refresh: ${q.nextNightlyRefresh ? `next at ${q.nextNightlyRefresh}, cron ${q.nightlyPattern}` : 'not scheduled yet (a worker registers it at start)'}`,
+  );
   if ('error' in d) {
     lines.push(`data: ${d.error}`);
     return lines;
@@ -91,16 +125,17 @@ function formatStatus(q: QueueStatus, d: DataStatus | { error: string }): string
     for (const f of d.failuresLast24h)
       lines.push(`    ${f.errorCode.padEnd(18)} ${String(f.count).padStart(7)}  last ${f.lastAt}`);
   }
+  lines.push(d.lastRefresh ? formatRefresh(d.lastRefresh) : 'refresh: none has run yet');
   return lines;
 }
 
 /** `cards-sync status [--json]`. */
 export async function cmdStatus(config: Config, io: Io, opts: { json: boolean }): Promise<number> {
   const queue = await readQueueStatus(config);
-  let data: DataStatus | { error: string };
+  let data: (DataStatus & { lastRefresh: RefreshRun | null }) | { error: string };
   const handle = createDb(config.databaseUrl, { max: 1 });
   try {
-    data = await readDataStatus(handle.db);
+    data = { ...(await readDataStatus(handle.db)), lastRefresh: (await lastRefreshRun(handle.db)) ?? null };
   } catch (error) {
     data = {
       error:
@@ -123,9 +158,20 @@ export async function cmdPause(config: Config, io: Io, opts: { reason?: string }
   return 0;
 }
 
-/** `cards-sync resume`. */
+/** `cards-sync resume`: resumes the queue and continues a refresh run the breaker halted. */
 export async function cmdResume(config: Config, io: Io): Promise<number> {
   await withQueue(config, (queue, redis) => resumeQueue(queue, redis));
-  io.out('resumed');
+  let continued: number | undefined;
+  try {
+    continued = await continueHaltedRefresh(config);
+  } catch (error) {
+    io.err(
+      `cards-sync: resumed the queue, but could not check for a halted refresh: ${describeDbError(error, config.databaseUrl) ?? 'database error'}`,
+    );
+    return 1;
+  }
+  io.out(
+    continued !== undefined ? `resumed; refresh run ${continued} continues from where it halted` : 'resumed',
+  );
   return 0;
 }

@@ -2,7 +2,13 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { createDb } from '../../db/client.js';
 import { createSyncQueue, readPauseReason } from '../../jobs/queue.js';
 import { createRedis } from '../../jobs/redis.js';
-import { queueIsIdle, startSyncWorker } from '../../jobs/worker.js';
+import {
+  createRefreshQueue,
+  refreshIsIdle,
+  registerNightlyScheduler,
+  startRefreshWorker,
+} from '../../jobs/refresh.js';
+import { queueIsIdle, type SyncWorker, startSyncWorker } from '../../jobs/worker.js';
 import { createApiClient } from '../api/client.js';
 import { type Config, requireApi } from '../config.js';
 import { createLogger } from '../logger.js';
@@ -29,27 +35,17 @@ export async function cmdWorker(config: Config, io: Io, opts: WorkerCliOptions):
     applicationName: 'cards-sync worker',
   });
   const api = createApiClient(apiConfig, { connections: concurrency });
-  const sync = await startSyncWorker(
-    { db: handle.db, api, logger, queue, redis },
-    {
-      redisUrl: config.redisUrl,
-      prefix: config.queuePrefix,
-      concurrency,
-      rateLimitPerSec: config.syncRateLimitPerSec,
-      apiTimeoutMs: apiConfig.timeoutMs,
-    },
-  );
-  logger.info(
-    { concurrency, prefix: config.queuePrefix, rateLimitPerSec: config.syncRateLimitPerSec },
-    'worker started',
-  );
+  const refreshQueue = createRefreshQueue(redis, config.queuePrefix);
 
+  // Signals are handled before any job can start, so that a SIGTERM always finishes what runs.
+  let sync: SyncWorker | undefined;
+  let refresh: Awaited<ReturnType<typeof startRefreshWorker>> | undefined;
   let stopped: Promise<number> | undefined;
   const stop = (reason: string) => {
     stopped ??= (async () => {
       logger.info({ reason }, 'worker stopping: finishing in-flight jobs');
-      const finished = await sync.close(opts.shutdownTimeoutMs);
-      await Promise.allSettled([queue.close(), api.close(), handle.close()]);
+      const [finished] = await Promise.all([sync?.close(opts.shutdownTimeoutMs) ?? true, refresh?.close()]);
+      await Promise.allSettled([queue.close(), refreshQueue.close(), api.close(), handle.close()]);
       redis.disconnect();
       logger.info(
         { finished },
@@ -61,13 +57,55 @@ export async function cmdWorker(config: Config, io: Io, opts: WorkerCliOptions):
   };
   onShutdown((signal) => stop(signal), opts.shutdownTimeoutMs + 5000);
 
+  sync = await startSyncWorker(
+    { db: handle.db, api, logger, queue, redis },
+    {
+      redisUrl: config.redisUrl,
+      prefix: config.queuePrefix,
+      concurrency,
+      rateLimitPerSec: config.syncRateLimitPerSec,
+      apiTimeoutMs: apiConfig.timeoutMs,
+    },
+  );
+  if (stopped !== undefined) {
+    await sync.close(opts.shutdownTimeoutMs);
+    return stopped;
+  }
+  refresh = await startRefreshWorker(
+    { db: handle.db, logger, syncQueue: queue, redis },
+    {
+      redisUrl: config.redisUrl,
+      prefix: config.queuePrefix,
+      maxWipeRatio: config.refreshMaxWipeRatio,
+      retentionDays: config.syncRunsRetentionDays,
+    },
+  );
+  if (stopped !== undefined) {
+    await refresh.close();
+    return stopped;
+  }
+  const nextRefresh = await registerNightlyScheduler(refreshQueue, config.refreshCron, config.refreshTz);
+  logger.info(
+    {
+      concurrency,
+      prefix: config.queuePrefix,
+      rateLimitPerSec: config.syncRateLimitPerSec,
+      refreshCron: config.refreshCron,
+      refreshTz: config.refreshTz,
+      nextRefresh: nextRefresh ? new Date(nextRefresh).toISOString() : null,
+    },
+    'worker started',
+  );
+
   if (opts.exitWhenIdle) {
     // Idle must be seen twice in a row: a job moving between lists is briefly in none.
     let idleSeen = 0;
     let pausedSeen = 0;
     while (stopped === undefined) {
       await sleep(250);
-      const idle = await queueIsIdle(queue).catch(() => false);
+      const idle =
+        (await queueIsIdle(queue).catch(() => false)) &&
+        (await refreshIsIdle(refreshQueue).catch(() => false));
       idleSeen = idle ? idleSeen + 1 : 0;
       if (idleSeen >= 2) {
         io.out('queue is idle: nothing waiting, delayed or active');

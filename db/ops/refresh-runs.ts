@@ -1,0 +1,213 @@
+import { and, desc, eq, gt, inArray, isNull, lt, or, sql } from 'drizzle-orm';
+import type { Db } from '../client.js';
+import { rootCause } from '../errors.js';
+import { type RefreshTrigger, refreshRuns, subscribers } from '../schema.js';
+
+export type RefreshRun = typeof refreshRuns.$inferSelect;
+
+export type StartResult = { started: true; run: RefreshRun } | { started: false; inProgress: RefreshRun };
+
+/**
+ * Opens a refresh run, unless one is already in progress (running or halted): a partial unique
+ * index guarantees one at a time even when two processes try at the same instant.
+ */
+export async function startRefreshRun(
+  db: Db,
+  values: { trigger: RefreshTrigger; staleBefore?: Date | undefined; jobId?: string | undefined },
+): Promise<StartResult> {
+  try {
+    const [run] = await db
+      .insert(refreshRuns)
+      .values({
+        trigger: values.trigger,
+        status: 'running',
+        startedAt: new Date(),
+        staleBefore: values.staleBefore ?? null,
+        jobId: values.jobId ?? null,
+      })
+      .returning();
+    return { started: true, run: run! };
+  } catch (error) {
+    if (rootCause(error).code !== '23505') throw error;
+    const inProgress = await inProgressRun(db);
+    if (inProgress === undefined) return startRefreshRun(db, values);
+    return { started: false, inProgress };
+  }
+}
+
+export async function inProgressRun(db: Db): Promise<RefreshRun | undefined> {
+  const [run] = await db
+    .select()
+    .from(refreshRuns)
+    .where(inArray(refreshRuns.status, ['running', 'halted']))
+    .limit(1);
+  return run;
+}
+
+export async function loadRefreshRun(db: Db, id: number): Promise<RefreshRun | undefined> {
+  const [run] = await db.select().from(refreshRuns).where(eq(refreshRuns.id, id));
+  return run;
+}
+
+export async function lastRefreshRun(db: Db): Promise<RefreshRun | undefined> {
+  const [run] = await db.select().from(refreshRuns).orderBy(desc(refreshRuns.id)).limit(1);
+  return run;
+}
+
+export async function setRefreshJobId(db: Db, id: number, jobId: string): Promise<void> {
+  await db.update(refreshRuns).set({ jobId }).where(eq(refreshRuns.id, id));
+}
+
+/** The next keyset page of subscribers to refresh: ids after the cursor, stale ones only if asked. */
+export async function subscriberPage(
+  db: Db,
+  after: number,
+  limit: number,
+  staleBefore: Date | null,
+): Promise<number[]> {
+  const rows = await db
+    .select({ id: subscribers.subscriberId })
+    .from(subscribers)
+    .where(
+      and(
+        gt(subscribers.subscriberId, after),
+        staleBefore
+          ? or(isNull(subscribers.lastSuccessAt), lt(subscribers.lastSuccessAt, staleBefore))
+          : undefined,
+      ),
+    )
+    .orderBy(subscribers.subscriberId)
+    .limit(limit);
+  return rows.map((r) => r.id);
+}
+
+/** Records one fanned-out page: the cursor moves only after its jobs are in the queue. */
+export async function recordFanoutPage(
+  db: Db,
+  id: number,
+  page: { cursor: number; subscribers: number; enqueued: number; alreadyQueued: number },
+): Promise<void> {
+  await db
+    .update(refreshRuns)
+    .set({
+      cursor: page.cursor,
+      subscribersTotal: sql`${refreshRuns.subscribersTotal} + ${page.subscribers}`,
+      enqueued: sql`${refreshRuns.enqueued} + ${page.enqueued}`,
+      alreadyQueued: sql`${refreshRuns.alreadyQueued} + ${page.alreadyQueued}`,
+    })
+    .where(eq(refreshRuns.id, id));
+}
+
+export async function markFanoutFinished(db: Db, id: number): Promise<void> {
+  await db.update(refreshRuns).set({ fanoutFinishedAt: new Date() }).where(eq(refreshRuns.id, id));
+}
+
+/**
+ * Adds the sync runs recorded since the last tally to the run's progress counts, reading only
+ * the new rows (by id), so that a million-subscriber run costs the same per page as a small one.
+ * Returns the run as updated.
+ */
+export async function tallyRefreshRun(db: Db, id: number): Promise<RefreshRun> {
+  await db.execute(sql`
+    update refresh_runs r set
+      succeeded = r.succeeded + t.succeeded,
+      failed = r.failed + t.failed,
+      not_found = r.not_found + t.not_found,
+      invalid = r.invalid + t.invalid,
+      cards_added = r.cards_added + t.cards_added,
+      cards_removed = r.cards_removed + t.cards_removed,
+      wiped_subscribers = r.wiped_subscribers + t.wiped,
+      last_sync_run_id = greatest(r.last_sync_run_id, t.last_id)
+    from (
+      select count(*) filter (where s.status = 'succeeded')::int as succeeded,
+             count(*) filter (where s.status = 'failed')::int as failed,
+             count(*) filter (where s.status = 'not_found')::int as not_found,
+             count(*) filter (where s.status = 'invalid_response')::int as invalid,
+             coalesce(sum(s.inserted + s.restored), 0)::int as cards_added,
+             coalesce(sum(s.removed), 0)::int as cards_removed,
+             count(*) filter (where s.status = 'succeeded' and s.removed > 0 and s.cards_seen = 0)::int as wiped,
+             coalesce(max(s.id), 0) as last_id
+      from sync_runs s
+      where s.refresh_run_id = ${id}
+        and s.id > (select last_sync_run_id from refresh_runs where id = ${id})
+    ) t
+    where r.id = ${id}`);
+  return (await loadRefreshRun(db, id))!;
+}
+
+/** Trips the breaker: the run stops fanning out until an operator resumes it. */
+export async function haltRefreshRun(db: Db, id: number, reason: string): Promise<boolean> {
+  const rows = await db
+    .update(refreshRuns)
+    .set({ status: 'halted', haltedReason: reason })
+    .where(
+      and(
+        eq(refreshRuns.id, id),
+        eq(refreshRuns.status, 'running'),
+        eq(refreshRuns.breakerOverridden, false),
+      ),
+    )
+    .returning({ id: refreshRuns.id });
+  return rows.length === 1;
+}
+
+/** An operator resumed: the halted run continues, with the breaker off for the rest of it. */
+export async function resumeHaltedRun(db: Db): Promise<RefreshRun | undefined> {
+  const [run] = await db
+    .update(refreshRuns)
+    .set({ status: 'running', breakerOverridden: true })
+    .where(eq(refreshRuns.status, 'halted'))
+    .returning();
+  return run;
+}
+
+/**
+ * Closes the run with exact counts: each subscriber's last outcome in this run (a transient
+ * failure that later succeeded counts once, as a success).
+ */
+export async function closeRefreshRun(db: Db, id: number): Promise<RefreshRun | undefined> {
+  const result = await db.execute(sql`
+    update refresh_runs r set
+      status = 'completed',
+      finished_at = now(),
+      succeeded = t.succeeded,
+      failed = t.failed,
+      not_found = t.not_found,
+      invalid = t.invalid,
+      cards_added = t.cards_added,
+      cards_removed = t.cards_removed,
+      wiped_subscribers = t.wiped,
+      last_sync_run_id = greatest(r.last_sync_run_id, t.last_id)
+    from (
+      select count(*) filter (where l.status = 'succeeded')::int as succeeded,
+             count(*) filter (where l.status = 'failed')::int as failed,
+             count(*) filter (where l.status = 'not_found')::int as not_found,
+             count(*) filter (where l.status = 'invalid_response')::int as invalid,
+             (select coalesce(sum(inserted + restored), 0)::int from sync_runs where refresh_run_id = ${id}) as cards_added,
+             (select coalesce(sum(removed), 0)::int from sync_runs where refresh_run_id = ${id}) as cards_removed,
+             count(*) filter (where l.status = 'succeeded' and l.removed > 0 and l.cards_seen = 0)::int as wiped,
+             coalesce(max(l.id), 0) as last_id
+      from (
+        select distinct on (coalesce(subscriber_id::text, email)) id, status, removed, cards_seen
+        from sync_runs where refresh_run_id = ${id}
+        order by coalesce(subscriber_id::text, email), id desc
+      ) l
+    ) t
+    where r.id = ${id} and r.status = 'running'
+    returning r.id`);
+  return result.rows.length === 1 ? loadRefreshRun(db, id) : undefined;
+}
+
+/** Deletes `sync_runs` older than the retention, a batch at a time; returns how many went. */
+export async function pruneSyncRuns(db: Db, olderThanDays: number, batch = 5000): Promise<number> {
+  let total = 0;
+  for (;;) {
+    const result = await db.execute(sql`
+      delete from sync_runs where id in (
+        select id from sync_runs where started_at < now() - make_interval(days => ${olderThanDays}) limit ${batch}
+      )`);
+    const n = result.rowCount ?? 0;
+    total += n;
+    if (n < batch) return total;
+  }
+}

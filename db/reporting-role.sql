@@ -1,0 +1,27 @@
+-- A read-only role for analysts: the reporting views and tables, never a card token.
+-- Apply after `cards-sync migrate`, as a superuser or the tables' owner:
+--   psql "$DATABASE_URL" -f db/reporting-role.sql
+-- then give people logins that inherit it:
+--   CREATE ROLE alice LOGIN PASSWORD '...' IN ROLE cards_sync_reporting;
+-- Safe to run again (after a migration that adds tables or columns, run it again).
+
+DO $$
+BEGIN
+  IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'cards_sync_reporting') THEN
+    CREATE ROLE cards_sync_reporting NOLOGIN;
+  END IF;
+  EXECUTE format('GRANT CONNECT ON DATABASE %I TO cards_sync_reporting', current_database());
+END
+$$;
+
+GRANT USAGE ON SCHEMA public TO cards_sync_reporting;
+
+-- The views run with their owner's rights: the role reads them without any right on card_token.
+GRANT SELECT ON saved_cards_active, subscriber_freshness TO cards_sync_reporting;
+GRANT SELECT ON subscribers, sync_runs, saved_card_changes, refresh_runs TO cards_sync_reporting;
+
+-- saved_cards itself: every column but card_token.
+REVOKE ALL ON saved_cards FROM cards_sync_reporting;
+GRANT SELECT (id, subscriber_id, bin_number, card_family, card_bank_code, card_bank_name, company_id,
+              create_date, first_seen_at, last_seen_at, updated_at, removed_at)
+  ON saved_cards TO cards_sync_reporting;

@@ -1,0 +1,75 @@
+import { createDb } from '../../db/client.js';
+import { resumeHaltedRun, startRefreshRun } from '../../db/ops/refresh-runs.js';
+import { createRedis } from '../../jobs/redis.js';
+import { createRefreshQueue } from '../../jobs/refresh.js';
+import type { Config } from '../config.js';
+import { CliError } from '../errors.js';
+import { describeDbError, ensureRedis, type Io } from './common.js';
+
+const UNITS: Record<string, number> = { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000 };
+
+/** `36h`, `7d`, `90m`, `2w` → milliseconds. */
+export function parseDuration(raw: string): number {
+  const m = /^(\d{1,6})(s|m|h|d|w)$/.exec(raw.trim());
+  if (!m)
+    throw new CliError(
+      `--stale takes a duration such as 36h, 7d or 90m (got ${JSON.stringify(raw.slice(0, 40))})`,
+      2,
+    );
+  const ms = Number(m[1]) * UNITS[m[2]!]!;
+  if (ms <= 0) throw new CliError('--stale must be longer than zero', 2);
+  return ms;
+}
+
+/** `cards-sync refresh [--stale DURATION]`: opens a manual refresh run and hands it to the workers. */
+export async function cmdRefresh(config: Config, io: Io, opts: { stale?: string }): Promise<number> {
+  const staleMs = opts.stale !== undefined ? parseDuration(opts.stale) : undefined;
+  const redis = createRedis(config.redisUrl);
+  const queue = createRefreshQueue(redis, config.queuePrefix);
+  const handle = createDb(config.databaseUrl, { max: 1 });
+  try {
+    await ensureRedis(redis, config.redisUrl);
+    const staleBefore = staleMs !== undefined ? new Date(Date.now() - staleMs) : undefined;
+    let started: Awaited<ReturnType<typeof startRefreshRun>>;
+    try {
+      started = await startRefreshRun(handle.db, { trigger: 'manual', staleBefore });
+    } catch (error) {
+      throw new CliError(describeDbError(error, config.databaseUrl) ?? 'cannot open a refresh run', 1);
+    }
+    if (!started.started) {
+      const r = started.inProgress;
+      io.err(
+        `cards-sync: refresh run ${r.id} (${r.trigger}) is already ${r.status}, started ${r.startedAt.toISOString()}; ` +
+          (r.status === 'halted' ? '`cards-sync resume` continues it' : 'follow it with `cards-sync status`'),
+      );
+      return 1;
+    }
+    await queue.add('refresh', { trigger: 'manual', refreshRunId: started.run.id });
+    io.out(
+      `started refresh run ${started.run.id}${staleBefore ? ` of subscribers not synced since ${staleBefore.toISOString()}` : ' of every known subscriber'}; ` +
+        'the workers fan it out — follow it with `cards-sync status`',
+    );
+    return 0;
+  } finally {
+    await queue.close().catch(() => {});
+    redis.disconnect();
+    await handle.close();
+  }
+}
+
+/** Continues a refresh run the breaker halted, if any; returns its id. */
+export async function continueHaltedRefresh(config: Config): Promise<number | undefined> {
+  const handle = createDb(config.databaseUrl, { max: 1 });
+  const redis = createRedis(config.redisUrl);
+  const queue = createRefreshQueue(redis, config.queuePrefix);
+  try {
+    const run = await resumeHaltedRun(handle.db);
+    if (run === undefined) return undefined;
+    await queue.add('refresh', { trigger: run.trigger, refreshRunId: run.id });
+    return run.id;
+  } finally {
+    await queue.close().catch(() => {});
+    redis.disconnect();
+    await handle.close();
+  }
+}

@@ -1,0 +1,116 @@
+import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createApiClient } from '../src/api/client.js';
+import { syncSubscriber } from '../src/sync/sync-subscriber.js';
+import { API_KEY, makeCard, ok, useScriptedApi } from './fixtures.js';
+import { captureLogger, useTestDatabase } from './helpers.js';
+
+// The analysts' surface: views without tokens, and a role that cannot read the token column.
+
+const database = useTestDatabase();
+const upstream = useScriptedApi();
+const analyst = `analyst_${randomBytes(4).toString('hex')}`;
+let asAnalyst: pg.Client;
+
+async function asOwner(sql: string): Promise<void> {
+  const client = new pg.Client({ connectionString: database.url });
+  await client.connect();
+  try {
+    await client.query(sql);
+  } finally {
+    await client.end();
+  }
+}
+
+beforeAll(async () => {
+  const api = createApiClient({
+    baseUrl: upstream.url,
+    apiKey: API_KEY,
+    pathStyle: 'standard',
+    timeoutMs: 2000,
+  });
+  upstream.script.set(
+    'id:80001',
+    ok([makeCard(80_001, { cardToken: 'deadbeef'.repeat(4) }), makeCard(80_001)]),
+  );
+  upstream.script.set('id:80002', ok([makeCard(80_002)]));
+  const { logger } = captureLogger();
+  for (const id of [80_001, 80_002]) {
+    await syncSubscriber(
+      { db: database.handle.db, api, logger },
+      { target: { subscriberId: id }, trigger: 'manual' },
+    );
+  }
+  upstream.script.set('id:80002', ok([]));
+  await syncSubscriber(
+    { db: database.handle.db, api, logger },
+    { target: { subscriberId: 80_002 }, trigger: 'manual' },
+  );
+  await api.close();
+  await asOwner(readFileSync(new URL('../db/reporting-role.sql', import.meta.url), 'utf8'));
+  // Applying it twice is safe.
+  await asOwner(readFileSync(new URL('../db/reporting-role.sql', import.meta.url), 'utf8'));
+  await asOwner(`create role ${analyst} login in role cards_sync_reporting`);
+  const url = new URL(database.url);
+  url.username = analyst;
+  url.password = 'any';
+  asAnalyst = new pg.Client({ connectionString: url.toString() });
+  await asAnalyst.connect();
+});
+
+afterAll(async () => {
+  await asAnalyst?.end();
+  await asOwner(`drop role if exists ${analyst}`);
+});
+
+describe('reporting surface', () => {
+  it('the analyst role cannot read card_token, in any way', async () => {
+    await expect(asAnalyst.query('select card_token from saved_cards')).rejects.toMatchObject({
+      code: '42501',
+    });
+    await expect(asAnalyst.query('select * from saved_cards')).rejects.toMatchObject({ code: '42501' });
+  });
+
+  it('reads every other column of saved_cards', async () => {
+    const { rows } = await asAnalyst.query(
+      'select id, subscriber_id, bin_number, card_bank_name, removed_at from saved_cards order by id',
+    );
+    expect(rows.length).toBe(3);
+  });
+
+  it('saved_cards_active lists active cards only, without a token column', async () => {
+    const { rows, fields } = await asAnalyst.query('select * from saved_cards_active order by id');
+    expect(fields.map((f) => f.name)).not.toContain('card_token');
+    expect(rows.map((r) => Number(r.subscriber_id))).toEqual([80_001, 80_001]);
+    expect(JSON.stringify(rows)).not.toContain('deadbeef');
+  });
+
+  it('subscriber_freshness shows last success, age, status and failures', async () => {
+    const { rows } = await asAnalyst.query(
+      'select subscriber_id, last_success_at, age, last_status, consecutive_failures, active_cards from subscriber_freshness order by subscriber_id',
+    );
+    expect(rows.map((r) => [Number(r.subscriber_id), r.last_status, r.active_cards])).toEqual([
+      [80_001, 'succeeded', 2],
+      [80_002, 'succeeded', 0],
+    ]);
+    expect(rows[0].age).toBeDefined();
+  });
+
+  it('the README example queries run as the analyst', async () => {
+    const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
+    const block = /```sql\n([\s\S]*?)```/.exec(readme)?.[1];
+    expect(block).toBeDefined();
+    const queries = block!
+      .split(';')
+      .map((q) => q.replace(/--.*$/gm, '').trim())
+      .filter(Boolean);
+    expect(queries.length).toBeGreaterThanOrEqual(3);
+    for (const q of queries) await asAnalyst.query(q);
+  });
+
+  it('the analyst cannot write', async () => {
+    await expect(asAnalyst.query('delete from saved_card_changes')).rejects.toMatchObject({ code: '42501' });
+  });
+});
