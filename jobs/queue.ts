@@ -63,11 +63,15 @@ export function createSyncQueue(
   connection: Redis,
   options: SyncQueueOptions = {},
 ): Queue<SyncJobData, SyncJobResult> {
-  return new Queue<SyncJobData, SyncJobResult>(QUEUE_NAME, {
+  const queue = new Queue<SyncJobData, SyncJobResult>(QUEUE_NAME, {
     connection,
     prefix: options.prefix ?? 'bull',
     defaultJobOptions: defaultJobOptions(options.attempts ?? 5, options.backoffDelayMs),
   });
+  // Connection errors surface through the commands that fail; unheard, BullMQ prints each one
+  // as a stack trace.
+  queue.on('error', () => {});
+  return queue;
 }
 
 let sequence = 0;

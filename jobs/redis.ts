@@ -9,9 +9,19 @@ export function createRedis(url: string, options: { blocking?: boolean } = {}): 
     ? { maxRetriesPerRequest: null, enableReadyCheck: true }
     : { maxRetriesPerRequest: 2, connectTimeout: 5000, retryStrategy: (n) => (n > 3 ? null : n * 200) };
   const redis = new Redis(url, base);
-  // Connection errors surface through the commands that fail; an unhandled 'error' event would crash.
-  redis.on('error', () => {});
+  // Connection errors surface through the commands that fail; an unhandled 'error' event would
+  // crash. The last one is kept so that a failure can name its cause (ECONNREFUSED, not jargon).
+  redis.on('error', (error: NodeJS.ErrnoException) => {
+    lastErrors.set(redis, error.code ?? error.message);
+  });
   return redis;
+}
+
+const lastErrors = new WeakMap<Redis, string>();
+
+/** The last connection error of a connection made by {@link createRedis}, e.g. `ECONNREFUSED`. */
+export function lastRedisError(redis: Redis): string | undefined {
+  return lastErrors.get(redis);
 }
 
 /** The eviction policy, or `undefined` where CONFIG is not allowed (managed Redis). */

@@ -31,7 +31,7 @@ export const refreshJobSchema = z.object({
 export type RefreshJobData = z.infer<typeof refreshJobSchema>;
 
 export function createRefreshQueue(connection: Redis, prefix = 'bull'): Queue<RefreshJobData> {
-  return new Queue<RefreshJobData>(REFRESH_QUEUE_NAME, {
+  const queue = new Queue<RefreshJobData>(REFRESH_QUEUE_NAME, {
     connection,
     prefix,
     defaultJobOptions: {
@@ -41,6 +41,8 @@ export function createRefreshQueue(connection: Redis, prefix = 'bull'): Queue<Re
       removeOnFail: { age: 30 * 24 * 3600, count: 1000 },
     },
   });
+  queue.on('error', () => {});
+  return queue;
 }
 
 /**

@@ -1,5 +1,6 @@
 import type { Redis } from 'ioredis';
 import { rootCause } from '../../db/errors.js';
+import { lastRedisError } from '../../jobs/redis.js';
 import { CliError } from '../errors.js';
 
 /** Where a command writes; tests pass their own. */
@@ -45,7 +46,7 @@ export async function ensureRedis(redis: Redis, redisUrl: string): Promise<void>
   try {
     await redis.ping();
   } catch (error) {
-    const code = (error as { code?: string }).code ?? (error as Error).message;
+    const code = lastRedisError(redis) ?? (error as { code?: string }).code ?? (error as Error).message;
     throw new CliError(
       `cannot reach Redis at ${where(redisUrl, '6379')} (${code}); start it (docker compose up -d redis) or set REDIS_URL`,
       1,

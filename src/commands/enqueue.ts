@@ -129,8 +129,6 @@ export async function cmdEnqueue(
 
   const redis = createRedis(config.redisUrl);
   const queue = createSyncQueue(redis, { prefix: config.queuePrefix, attempts: config.syncAttempts });
-  // Connection errors surface through ensureRedis; unheard, BullMQ prints each one as a stack trace.
-  queue.on('error', () => {});
   const tally: Tally = { lines: 0, blank: 0, enqueued: 0, alreadyQueued: 0, rejected: 0, rejects: [] };
   let bar: cliProgress.SingleBar | undefined;
   try {

@@ -30,8 +30,6 @@ async function withQueue<T>(
 ) {
   const redis = createRedis(config.redisUrl);
   const queue = createSyncQueue(redis, { prefix: config.queuePrefix, attempts: config.syncAttempts });
-  // Connection errors surface through ensureRedis; unheard, BullMQ prints each one as a stack trace.
-  queue.on('error', () => {});
   try {
     await ensureRedis(redis, config.redisUrl);
     return await fn(queue, redis);

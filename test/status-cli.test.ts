@@ -1,0 +1,171 @@
+import { sql } from 'drizzle-orm';
+import { afterEach, describe, expect, inject, it } from 'vitest';
+import { enqueueSyncs, JOB_NAME } from '../jobs/queue.js';
+import { useTestDatabase } from './helpers.js';
+import { runCli, testQueue } from './queue-helpers.js';
+
+// `cards-sync status`, `pause` and `resume` as a user runs them: child processes, real Redis and Postgres.
+
+const database = useTestDatabase();
+const cleanups: (() => Promise<unknown>)[] = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+function setup() {
+  const q = testQueue();
+  cleanups.push(q.cleanup);
+  const env = { REDIS_URL: inject('redisUrl'), QUEUE_PREFIX: q.prefix, DATABASE_URL: database.url };
+  return { ...q, env };
+}
+
+interface StatusJson {
+  queue: {
+    prefix: string;
+    counts: Record<string, number>;
+    paused: boolean;
+    pausedBecause?: string;
+    pausedBy?: string;
+    oldestWaitingSeconds: number | null;
+  };
+  data: {
+    subscribers: number;
+    runsLast24h: Record<string, number>;
+    failuresLast24h: { errorCode: string; count: number; lastAt: string }[];
+  };
+}
+
+async function statusJson(env: Record<string, string>): Promise<StatusJson> {
+  const run = await runCli(['status', '--json'], env);
+  expect(run.code, run.stderr).toBe(0);
+  expect(run.stdout.trim().split('\n')).toHaveLength(1);
+  return JSON.parse(run.stdout) as StatusJson;
+}
+
+describe('status', () => {
+  it('an empty queue: running, all counts 0, no waiting job (exit 0)', async () => {
+    const q = setup();
+    const run = await runCli(['status'], q.env);
+    expect(run.code, run.stderr).toBe(0);
+    expect(run.stdout).toContain(`queue saved-cards-sync (prefix ${q.prefix}): running`);
+    expect(run.stdout).toContain('waiting 0, active 0, delayed 0, failed 0, completed 0');
+    expect(run.stdout).toContain('oldest waiting job: none');
+    expect(run.stdout).not.toContain('PAUSED');
+    expect(run.stdout).toMatch(/^data: 0 subscribers/m);
+  });
+
+  it('three waiting jobs: the count and the age of the oldest one, in text and JSON', async () => {
+    const q = setup();
+    // The oldest was created 90 s ago.
+    await q.queue.add(
+      JOB_NAME,
+      { target: { subscriberId: 1 }, trigger: 'manual' },
+      { jobId: 'id:1:old', timestamp: Date.now() - 90_000 },
+    );
+    expect(await enqueueSyncs(q.queue, [{ subscriberId: 2 }, { email: 'c@example.com' }], 'manual')).toEqual({
+      enqueued: 2,
+      alreadyQueued: 0,
+    });
+    const run = await runCli(['status'], q.env);
+    expect(run.code, run.stderr).toBe(0);
+    expect(run.stdout).toContain('waiting 3, active 0');
+    const age = /oldest waiting job: (\d+) s/.exec(run.stdout);
+    expect(age, run.stdout).not.toBeNull();
+    expect(Number(age![1])).toBeGreaterThanOrEqual(89);
+    expect(Number(age![1])).toBeLessThan(120);
+
+    const json = await statusJson(q.env);
+    expect(json.queue.prefix).toBe(q.prefix);
+    expect(json.queue.counts.waiting).toBe(3);
+    expect(json.queue.counts).toMatchObject({ active: 0, delayed: 0, failed: 0, completed: 0 });
+    expect(json.queue.paused).toBe(false);
+    expect(json.queue.oldestWaitingSeconds).toBeGreaterThanOrEqual(89);
+    expect(json.data).toMatchObject({ subscribers: 0, failuresLast24h: [] });
+  });
+
+  it('pause --reason, status shows it and how to resume; resume, status is running again', async () => {
+    const q = setup();
+    await enqueueSyncs(q.queue, [{ subscriberId: 42 }], 'manual');
+    const paused = await runCli(['pause', '--reason', 'maintenance'], q.env);
+    expect(paused.code, paused.stderr).toBe(0);
+    expect(paused.stdout).toMatch(/^paused/);
+    expect(await q.queue.isPaused()).toBe(true);
+
+    const text = await runCli(['status'], q.env);
+    expect(text.code, text.stderr).toBe(0);
+    expect(text.stdout).toContain(': PAUSED');
+    expect(text.stdout).toMatch(/paused by operator at \S+: maintenance/);
+    expect(text.stdout).toContain('cards-sync resume');
+    // Pausing keeps the waiting job waiting.
+    expect(text.stdout).toContain('waiting 1,');
+    const json = await statusJson(q.env);
+    expect(json.queue).toMatchObject({ paused: true, pausedBecause: 'maintenance', pausedBy: 'operator' });
+
+    const resumed = await runCli(['resume'], q.env);
+    expect(resumed.code, resumed.stderr).toBe(0);
+    expect(resumed.stdout).toMatch(/^resumed/);
+    expect(await q.queue.isPaused()).toBe(false);
+    const after = await runCli(['status'], q.env);
+    expect(after.stdout).toContain(': running');
+    expect(after.stdout).not.toContain('maintenance');
+    expect(after.stdout).not.toContain('PAUSED');
+    const afterJson = await statusJson(q.env);
+    expect(afterJson.queue.paused).toBe(false);
+    expect(afterJson.queue).not.toHaveProperty('pausedBecause');
+  });
+
+  it('Redis unreachable: exit 1 with one line naming Redis and REDIS_URL (status, pause, resume, enqueue)', async () => {
+    const env = { REDIS_URL: 'redis://127.0.0.1:1', QUEUE_PREFIX: 'unreachable', DATABASE_URL: database.url };
+    const runs = await Promise.all([
+      runCli(['status'], env),
+      runCli(['status', '--json'], env),
+      runCli(['pause'], env),
+      runCli(['resume'], env),
+      runCli(['enqueue', '--id', '1'], env),
+    ]);
+    for (const run of runs) {
+      expect(run.code).toBe(1);
+      expect(run.stdout).toBe('');
+      expect(run.stderr).toMatch(/^cards-sync: cannot reach Redis at 127\.0\.0\.1:1\b.*REDIS_URL/);
+      // One line, not a stack trace per reconnection attempt.
+      expect(run.stderr.trim().split('\n'), run.stderr).toHaveLength(1);
+    }
+  });
+
+  it('Postgres database missing: the queue part still shows, the data line says what to do (exit 1)', async () => {
+    const q = setup();
+    const url = new URL(database.url);
+    url.pathname = '/cards_sync_no_such_database';
+    const run = await runCli(['status'], { ...q.env, DATABASE_URL: url.toString() });
+    expect(run.code).toBe(1);
+    expect(run.stdout).toContain(': running');
+    expect(run.stdout).toMatch(/^data: .*does not exist; run `cards-sync migrate` first$/m);
+  });
+
+  // Last: it leaves rows in this file's database.
+  it('recent failed sync runs show up by error code', async () => {
+    const q = setup();
+    await database.handle.db.execute(sql`
+      insert into sync_runs (subscriber_id, trigger, started_at, finished_at, status, error_code, error_message)
+      select 900 + g, 'manual', now() - interval '1 minute', now(), 'failed', 'timeout', 'request timed out'
+      from generate_series(1, 3) g`);
+    await database.handle.db.execute(sql`
+      insert into sync_runs (subscriber_id, trigger, started_at, finished_at, status, error_code, error_message)
+      values (950, 'manual', now(), now(), 'failed', 'http_5xx', 'HTTP 503')`);
+    const run = await runCli(['status'], q.env);
+    expect(run.code, run.stderr).toBe(0);
+    expect(run.stdout).toContain('syncs in the last 24 h: failed 4');
+    expect(run.stdout).toContain('failures in the last 24 h by error code:');
+    expect(run.stdout).toMatch(/^\s+timeout\s+3\s+last \S/m);
+    expect(run.stdout).toMatch(/^\s+http_5xx\s+1\s+last \S/m);
+    // Most frequent first.
+    expect(run.stdout.indexOf('timeout')).toBeLessThan(run.stdout.indexOf('http_5xx'));
+
+    const json = await statusJson(q.env);
+    expect(json.data.runsLast24h).toEqual({ failed: 4 });
+    expect(json.data.failuresLast24h.map(({ errorCode, count }) => ({ errorCode, count }))).toEqual([
+      { errorCode: 'timeout', count: 3 },
+      { errorCode: 'http_5xx', count: 1 },
+    ]);
+  });
+});
