@@ -1,9 +1,10 @@
 import { type Job, type Queue, UnrecoverableError, Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { rootCause } from '../db/errors.js';
+import type { Metrics } from '../src/metrics.js';
 import { redactExcerpt } from '../src/redact.js';
 import type { SyncDeps } from '../src/sync/sync-subscriber.js';
-import { syncSubscriber } from '../src/sync/sync-subscriber.js';
+import { type SyncResult, syncSubscriber } from '../src/sync/sync-subscriber.js';
 import { pauseQueue, type SyncJobData, type SyncJobResult, syncJobSchema } from './queue.js';
 
 /** Raised for a transient failure: BullMQ retries it with backoff. */
@@ -20,6 +21,21 @@ export class TransientSyncError extends Error {
 export interface ProcessorDeps extends SyncDeps {
   queue: Queue<SyncJobData, SyncJobResult>;
   redis: Redis;
+  /** Where outcomes, API latencies and card counts are observed, if anywhere. */
+  metrics?: Metrics;
+}
+
+function observe(metrics: Metrics | undefined, result: SyncResult): void {
+  if (!metrics) return;
+  metrics.syncOutcomes.inc({ status: result.status });
+  metrics.jobDuration.observe({ status: result.status }, result.durationMs / 1000);
+  metrics.apiRequests.inc({ code: result.api.code });
+  metrics.apiLatency.observe({ code: result.api.code }, result.api.durationMs / 1000);
+  const c = result.counts;
+  if (c.inserted) metrics.cards.inc({ change: 'inserted' }, c.inserted);
+  if (c.updated) metrics.cards.inc({ change: 'updated' }, c.updated);
+  if (c.removed) metrics.cards.inc({ change: 'removed' }, c.removed);
+  if (c.restored) metrics.cards.inc({ change: 'restored' }, c.restored);
 }
 
 export const AUTH_FIX =
@@ -62,6 +78,7 @@ export function createSyncProcessor(deps: ProcessorDeps) {
       const root = rootCause(error);
       throw new TransientSyncError(`db_error: ${redactExcerpt(root.message, [], 200)}`, 'db_error');
     }
+    observe(deps.metrics, result);
     switch (result.status) {
       case 'succeeded':
         authPauseLogged = false;

@@ -4,6 +4,7 @@ import type { Redis } from 'ioredis';
 import type { Db } from '../db/client.js';
 import type { ApiClient } from '../src/api/client.js';
 import type { Logger } from '../src/logger.js';
+import type { Metrics } from '../src/metrics.js';
 import { createSyncProcessor } from './processor.js';
 import { QUEUE_NAME, type SyncJobData, type SyncJobResult } from './queue.js';
 import { createRedis, evictionPolicy } from './redis.js';
@@ -31,7 +32,14 @@ export interface SyncWorker {
 
 /** Starts a BullMQ worker on the sync queue. */
 export async function startSyncWorker(
-  deps: { db: Db; api: ApiClient; logger: Logger; queue: Queue<SyncJobData, SyncJobResult>; redis: Redis },
+  deps: {
+    db: Db;
+    api: ApiClient;
+    logger: Logger;
+    queue: Queue<SyncJobData, SyncJobResult>;
+    redis: Redis;
+    metrics?: Metrics;
+  },
   options: SyncWorkerOptions,
 ): Promise<SyncWorker> {
   const policy = await evictionPolicy(deps.redis);

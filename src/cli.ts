@@ -209,20 +209,29 @@ export function buildProgram(io: Io, state: { exitCode: number }): Command {
       intArg('--concurrency', 1, 1000),
     )
     .option('--exit-when-idle', 'exit 0 once nothing is waiting, delayed or active')
+    .option('--admin', 'also run the admin server in this process (what npm start does)')
     .option(
       '--shutdown-timeout <ms>',
       'how long SIGTERM waits for in-flight jobs',
       intArg('--shutdown-timeout', 0, 3_600_000),
       30_000,
     )
-    .action(async (opts: { concurrency?: number; exitWhenIdle?: boolean; shutdownTimeout: number }) => {
-      const { cmdWorker } = await import('./commands/worker.js');
-      state.exitCode = await cmdWorker(loadConfig(io.env), io, {
-        ...(opts.concurrency !== undefined ? { concurrency: opts.concurrency } : {}),
-        exitWhenIdle: opts.exitWhenIdle ?? false,
-        shutdownTimeoutMs: opts.shutdownTimeout,
-      });
-    });
+    .action(
+      async (opts: {
+        concurrency?: number;
+        exitWhenIdle?: boolean;
+        admin?: boolean;
+        shutdownTimeout: number;
+      }) => {
+        const { cmdWorker } = await import('./commands/worker.js');
+        state.exitCode = await cmdWorker(loadConfig(io.env), io, {
+          ...(opts.concurrency !== undefined ? { concurrency: opts.concurrency } : {}),
+          exitWhenIdle: opts.exitWhenIdle ?? false,
+          admin: opts.admin ?? false,
+          shutdownTimeoutMs: opts.shutdownTimeout,
+        });
+      },
+    );
 
   const collect =
     <T>(parse: (raw: string) => T) =>
@@ -260,6 +269,16 @@ export function buildProgram(io: Io, state: { exitCode: number }): Command {
         io,
         opts.stale !== undefined ? { stale: opts.stale } : {},
       );
+    });
+
+  program
+    .command('serve')
+    .description('run the admin HTTP server (health, metrics, dashboard, resync API)')
+    .option('--host <host>', 'address to bind (default ADMIN_HOST)')
+    .option('--port <port>', 'port (default ADMIN_PORT)', intArg('--port', 0, 65_535))
+    .action(async (opts: { host?: string; port?: number }) => {
+      const { cmdServe } = await import('./commands/serve.js');
+      state.exitCode = await cmdServe(loadConfig(io.env), io, opts);
     });
 
   program

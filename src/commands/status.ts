@@ -39,36 +39,43 @@ async function withQueue<T>(
   }
 }
 
+/** The queue's state, from connections the caller owns (the admin server reuses it). */
+export async function queueStatusOf(
+  queue: ReturnType<typeof createSyncQueue>,
+  redis: ReturnType<typeof createRedis>,
+  prefix: string,
+): Promise<QueueStatus> {
+  const counts = await queue.getJobCounts(
+    'waiting',
+    'active',
+    'delayed',
+    'prioritized',
+    'waiting-children',
+    'completed',
+    'failed',
+  );
+  const paused = await queue.isPaused();
+  const reason = paused ? await readPauseReason(queue, redis) : undefined;
+  const [oldest] = await queue.getJobs(['wait', 'prioritized'], 0, 0, true);
+  const ttl = await queue.getRateLimitTtl(1);
+  const refreshQueue = createRefreshQueue(redis, prefix);
+  const scheduler = await refreshQueue.getJobScheduler(SCHEDULER_ID).finally(() => refreshQueue.close());
+  return {
+    nextNightlyRefresh: scheduler?.next ? new Date(scheduler.next).toISOString() : null,
+    nightlyPattern: scheduler?.pattern
+      ? `${scheduler.pattern}${scheduler.tz ? ` (${scheduler.tz})` : ''}`
+      : null,
+    prefix,
+    counts,
+    paused,
+    ...(reason ? { pausedBecause: reason.reason, pausedBy: reason.by, pausedAt: reason.at } : {}),
+    oldestWaitingSeconds: oldest ? Math.max(0, Math.round((Date.now() - oldest.timestamp) / 1000)) : null,
+    rateLimitedForMs: Math.max(0, ttl),
+  };
+}
+
 export async function readQueueStatus(config: Config): Promise<QueueStatus> {
-  return withQueue(config, async (queue, redis) => {
-    const counts = await queue.getJobCounts(
-      'waiting',
-      'active',
-      'delayed',
-      'prioritized',
-      'waiting-children',
-      'completed',
-      'failed',
-    );
-    const paused = await queue.isPaused();
-    const reason = paused ? await readPauseReason(queue, redis) : undefined;
-    const [oldest] = await queue.getJobs(['wait', 'prioritized'], 0, 0, true);
-    const ttl = await queue.getRateLimitTtl(1);
-    const refreshQueue = createRefreshQueue(redis, config.queuePrefix);
-    const scheduler = await refreshQueue.getJobScheduler(SCHEDULER_ID).finally(() => refreshQueue.close());
-    return {
-      nextNightlyRefresh: scheduler?.next ? new Date(scheduler.next).toISOString() : null,
-      nightlyPattern: scheduler?.pattern
-        ? `${scheduler.pattern}${scheduler.tz ? ` (${scheduler.tz})` : ''}`
-        : null,
-      prefix: config.queuePrefix,
-      counts,
-      paused,
-      ...(reason ? { pausedBecause: reason.reason, pausedBy: reason.by, pausedAt: reason.at } : {}),
-      oldestWaitingSeconds: oldest ? Math.max(0, Math.round((Date.now() - oldest.timestamp) / 1000)) : null,
-      rateLimitedForMs: Math.max(0, ttl),
-    };
-  });
+  return withQueue(config, (queue, redis) => queueStatusOf(queue, redis, config.queuePrefix));
 }
 
 function formatRefresh(r: RefreshRun): string {

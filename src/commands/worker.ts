@@ -12,12 +12,16 @@ import { queueIsIdle, type SyncWorker, startSyncWorker } from '../../jobs/worker
 import { createApiClient } from '../api/client.js';
 import { type Config, requireApi } from '../config.js';
 import { createLogger } from '../logger.js';
+import { createMetrics } from '../metrics.js';
 import { onShutdown } from '../shutdown.js';
 import { ensureRedis, type Io } from './common.js';
+import { startAdmin } from './serve.js';
 
 export interface WorkerCliOptions {
   concurrency?: number;
   exitWhenIdle: boolean;
+  /** Also run the admin server in this process, sharing its metrics. */
+  admin?: boolean;
   /** How long SIGTERM waits for in-flight jobs, ms. Default 30000. */
   shutdownTimeoutMs: number;
 }
@@ -27,6 +31,7 @@ export async function cmdWorker(config: Config, io: Io, opts: WorkerCliOptions):
   const apiConfig = requireApi(config);
   const concurrency = opts.concurrency ?? config.syncConcurrency;
   const logger = createLogger({ level: config.logLevel });
+  const metrics = createMetrics();
   const redis = createRedis(config.redisUrl, { blocking: true });
   await ensureRedis(redis, config.redisUrl);
   const queue = createSyncQueue(redis, { prefix: config.queuePrefix, attempts: config.syncAttempts });
@@ -40,10 +45,12 @@ export async function cmdWorker(config: Config, io: Io, opts: WorkerCliOptions):
   // Signals are handled before any job can start, so that a SIGTERM always finishes what runs.
   let sync: SyncWorker | undefined;
   let refresh: Awaited<ReturnType<typeof startRefreshWorker>> | undefined;
+  let admin: Awaited<ReturnType<typeof startAdmin>> | undefined;
   let stopped: Promise<number> | undefined;
   const stop = (reason: string) => {
     stopped ??= (async () => {
       logger.info({ reason }, 'worker stopping: finishing in-flight jobs');
+      await admin?.stop();
       const [finished] = await Promise.all([sync?.close(opts.shutdownTimeoutMs) ?? true, refresh?.close()]);
       await Promise.allSettled([queue.close(), refreshQueue.close(), api.close(), handle.close()]);
       redis.disconnect();
@@ -58,7 +65,7 @@ export async function cmdWorker(config: Config, io: Io, opts: WorkerCliOptions):
   onShutdown((signal) => stop(signal), opts.shutdownTimeoutMs + 5000);
 
   sync = await startSyncWorker(
-    { db: handle.db, api, logger, queue, redis },
+    { db: handle.db, api, logger, queue, redis, metrics },
     {
       redisUrl: config.redisUrl,
       prefix: config.queuePrefix,
@@ -84,6 +91,7 @@ export async function cmdWorker(config: Config, io: Io, opts: WorkerCliOptions):
     await refresh.close();
     return stopped;
   }
+  if (opts.admin) admin = await startAdmin(config, { logger, metrics });
   const nextRefresh = await registerNightlyScheduler(refreshQueue, config.refreshCron, config.refreshTz);
   logger.info(
     {

@@ -52,6 +52,8 @@ export interface SyncResult {
   /** For `rate_limited`: how long every worker should wait, ms. */
   retryAfterMs?: number;
   durationMs: number;
+  /** The API's answer: HTTP status, or `timeout` / `connection` / `aborted` when there was none. */
+  api: { code: string; durationMs: number };
 }
 
 /** `j***@example.com`: enough to recognise an e-mail in a log, not enough to harvest it. */
@@ -106,6 +108,12 @@ export async function syncSubscriber(deps: SyncDeps, request: SyncRequest): Prom
     request.target,
     request.signal ? { signal: request.signal } : {},
   );
+  const apiInfo = {
+    code:
+      outcome.kind === 'transient' && outcome.status === undefined ? outcome.code : String(outcome.status),
+    durationMs: outcome.durationMs,
+  };
+  const withApi = (r: Omit<SyncResult, 'api'>): SyncResult => ({ ...r, api: apiInfo });
 
   if (outcome.kind === 'ok') {
     try {
@@ -115,22 +123,24 @@ export async function syncSubscriber(deps: SyncDeps, request: SyncRequest): Prom
         { subscriberId: result.subscriberId, status: result.status, ...result.counts, durationMs },
         'sync succeeded',
       );
-      return { ...result, durationMs };
+      return withApi({ ...result, durationMs });
     } catch (error) {
       const root = rootCause(error);
       const message = redactExcerpt(root.message, [], 200);
       const code = root.code;
       log.warn({ errorCode: 'db_error', pgCode: code }, `sync could not be written: ${message}`);
-      return recordFailure(deps, log, base, t0, {
-        status: 'failed',
-        subscriberId:
-          'subscriberId' in request.target
-            ? request.target.subscriberId
-            : (outcome.cards[0]?.subscriberId ?? null),
-        errorCode: 'db_error',
-        errorMessage: `the database refused the write: ${message}`,
-        retryable: true,
-      });
+      return withApi(
+        await recordFailure(deps, log, base, t0, {
+          status: 'failed',
+          subscriberId:
+            'subscriberId' in request.target
+              ? request.target.subscriberId
+              : (outcome.cards[0]?.subscriberId ?? null),
+          errorCode: 'db_error',
+          errorMessage: `the database refused the write: ${message}`,
+          retryable: true,
+        }),
+      );
     }
   }
 
@@ -140,56 +150,68 @@ export async function syncSubscriber(deps: SyncDeps, request: SyncRequest): Prom
   }
   switch (outcome.kind) {
     case 'not_found':
-      return recordFailure(deps, log, base, t0, {
-        status: 'not_found',
-        subscriberId,
-        errorCode: 'not_found',
-        errorMessage: 'the API does not know this subscriber (HTTP 404)',
-        retryable: false,
-      });
+      return withApi(
+        await recordFailure(deps, log, base, t0, {
+          status: 'not_found',
+          subscriberId,
+          errorCode: 'not_found',
+          errorMessage: 'the API does not know this subscriber (HTTP 404)',
+          retryable: false,
+        }),
+      );
     case 'invalid_response':
-      return recordFailure(deps, log, base, t0, {
-        status: 'invalid_response',
-        subscriberId,
-        errorCode: 'invalid_response',
-        errorMessage: outcome.message,
-        retryable: false,
-      });
+      return withApi(
+        await recordFailure(deps, log, base, t0, {
+          status: 'invalid_response',
+          subscriberId,
+          errorCode: 'invalid_response',
+          errorMessage: outcome.message,
+          retryable: false,
+        }),
+      );
     case 'auth_rejected':
-      return recordFailure(deps, log, base, t0, {
-        status: 'auth_rejected',
-        subscriberId,
-        errorCode: `http_${outcome.status}`,
-        errorMessage: `the API rejected the key: ${outcome.message}`,
-        retryable: false,
-        touchSubscriber: false,
-      });
+      return withApi(
+        await recordFailure(deps, log, base, t0, {
+          status: 'auth_rejected',
+          subscriberId,
+          errorCode: `http_${outcome.status}`,
+          errorMessage: `the API rejected the key: ${outcome.message}`,
+          retryable: false,
+          touchSubscriber: false,
+        }),
+      );
     case 'rate_limited':
-      return recordFailure(deps, log, base, t0, {
-        status: 'rate_limited',
-        subscriberId,
-        errorCode: 'http_429',
-        errorMessage: `rate limited; retry after ${outcome.retryAfterMs} ms`,
-        retryable: true,
-        retryAfterMs: outcome.retryAfterMs,
-        touchSubscriber: false,
-      });
+      return withApi(
+        await recordFailure(deps, log, base, t0, {
+          status: 'rate_limited',
+          subscriberId,
+          errorCode: 'http_429',
+          errorMessage: `rate limited; retry after ${outcome.retryAfterMs} ms`,
+          retryable: true,
+          retryAfterMs: outcome.retryAfterMs,
+          touchSubscriber: false,
+        }),
+      );
     case 'transient':
-      return recordFailure(deps, log, base, t0, {
-        status: 'failed',
-        subscriberId,
-        errorCode: outcome.code,
-        errorMessage: outcome.message,
-        retryable: true,
-      });
+      return withApi(
+        await recordFailure(deps, log, base, t0, {
+          status: 'failed',
+          subscriberId,
+          errorCode: outcome.code,
+          errorMessage: outcome.message,
+          retryable: true,
+        }),
+      );
     case 'rejected':
-      return recordFailure(deps, log, base, t0, {
-        status: 'failed',
-        subscriberId,
-        errorCode: outcome.code,
-        errorMessage: outcome.message,
-        retryable: false,
-      });
+      return withApi(
+        await recordFailure(deps, log, base, t0, {
+          status: 'failed',
+          subscriberId,
+          errorCode: outcome.code,
+          errorMessage: outcome.message,
+          retryable: false,
+        }),
+      );
   }
 }
 
@@ -206,7 +228,7 @@ async function applyCards(
   request: SyncRequest,
   cards: SavedCard[],
   base: RunBase,
-): Promise<Omit<SyncResult, 'durationMs'>> {
+): Promise<Omit<SyncResult, 'durationMs' | 'api'>> {
   const { db } = deps;
   const email = 'email' in request.target ? request.target.email : undefined;
   let subscriberId: number | null =
@@ -269,7 +291,7 @@ async function recordFailure(
   base: RunBase,
   t0: number,
   failure: Failure,
-): Promise<SyncResult> {
+): Promise<Omit<SyncResult, 'api'>> {
   const now = new Date();
   const syncRunId = await insertSyncRun(deps.db, {
     ...base,
@@ -293,7 +315,7 @@ async function recordFailure(
     { subscriberId: failure.subscriberId, status: failure.status, errorCode: failure.errorCode, durationMs },
     `sync ${failure.status}: ${failure.errorMessage}`,
   );
-  return {
+  const result: Omit<SyncResult, 'api'> = {
     status: failure.status,
     subscriberId: failure.subscriberId,
     syncRunId,
@@ -304,4 +326,5 @@ async function recordFailure(
     ...(failure.retryAfterMs !== undefined ? { retryAfterMs: failure.retryAfterMs } : {}),
     durationMs,
   };
+  return result;
 }

@@ -1,0 +1,76 @@
+import { createDb } from '../../db/client.js';
+import { createSyncQueue } from '../../jobs/queue.js';
+import { createRedis } from '../../jobs/redis.js';
+import { createRefreshQueue } from '../../jobs/refresh.js';
+import { createAdminApp } from '../admin/app.js';
+import type { Config } from '../config.js';
+import { CliError } from '../errors.js';
+import type { Logger } from '../logger.js';
+import { createLogger } from '../logger.js';
+import { createMetrics, type Metrics } from '../metrics.js';
+import { onShutdown } from '../shutdown.js';
+import type { Io } from './common.js';
+
+/** Starts the admin server on ADMIN_HOST:ADMIN_PORT; returns its URL and how to stop it. */
+export async function startAdmin(
+  config: Config,
+  shared: { logger: Logger; metrics: Metrics },
+  listen: { host?: string; port?: number } = {},
+): Promise<{ url: string; stop(): Promise<void> }> {
+  const redis = createRedis(config.redisUrl, { blocking: true });
+  const syncQueue = createSyncQueue(redis, { prefix: config.queuePrefix, attempts: config.syncAttempts });
+  const refreshQueue = createRefreshQueue(redis, config.queuePrefix);
+  const handle = createDb(config.databaseUrl, { max: 4, applicationName: 'cards-sync admin' });
+  const admin = createAdminApp({
+    db: handle.db,
+    redis,
+    syncQueue,
+    refreshQueue,
+    metrics: shared.metrics,
+    logger: shared.logger,
+    adminToken: config.adminToken,
+    prefix: config.queuePrefix,
+  });
+  const host = listen.host ?? config.adminHost;
+  const port = listen.port ?? config.adminPort;
+  let url: string;
+  try {
+    url = await admin.start(port, host);
+  } catch (error) {
+    await Promise.allSettled([syncQueue.close(), refreshQueue.close(), handle.close()]);
+    redis.disconnect();
+    throw new CliError(`the admin server cannot listen on ${host}:${port}: ${(error as Error).message}`, 1);
+  }
+  shared.logger.info(
+    { url, writeRoutes: config.adminToken ? 'on' : 'off (no ADMIN_TOKEN)' },
+    'admin server listening',
+  );
+  return {
+    url,
+    async stop() {
+      await admin.stop();
+      await Promise.allSettled([syncQueue.close(), refreshQueue.close(), handle.close()]);
+      redis.disconnect();
+    },
+  };
+}
+
+/** `cards-sync serve`: the admin HTTP server alone. */
+export async function cmdServe(
+  config: Config,
+  io: Io,
+  opts: { host?: string; port?: number },
+): Promise<number> {
+  const logger = createLogger({ level: config.logLevel });
+  const metrics = createMetrics();
+  const admin = await startAdmin(config, { logger, metrics }, opts);
+  io.out(
+    `admin server on ${admin.url}${config.adminToken ? '' : ' (write routes and dashboard off: set ADMIN_TOKEN)'}`,
+  );
+  return new Promise<number>(() => {
+    onShutdown(async () => {
+      await admin.stop();
+      return 0;
+    }, 10_000);
+  });
+}
