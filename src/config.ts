@@ -185,6 +185,9 @@ const variables = {
 
 type Variables = typeof variables;
 
+/** Every environment variable cards-sync reads (DESIGN §2 and the later additions). */
+export const CONFIG_VARIABLES = Object.keys(variables) as (keyof Variables)[];
+
 const envSchema = z.object(
   Object.fromEntries(Object.entries(variables).map(([name, v]) => [name, v.schema])) as {
     [K in keyof Variables]: Variables[K]['schema'];
