@@ -29,6 +29,8 @@ export const SYNC_STATUSES = [
   'failed',
   'auth_rejected',
   'rate_limited',
+  // A newer answer was already applied while this one was in flight: nothing written.
+  'superseded',
 ] as const;
 export type SyncStatus = (typeof SYNC_STATUSES)[number];
 

@@ -80,6 +80,7 @@ export function createSyncProcessor(deps: ProcessorDeps) {
     }
     observe(deps.metrics, result);
     switch (result.status) {
+      case 'superseded':
       case 'succeeded':
         authPauseLogged = false;
         return {

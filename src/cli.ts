@@ -61,7 +61,7 @@ export async function cmdSync(
   try {
     const result = await syncSubscriber({ db: handle.db, api, logger }, { target, trigger: 'cli' });
     io.out(options.json ? JSON.stringify(result) : formatResult(result, target));
-    return result.status === 'succeeded' ? 0 : 1;
+    return result.status === 'succeeded' || result.status === 'superseded' ? 0 : 1;
   } catch (error) {
     throw new CliError(
       describeDbError(error, config.databaseUrl) ?? `sync failed: ${rootCause(error).message}`,

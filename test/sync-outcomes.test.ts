@@ -360,6 +360,26 @@ describe('edges of identity', () => {
   });
 });
 
+describe('ordering', () => {
+  it('an answer fetched before a newer one was applied is not written over it', async () => {
+    const x = makeCard(160);
+    upstream.script.set('email:order@example.com', ok([x]));
+    await sync({ email: 'order@example.com' });
+    // Card X is deleted upstream. A slow lookup by id fetched the old list; a fast one by
+    // e-mail fetched the new, empty one, and commits first.
+    upstream.script.set('id:160', { ...ok([x]), delayMs: 600 });
+    upstream.script.set('email:order@example.com', ok([]));
+    const slow = sync({ subscriberId: 160 });
+    await new Promise((r) => setTimeout(r, 100));
+    const fast = await sync({ email: 'order@example.com' });
+    expect(fast).toMatchObject({ status: 'succeeded', counts: { removed: 1 } });
+    expect(await slow).toMatchObject({ status: 'superseded', counts: { inserted: 0, restored: 0 } });
+    const [row] = await cardsOf(160);
+    expect(row!.removedAt).not.toBeNull();
+    expect((await changesOf(160)).map((c) => c.change)).toEqual(['added', 'removed']);
+  });
+});
+
 describe('secrets', () => {
   it('no log line holds the API key, a card token or a full card number', async () => {
     const card = makeCard(150, { cardToken: 'a9c3e1f0b2d4c6e8a9c3e1f0b2d4c6e8' });

@@ -179,7 +179,7 @@ export async function closeRefreshRun(db: Db, id: number): Promise<RefreshRun | 
       wiped_subscribers = t.wiped,
       last_sync_run_id = greatest(r.last_sync_run_id, t.last_id)
     from (
-      select count(*) filter (where l.status = 'succeeded')::int as succeeded,
+      select count(*) filter (where l.status in ('succeeded', 'superseded'))::int as succeeded,
              count(*) filter (where l.status = 'failed')::int as failed,
              count(*) filter (where l.status = 'not_found')::int as not_found,
              count(*) filter (where l.status = 'invalid_response')::int as invalid,

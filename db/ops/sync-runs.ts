@@ -1,3 +1,4 @@
+import { and, eq, sql } from 'drizzle-orm';
 import type { Executor } from '../client.js';
 import { syncRuns } from '../schema.js';
 
@@ -7,4 +8,13 @@ export type NewSyncRun = typeof syncRuns.$inferInsert;
 export async function insertSyncRun(db: Executor, run: NewSyncRun): Promise<number> {
   const [row] = await db.insert(syncRuns).values(run).returning({ id: syncRuns.id });
   return row!.id;
+}
+
+/** When the newest successful sync of a subscriber started (its answer is the newest applied). */
+export async function newestSuccessStart(db: Executor, subscriberId: number): Promise<Date | null> {
+  const [row] = await db
+    .select({ at: sql<string | null>`max(${syncRuns.startedAt})::text` })
+    .from(syncRuns)
+    .where(and(eq(syncRuns.subscriberId, subscriberId), eq(syncRuns.status, 'succeeded')));
+  return row?.at ? new Date(row.at) : null;
 }

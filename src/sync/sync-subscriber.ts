@@ -14,7 +14,7 @@ import {
   recordSubscriberFailure,
   recordSubscriberSuccess,
 } from '../../db/ops/subscribers.js';
-import { insertSyncRun } from '../../db/ops/sync-runs.js';
+import { insertSyncRun, newestSuccessStart } from '../../db/ops/sync-runs.js';
 import type { SyncStatus, SyncTrigger } from '../../db/schema.js';
 import type { ApiClient, FetchOutcome, Target } from '../api/client.js';
 import type { SavedCard } from '../api/schema.js';
@@ -121,7 +121,7 @@ export async function syncSubscriber(deps: SyncDeps, request: SyncRequest): Prom
       const durationMs = Math.round(performance.now() - t0);
       log.info(
         { subscriberId: result.subscriberId, status: result.status, ...result.counts, durationMs },
-        'sync succeeded',
+        `sync ${result.status}`,
       );
       return withApi({ ...result, durationMs });
     } catch (error) {
@@ -249,6 +249,23 @@ async function applyCards(
         status: 'succeeded',
       });
       return { status: 'succeeded', subscriberId: null, syncRunId, counts: emptyCounts(), retryable: false };
+    }
+    // An answer fetched before one already applied is older news: applying it would undo newer
+    // removals or restores. Two syncs of one subscriber thus never interleave, whatever the order
+    // their fetches finish in.
+    const newest = await newestSuccessStart(tx, subscriberId);
+    if (newest !== null && newest.getTime() > base.startedAt.getTime()) {
+      const counts = { ...emptyCounts(), cardsSeen: cards.length };
+      const syncRunId = await insertSyncRun(tx, {
+        ...base,
+        subscriberId,
+        finishedAt: now,
+        status: 'superseded',
+        cardsSeen: cards.length,
+        errorCode: 'superseded',
+        errorMessage: 'a newer answer was applied while this one was in flight; nothing written',
+      });
+      return { status: 'superseded', subscriberId, syncRunId, counts, retryable: false };
     }
     const stored = await selectStoredCards(
       tx,

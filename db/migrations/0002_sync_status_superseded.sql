@@ -1,0 +1,2 @@
+ALTER TABLE "sync_runs" DROP CONSTRAINT "sync_runs_status_valid";--> statement-breakpoint
+ALTER TABLE "sync_runs" ADD CONSTRAINT "sync_runs_status_valid" CHECK ("sync_runs"."status" in ('succeeded', 'not_found', 'invalid_response', 'failed', 'auth_rejected', 'rate_limited', 'superseded'));
