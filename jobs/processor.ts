@@ -6,6 +6,7 @@ import { redactExcerpt } from '../src/redact.js';
 import type { SyncDeps } from '../src/sync/sync-subscriber.js';
 import { type SyncResult, syncSubscriber } from '../src/sync/sync-subscriber.js';
 import { pauseQueue, type SyncJobData, type SyncJobResult, syncJobSchema } from './queue.js';
+import { countOutcome } from './refresh-tally.js';
 
 /** Raised for a transient failure: BullMQ retries it with backoff. */
 export class TransientSyncError extends Error {
@@ -36,6 +37,37 @@ function observe(metrics: Metrics | undefined, result: SyncResult): void {
   if (c.updated) metrics.cards.inc({ change: 'updated' }, c.updated);
   if (c.removed) metrics.cards.inc({ change: 'removed' }, c.removed);
   if (c.restored) metrics.cards.inc({ change: 'restored' }, c.restored);
+}
+
+/** Counts a refresh job's final outcome (not a retry that will run again, nor a 429 or 401). */
+async function countForRefresh(
+  deps: ProcessorDeps,
+  job: Job<SyncJobData, SyncJobResult>,
+  runId: number,
+  result: SyncResult,
+) {
+  const lastAttempt = job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
+  const c = result.counts;
+  const base = { wiped: false, added: 0, removed: 0 };
+  let outcome: Parameters<typeof countOutcome>[3] | undefined;
+  if (result.status === 'succeeded' || result.status === 'superseded') {
+    outcome = {
+      kind: 'succeeded',
+      wiped: c.removed > 0 && c.cardsSeen === 0,
+      added: c.inserted + c.restored,
+      removed: c.removed,
+    };
+  } else if (result.status === 'not_found') outcome = { kind: 'notFound', ...base };
+  else if (result.status === 'invalid_response') outcome = { kind: 'invalid', ...base };
+  else if (result.status === 'failed' && (!result.retryable || lastAttempt))
+    outcome = { kind: 'failed', ...base };
+  if (outcome === undefined) return;
+  await countOutcome(deps.redis, deps.queue.opts.prefix ?? 'bull', runId, outcome).catch((error: Error) => {
+    deps.logger.warn(
+      { refreshRunId: runId, err: { message: error.message } },
+      'could not count a refresh outcome',
+    );
+  });
 }
 
 export const AUTH_FIX =
@@ -79,6 +111,7 @@ export function createSyncProcessor(deps: ProcessorDeps) {
       throw new TransientSyncError(`db_error: ${redactExcerpt(root.message, [], 200)}`, 'db_error');
     }
     observe(deps.metrics, result);
+    if (data.refreshRunId !== undefined) await countForRefresh(deps, job, data.refreshRunId, result);
     switch (result.status) {
       case 'superseded':
       case 'succeeded':

@@ -3,7 +3,10 @@ import { DelayedError, type Job, Queue, Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { z } from 'zod';
 import type { Db } from '../db/client.js';
+import { rootCause } from '../db/errors.js';
 import {
+  abandonRefreshRun,
+  applyTally,
   closeRefreshRun,
   haltRefreshRun,
   loadRefreshRun,
@@ -14,12 +17,12 @@ import {
   setRefreshJobId,
   startRefreshRun,
   subscriberPage,
-  tallyRefreshRun,
 } from '../db/ops/refresh-runs.js';
 import { REFRESH_TRIGGERS } from '../db/schema.js';
 import type { Logger } from '../src/logger.js';
 import { enqueueSyncs, pauseQueue, type SyncJobData, type SyncJobResult } from './queue.js';
 import { createRedis } from './redis.js';
+import { readTally } from './refresh-tally.js';
 
 export const REFRESH_QUEUE_NAME = 'saved-cards-refresh';
 export const SCHEDULER_ID = 'nightly-refresh';
@@ -69,6 +72,47 @@ export async function refreshIsIdle(queue: Queue<RefreshJobData>): Promise<boole
   return Object.values(c).every((n) => n === 0);
 }
 
+const LIVE_STATES = new Set(['active', 'waiting', 'delayed', 'prioritized', 'waiting-children']);
+
+/**
+ * Whether an in-progress run still has a job that will carry it on. A halted run waits for an
+ * operator and counts as alive; a running one whose job failed for good, or was never queued,
+ * does not, and would otherwise block every later refresh.
+ */
+export async function runIsAlive(queue: Queue<RefreshJobData>, run: RefreshRun): Promise<boolean> {
+  if (run.status === 'halted') return true;
+  if (run.jobId === null) return Date.now() - run.startedAt.getTime() < 5 * 60_000;
+  const job = await queue.getJob(run.jobId);
+  if (!job) return false;
+  return LIVE_STATES.has(await job.getState());
+}
+
+/**
+ * Opens a run; a run in progress whose job is gone is marked `abandoned` first, so a crashed
+ * refresh never blocks the next one.
+ */
+export async function openRefreshRun(
+  db: Db,
+  queue: Queue<RefreshJobData>,
+  values: Parameters<typeof startRefreshRun>[1],
+  ownJobId?: string,
+): Promise<Awaited<ReturnType<typeof startRefreshRun>>> {
+  const first = await startRefreshRun(db, values);
+  if (
+    first.started ||
+    first.inProgress.jobId === (ownJobId ?? null) ||
+    (await runIsAlive(queue, first.inProgress))
+  ) {
+    return first;
+  }
+  await abandonRefreshRun(
+    db,
+    first.inProgress.id,
+    'its refresh job is gone (failed for good or never queued)',
+  );
+  return startRefreshRun(db, values);
+}
+
 /** Tuning of the fan-out. */
 export interface RefreshOptions {
   /** Subscribers read and enqueued per page. Default 1000. */
@@ -83,6 +127,8 @@ export interface RefreshOptions {
   retentionDays?: number;
   /** How often the run checks progress while waiting, ms. Default 1000. */
   pollMs?: number;
+  /** With no progress for this long, the queue is searched for the run's jobs. Default 60000. */
+  stallCheckMs?: number;
   /** Lock of the refresh job: how soon another process takes over a dead one's fan-out, ms. Default 30000. */
   lockDurationMs?: number;
 }
@@ -92,6 +138,8 @@ export interface RefreshDeps {
   logger: Logger;
   syncQueue: Queue<SyncJobData, SyncJobResult>;
   redis: Redis;
+  /** The refresh queue, to tell a live run from one whose job is gone. */
+  refreshQueue?: Queue<RefreshJobData>;
   /** True once the process is shutting down: the fan-out hands its job back between pages. */
   stopping?: () => boolean;
 }
@@ -127,10 +175,14 @@ export function createRefreshProcessor(deps: RefreshDeps, options: RefreshOption
   const maxWipeRatio = options.maxWipeRatio ?? 0.2;
   const minSyncs = options.breakerMinSyncs ?? 50;
   const pollMs = options.pollMs ?? 1000;
+  const stallCheckMs = options.stallCheckMs ?? 60_000;
 
-  /** Tallies progress and trips the breaker; returns false when the run must stop. */
+  const prefix = deps.syncQueue.opts.prefix ?? 'bull';
+
+  /** Brings the run's counts up to date from the live tally and trips the breaker if needed. */
   async function check(run: RefreshRun): Promise<RefreshRun> {
-    const now = await tallyRefreshRun(deps.db, run.id);
+    const tally = await readTally(deps.redis, prefix, run.id);
+    const now = await applyTally(deps.db, run.id, tally);
     if (now.status !== 'running') return now;
     if (
       !now.breakerOverridden &&
@@ -142,11 +194,12 @@ export function createRefreshProcessor(deps: RefreshDeps, options: RefreshOption
         `${now.wipedSubscribers} of ${now.succeeded} synced subscribers (${share}%) lost every card, more than ` +
         `REFRESH_MAX_WIPE_RATIO ${maxWipeRatio}: an upstream outage looks likely. Check the API, then ` +
         '`cards-sync resume` to continue (removals stay in saved_card_changes; a later sync restores them)';
+      // The queue is paused first, so that whoever sees the run halted finds the queue paused.
+      await pauseQueue(deps.syncQueue, deps.redis, {
+        by: 'breaker',
+        reason: `refresh run ${run.id} halted: ${reason}`,
+      });
       if (await haltRefreshRun(deps.db, run.id, reason)) {
-        await pauseQueue(deps.syncQueue, deps.redis, {
-          by: 'breaker',
-          reason: `refresh run ${run.id} halted: ${reason}`,
-        });
         deps.logger.error(
           { refreshRunId: run.id, wiped: now.wipedSubscribers, succeeded: now.succeeded },
           `refresh halted: ${reason}`,
@@ -155,6 +208,24 @@ export function createRefreshProcessor(deps: RefreshDeps, options: RefreshOption
       return (await loadRefreshRun(deps.db, run.id))!;
     }
     return now;
+  }
+
+  /** Whether the run can be closed: every enqueued job has a final outcome, or nothing is left. */
+  let lastFinished = -1;
+  let stillSince = Date.now();
+  async function allDone(run: RefreshRun): Promise<boolean> {
+    const tally = await readTally(deps.redis, prefix, run.id);
+    if (tally.finished >= run.enqueued) return true;
+    if (tally.finished !== lastFinished) {
+      lastFinished = tally.finished;
+      stillSince = Date.now();
+      return false;
+    }
+    // No progress for a while: a job may have failed without a final outcome (stalled too often).
+    // Then look, once in a while, whether any job of this run is still in the queue.
+    if (Date.now() - stillSince < stallCheckMs) return false;
+    stillSince = Date.now();
+    return !(await hasOutstandingJobs(deps.syncQueue, run.id));
   }
 
   /** Shutdown: the job goes back to the queue (delayed 1 s) and any worker continues from the cursor. */
@@ -171,7 +242,9 @@ export function createRefreshProcessor(deps: RefreshDeps, options: RefreshOption
       if (run === undefined || run.status !== 'running')
         return { skipped: `run ${data.refreshRunId} is ${run?.status ?? 'gone'}` };
     } else {
-      const started = await startRefreshRun(deps.db, { trigger: data.trigger, jobId: job.id });
+      const started = deps.refreshQueue
+        ? await openRefreshRun(deps.db, deps.refreshQueue, { trigger: data.trigger, jobId: job.id }, job.id)
+        : await startRefreshRun(deps.db, { trigger: data.trigger, jobId: job.id });
       if (!started.started) {
         // The same job retried after its process died: carry on with the run it opened.
         if (started.inProgress.jobId !== job.id) {
@@ -220,7 +293,7 @@ export function createRefreshProcessor(deps: RefreshDeps, options: RefreshOption
       run = await check(run);
       if (run.status !== 'running') return { refreshRunId: run.id, status: run.status };
       await job.updateProgress({ phase: 'finishing', succeeded: run.succeeded, failed: run.failed });
-      if (!(await hasOutstandingJobs(deps.syncQueue, run.id))) break;
+      if (await allDone(run)) break;
       if (deps.stopping?.()) await handBack(job, token);
       await sleep(pollMs);
     }
@@ -252,7 +325,9 @@ export async function startRefreshWorker(
 ): Promise<{ worker: Worker<RefreshJobData>; close(): Promise<void> }> {
   const connection = createRedis(options.redisUrl, { blocking: true });
   let stopping = false;
-  const processor = createRefreshProcessor({ ...deps, stopping: () => stopping }, options);
+  const ownQueue = deps.refreshQueue ? undefined : createRefreshQueue(deps.redis, options.prefix ?? 'bull');
+  const refreshQueue = deps.refreshQueue ?? ownQueue!;
+  const processor = createRefreshProcessor({ ...deps, refreshQueue, stopping: () => stopping }, options);
   const worker = new Worker<RefreshJobData>(REFRESH_QUEUE_NAME, processor, {
     connection,
     prefix: options.prefix ?? 'bull',
@@ -264,15 +339,21 @@ export async function startRefreshWorker(
   worker.on('error', (error) =>
     deps.logger.warn({ err: { message: error.message } }, 'refresh worker connection problem'),
   );
-  worker.on('failed', (job, error) =>
-    deps.logger.warn({ jobId: job?.id, reason: error.message }, 'refresh job failed'),
-  );
+  worker.on('failed', (job, error) => {
+    const reason = rootCause(error).message;
+    deps.logger.warn({ jobId: job?.id, reason }, 'refresh job failed');
+    const runId = job?.data?.refreshRunId;
+    if (job && runId !== undefined && job.attemptsMade >= (job.opts.attempts ?? 1)) {
+      abandonRefreshRun(deps.db, runId, `its refresh job failed for good: ${reason}`).catch(() => {});
+    }
+  });
   await worker.waitUntilReady();
   return {
     worker,
     async close() {
       stopping = true;
       await worker.close();
+      await ownQueue?.close();
       await connection.quit().catch(() => connection.disconnect());
     },
   };

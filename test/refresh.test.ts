@@ -6,6 +6,7 @@ import { refreshRuns, savedCardChanges, subscribers, syncRuns } from '../db/sche
 import { readPauseReason, resumeQueue } from '../jobs/queue.js';
 import {
   createRefreshQueue,
+  openRefreshRun,
   type RefreshOptions,
   registerNightlyScheduler,
   SCHEDULER_ID,
@@ -163,6 +164,20 @@ describe('refresh runs', () => {
     ]);
     expect(first.started).toBe(true);
     expect(a.started || b.started).toBe(false);
+  });
+
+  it('a run whose refresh job is gone is abandoned instead of blocking every later refresh', async () => {
+    const s = setup();
+    const stuck = await startRefreshRun(db(), { trigger: 'nightly', jobId: 'a-job-that-failed-for-good' });
+    expect(stuck.started).toBe(true);
+    const next = await openRefreshRun(db(), s.refreshQueue, { trigger: 'manual' });
+    expect(next.started).toBe(true);
+    const old = await loadRefreshRun(db(), stuck.started ? stuck.run.id : 0);
+    expect(old).toMatchObject({ status: 'abandoned' });
+    expect(old!.haltedReason).toContain('refresh job is gone');
+    // A live one is not abandoned: its job is waiting in the queue.
+    const live = await openRefreshRun(db(), s.refreshQueue, { trigger: 'manual' });
+    expect(live.started).toBe(false);
   });
 
   it('--stale picks only subscribers whose last success is older than the duration', async () => {

@@ -102,37 +102,44 @@ export async function markFanoutFinished(db: Db, id: number): Promise<void> {
   await db.update(refreshRuns).set({ fanoutFinishedAt: new Date() }).where(eq(refreshRuns.id, id));
 }
 
-/**
- * Adds the sync runs recorded since the last tally to the run's progress counts, reading only
- * the new rows (by id), so that a million-subscriber run costs the same per page as a small one.
- * Returns the run as updated.
- */
-export async function tallyRefreshRun(db: Db, id: number): Promise<RefreshRun> {
-  await db.execute(sql`
-    update refresh_runs r set
-      succeeded = r.succeeded + t.succeeded,
-      failed = r.failed + t.failed,
-      not_found = r.not_found + t.not_found,
-      invalid = r.invalid + t.invalid,
-      cards_added = r.cards_added + t.cards_added,
-      cards_removed = r.cards_removed + t.cards_removed,
-      wiped_subscribers = r.wiped_subscribers + t.wiped,
-      last_sync_run_id = greatest(r.last_sync_run_id, t.last_id)
-    from (
-      select count(*) filter (where s.status = 'succeeded')::int as succeeded,
-             count(*) filter (where s.status = 'failed')::int as failed,
-             count(*) filter (where s.status = 'not_found')::int as not_found,
-             count(*) filter (where s.status = 'invalid_response')::int as invalid,
-             coalesce(sum(s.inserted + s.restored), 0)::int as cards_added,
-             coalesce(sum(s.removed), 0)::int as cards_removed,
-             count(*) filter (where s.status = 'succeeded' and s.removed > 0 and s.cards_seen = 0)::int as wiped,
-             coalesce(max(s.id), 0) as last_id
-      from sync_runs s
-      where s.refresh_run_id = ${id}
-        and s.id > (select last_sync_run_id from refresh_runs where id = ${id})
-    ) t
-    where r.id = ${id}`);
-  return (await loadRefreshRun(db, id))!;
+/** Writes the live counts (kept in Redis while the run goes) onto the run; returns the run. */
+export async function applyTally(
+  db: Db,
+  id: number,
+  t: {
+    succeeded: number;
+    failed: number;
+    notFound: number;
+    invalid: number;
+    wiped: number;
+    cardsAdded: number;
+    cardsRemoved: number;
+  },
+): Promise<RefreshRun> {
+  const [run] = await db
+    .update(refreshRuns)
+    .set({
+      succeeded: t.succeeded,
+      failed: t.failed,
+      notFound: t.notFound,
+      invalid: t.invalid,
+      wipedSubscribers: t.wiped,
+      cardsAdded: t.cardsAdded,
+      cardsRemoved: t.cardsRemoved,
+    })
+    .where(and(eq(refreshRuns.id, id), eq(refreshRuns.status, 'running')))
+    .returning();
+  return run ?? (await loadRefreshRun(db, id))!;
+}
+
+/** Gives up on a run whose refresh job is gone (failed for good, or never queued). */
+export async function abandonRefreshRun(db: Db, id: number, reason: string): Promise<boolean> {
+  const rows = await db
+    .update(refreshRuns)
+    .set({ status: 'abandoned', finishedAt: new Date(), haltedReason: reason })
+    .where(and(eq(refreshRuns.id, id), eq(refreshRuns.status, 'running')))
+    .returning({ id: refreshRuns.id });
+  return rows.length === 1;
 }
 
 /** Trips the breaker: the run stops fanning out until an operator resumes it. */

@@ -1,7 +1,12 @@
 import { createDb } from '../../db/client.js';
-import { resumeHaltedRun, startRefreshRun } from '../../db/ops/refresh-runs.js';
+import {
+  abandonRefreshRun,
+  resumeHaltedRun,
+  setRefreshJobId,
+  type startRefreshRun,
+} from '../../db/ops/refresh-runs.js';
 import { createRedis } from '../../jobs/redis.js';
-import { createRefreshQueue } from '../../jobs/refresh.js';
+import { createRefreshQueue, openRefreshRun } from '../../jobs/refresh.js';
 import type { Config } from '../config.js';
 import { CliError } from '../errors.js';
 import { describeDbError, ensureRedis, type Io } from './common.js';
@@ -32,7 +37,7 @@ export async function cmdRefresh(config: Config, io: Io, opts: { stale?: string 
     const staleBefore = staleMs !== undefined ? new Date(Date.now() - staleMs) : undefined;
     let started: Awaited<ReturnType<typeof startRefreshRun>>;
     try {
-      started = await startRefreshRun(handle.db, { trigger: 'manual', staleBefore });
+      started = await openRefreshRun(handle.db, queue, { trigger: 'manual', staleBefore });
     } catch (error) {
       throw new CliError(describeDbError(error, config.databaseUrl) ?? 'cannot open a refresh run', 1);
     }
@@ -44,7 +49,13 @@ export async function cmdRefresh(config: Config, io: Io, opts: { stale?: string 
       );
       return 1;
     }
-    await queue.add('refresh', { trigger: 'manual', refreshRunId: started.run.id });
+    try {
+      const job = await queue.add('refresh', { trigger: 'manual', refreshRunId: started.run.id });
+      if (job.id) await setRefreshJobId(handle.db, started.run.id, job.id);
+    } catch (error) {
+      await abandonRefreshRun(handle.db, started.run.id, 'its refresh job could not be queued');
+      throw error;
+    }
     io.out(
       `started refresh run ${started.run.id}${staleBefore ? ` of subscribers not synced since ${staleBefore.toISOString()}` : ' of every known subscriber'}; ` +
         'the workers fan it out — follow it with `cards-sync status`',
@@ -65,7 +76,8 @@ export async function continueHaltedRefresh(config: Config): Promise<number | un
   try {
     const run = await resumeHaltedRun(handle.db);
     if (run === undefined) return undefined;
-    await queue.add('refresh', { trigger: run.trigger, refreshRunId: run.id });
+    const job = await queue.add('refresh', { trigger: run.trigger, refreshRunId: run.id });
+    if (job.id) await setRefreshJobId(handle.db, run.id, job.id);
     return run.id;
   } finally {
     await queue.close().catch(() => {});
