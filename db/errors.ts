@@ -11,3 +11,22 @@ export function rootCause(error: unknown): { code?: string; message: string } {
     message: typeof e?.message === 'string' ? e.message : String(e),
   };
 }
+
+/** Errors that mean "Postgres is not there right now", not "this write is wrong". */
+export function isConnectionError(code: string | undefined): boolean {
+  if (code === undefined) return false;
+  return (
+    [
+      'ECONNREFUSED',
+      'ECONNRESET',
+      'ETIMEDOUT',
+      'EPIPE',
+      'ENOTFOUND',
+      'EAI_AGAIN',
+      '57P01',
+      '57P02',
+      '57P03',
+      '53300',
+    ].includes(code) || code.startsWith('08')
+  );
+}

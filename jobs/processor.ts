@@ -1,6 +1,6 @@
 import { type Job, type Queue, UnrecoverableError, Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
-import { rootCause } from '../db/errors.js';
+import { isConnectionError, rootCause } from '../db/errors.js';
 import type { Metrics } from '../src/metrics.js';
 import { redactExcerpt } from '../src/redact.js';
 import type { SyncDeps } from '../src/sync/sync-subscriber.js';
@@ -70,6 +70,19 @@ async function countForRefresh(
   });
 }
 
+/** Postgres is away: every worker waits a few seconds and the job goes back without using an attempt. */
+async function holdForDatabase(deps: ProcessorDeps, code: string | undefined): Promise<never> {
+  deps.logger.warn(
+    { errorCode: code },
+    `Postgres is unreachable; holding every worker ${DB_HOLD_MS} ms, no attempt used`,
+  );
+  await deps.queue.rateLimit(DB_HOLD_MS);
+  throw Worker.RateLimitError();
+}
+
+/** How long a Postgres outage holds the workers before they try again, ms. */
+export const DB_HOLD_MS = 5000;
+
 export const AUTH_FIX =
   'the Saved Cards API rejected the key: processing is paused and no job was failed. ' +
   'Fix CARDS_API_KEY (or the file CARDS_API_KEY_FILE names), restart the workers so they read it, ' +
@@ -108,9 +121,11 @@ export function createSyncProcessor(deps: ProcessorDeps) {
       // The database could not even record the attempt. Only the root cause travels on: the
       // wrapper's message quotes the query's parameters.
       const root = rootCause(error);
+      if (isConnectionError(root.code)) await holdForDatabase(deps, root.code);
       throw new TransientSyncError(`db_error: ${redactExcerpt(root.message, [], 200)}`, 'db_error');
     }
     observe(deps.metrics, result);
+    if (result.errorCode === 'db_unavailable') await holdForDatabase(deps, result.errorCode);
     if (data.refreshRunId !== undefined) await countForRefresh(deps, job, data.refreshRunId, result);
     switch (result.status) {
       case 'superseded':

@@ -84,9 +84,10 @@ export async function startSyncWorker(
       const graceful = worker.close().then(() => true);
       const finished = await Promise.race([graceful, sleep(deadlineMs, false, { ref: false })]);
       if (!finished) {
-        // Past the deadline: abort in-flight requests so their jobs fail as transient and retry.
+        // Past the deadline: abort in-flight requests so their jobs end (and retry elsewhere), and
+        // give them a last moment; a job stuck past that is left to the stalled-job check.
         worker.cancelAllJobs('shutdown deadline passed');
-        await worker.close(true);
+        await Promise.race([graceful, sleep(5000, false, { ref: false })]);
       }
       await connection.quit().catch(() => connection.disconnect());
       return finished;

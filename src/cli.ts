@@ -335,7 +335,7 @@ export async function run(argv: string[], io: Io): Promise<number> {
       io.err(`cards-sync: ${error.message}`);
       return error.exitCode;
     }
-    io.err(`cards-sync: unexpected failure: ${(error as Error)?.message ?? String(error)}`);
+    io.err(`cards-sync: unexpected failure: ${rootCause(error).message}`);
     return 1;
   }
 }

@@ -1,8 +1,10 @@
+import { rootCause } from '../db/errors.js';
 import { run } from './cli.js';
 
 // The process entry point: the only module with side effects at import time.
 process.on('uncaughtException', (error) => {
-  process.stderr.write(`cards-sync: fatal: ${error.message}\n`);
+  // The root cause only: a Drizzle error's own message quotes query parameters.
+  process.stderr.write(`cards-sync: fatal: ${rootCause(error).message}\n`);
   process.exit(1);
 });
 

@@ -1,5 +1,6 @@
 import { eq, sql } from 'drizzle-orm';
 import { afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
+import { createDb } from '../db/client.js';
 import { savedCardChanges, syncRuns } from '../db/schema.js';
 import { enqueueSyncs, readPauseReason, resumeQueue } from '../jobs/queue.js';
 import { type SyncWorker, startSyncWorker } from '../jobs/worker.js';
@@ -203,6 +204,30 @@ describe('outcomes through the queue', () => {
     // Nothing reached the API during the second after the 429.
     expect(Math.min(times[1]!, times[2]!) - limitedAt).toBeGreaterThanOrEqual(900);
     expect((await q.queue.getJobCounts('completed')).completed).toBe(2);
+  });
+});
+
+describe('Postgres away', () => {
+  it('holds every worker without failing a job or using an attempt, then finishes when it is back', async () => {
+    const q = setup({ attempts: 2 });
+    upstream.script.set('id:360', ok([makeCard(360)]));
+    const deadDb = createDb('postgres://postgres@127.0.0.1:1/none', { max: 2 });
+    cleanups.push(() => deadDb.close());
+    const blind = await startSyncWorker(
+      { db: deadDb.db, api: q.api, logger, queue: q.queue, redis: q.redis },
+      { redisUrl: inject('redisUrl'), prefix: q.prefix, concurrency: 1 },
+    );
+    await enqueueSyncs(q.queue, [{ subscriberId: 360 }], 'manual');
+    await waitFor('the hold', async () => (await q.queue.getRateLimitTtl(1)) > 0);
+    await blind.close(5000);
+    expect(await q.queue.getJobCounts('failed', 'completed')).toEqual({ failed: 0, completed: 0 });
+    const [job] = await q.queue.getJobs(['waiting', 'delayed', 'prioritized']);
+    expect(job?.attemptsMade).toBe(0);
+    expect(lines.some((l) => l.includes('Postgres is unreachable'))).toBe(true);
+    await q.queue.removeRateLimitKey();
+    const worker = await q.start();
+    await settled(worker, q.queue, 1);
+    expect((await q.queue.getJobCounts('completed')).completed).toBe(1);
   });
 });
 

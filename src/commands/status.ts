@@ -1,4 +1,5 @@
 import { createDb } from '../../db/client.js';
+import { rootCause } from '../../db/errors.js';
 import { lastRefreshRun, type RefreshRun } from '../../db/ops/refresh-runs.js';
 import { type DataStatus, readDataStatus } from '../../db/ops/status.js';
 import { createSyncQueue, pauseQueue, readPauseReason, resumeQueue } from '../../jobs/queue.js';
@@ -144,7 +145,7 @@ export async function cmdStatus(config: Config, io: Io, opts: { json: boolean })
   } catch (error) {
     data = {
       error:
-        describeDbError(error, config.databaseUrl) ?? `cannot read Postgres: ${(error as Error).message}`,
+        describeDbError(error, config.databaseUrl) ?? `cannot read Postgres: ${rootCause(error).message}`,
     };
   } finally {
     await handle.close();

@@ -32,8 +32,14 @@ export async function cmdWorker(config: Config, io: Io, opts: WorkerCliOptions):
   const concurrency = opts.concurrency ?? config.syncConcurrency;
   const logger = createLogger({ level: config.logLevel });
   const metrics = createMetrics();
+  // A blocking connection waits forever for Redis: check on a fail-fast one first.
+  const probe = createRedis(config.redisUrl);
+  try {
+    await ensureRedis(probe, config.redisUrl);
+  } finally {
+    probe.disconnect();
+  }
   const redis = createRedis(config.redisUrl, { blocking: true });
-  await ensureRedis(redis, config.redisUrl);
   const queue = createSyncQueue(redis, { prefix: config.queuePrefix, attempts: config.syncAttempts });
   const handle = createDb(config.databaseUrl, {
     max: Math.min(concurrency + 2, 50),

@@ -20,6 +20,8 @@ export interface CardUpdate {
   /** Column names whose content changed; empty for a plain restore. */
   changedFields: string[];
   restored: boolean;
+  /** Set when the card belonged to another subscriber until now. */
+  previousSubscriberId?: number;
 }
 
 export interface SyncCounts {
@@ -98,11 +100,12 @@ export function reconcile(
     }
     const fields = changedFields(row, card);
     const restored = row.removedAt !== null;
+    const moved = row.subscriberId !== card.subscriberId ? { previousSubscriberId: row.subscriberId } : {};
     if (restored) {
-      plan.updates.push({ card, changedFields: fields, restored: true });
+      plan.updates.push({ card, changedFields: fields, restored: true, ...moved });
       plan.counts.restored++;
     } else if (fields.length > 0) {
-      plan.updates.push({ card, changedFields: fields, restored: false });
+      plan.updates.push({ card, changedFields: fields, restored: false, ...moved });
       plan.counts.updated++;
     } else {
       plan.unchangedIds.push(card.id);

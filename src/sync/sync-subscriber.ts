@@ -1,5 +1,5 @@
 import type { Db } from '../../db/client.js';
-import { rootCause } from '../../db/errors.js';
+import { isConnectionError, rootCause } from '../../db/errors.js';
 import {
   countActiveCards,
   markRemoved,
@@ -136,7 +136,7 @@ export async function syncSubscriber(deps: SyncDeps, request: SyncRequest): Prom
             'subscriberId' in request.target
               ? request.target.subscriberId
               : (outcome.cards[0]?.subscriberId ?? null),
-          errorCode: 'db_error',
+          errorCode: isConnectionError(code) ? 'db_unavailable' : 'db_error',
           errorMessage: `the database refused the write: ${message}`,
           retryable: true,
         }),
