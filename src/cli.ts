@@ -240,8 +240,8 @@ export function buildProgram(io: Io, state: { exitCode: number }): Command {
   program
     .command('enqueue')
     .description('put sync jobs on the queue')
-    .option('--id <id>', 'subscriber id (repeatable)', collect(parseSubscriberId))
-    .option('--email <email>', 'subscriber e-mail (repeatable)', collect(parseEmail))
+    .option('--id <id...>', 'subscriber ids (repeatable)', collect(parseSubscriberId))
+    .option('--email <email...>', 'subscriber e-mails (repeatable)', collect(parseEmail))
     .option('--file <path>', 'one id or e-mail per line; - reads standard input')
     .option('--strict', 'refuse the whole file, enqueueing nothing, if one line is bad')
     .action(async (opts: { id?: number[]; email?: string[]; file?: string; strict?: boolean }) => {

@@ -360,6 +360,34 @@ describe('edges of identity', () => {
   });
 });
 
+describe('a card that moves', () => {
+  it('leaves a removal in its old owner’s history and recounts the old owner’s cards', async () => {
+    const moving = makeCard(170);
+    upstream.script.set('id:170', ok([moving, makeCard(170)]));
+    await sync({ subscriberId: 170 });
+    upstream.script.set('id:171', ok([{ ...moving, subscriberId: 171 }]));
+    const result = await sync({ subscriberId: 171 });
+    expect(result.counts).toMatchObject({ updated: 1 });
+    const [row] = await cardsOf(171);
+    expect(row).toMatchObject({ id: moving.id, removedAt: null });
+    expect((await changesOf(170)).map((c) => [c.cardId, c.change])).toEqual([
+      [moving.id, 'added'],
+      [expect.any(Number), 'added'],
+      [moving.id, 'removed'],
+    ]);
+    const [old] = await database.handle.db
+      .select()
+      .from(subscribers)
+      .where(eq(subscribers.subscriberId, 170));
+    expect(old!.activeCards).toBe(1);
+    // The old owner's next answer no longer lists it: nothing more to remove, no duplicate history.
+    upstream.script.set('id:170', ok([makeCard(170, { id: (await cardsOf(170))[0]!.id })]));
+    const again = await sync({ subscriberId: 170 });
+    expect(again.counts.removed).toBe(0);
+    expect((await changesOf(170)).filter((c) => c.change === 'removed').length).toBe(1);
+  });
+});
+
 describe('ordering', () => {
   it('an answer fetched before a newer one was applied is not written over it', async () => {
     const x = makeCard(160);

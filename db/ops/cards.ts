@@ -100,15 +100,15 @@ export async function touchCards(tx: Tx, ids: readonly number[], now: Date): Pro
     .where(and(sql`${savedCards.id} = any(${sql.param([...ids])}::bigint[])`, isNull(savedCards.removedAt)));
 }
 
-/** Soft-deletes cards that vanished upstream. */
+/** Soft-deletes cards that vanished upstream; returns the ids it really marked. */
 export async function markRemoved(
   tx: Tx,
   subscriberId: number,
   ids: readonly number[],
   now: Date,
-): Promise<void> {
-  if (ids.length === 0) return;
-  await tx
+): Promise<number[]> {
+  if (ids.length === 0) return [];
+  const rows = await tx
     .update(savedCards)
     .set({ removedAt: now })
     .where(
@@ -117,7 +117,9 @@ export async function markRemoved(
         isNull(savedCards.removedAt),
         sql`${savedCards.id} = any(${sql.param([...ids])}::bigint[])`,
       ),
-    );
+    )
+    .returning({ id: savedCards.id });
+  return rows.map((r) => r.id);
 }
 
 /** How many cards of the subscriber are present upstream now. */
@@ -127,4 +129,13 @@ export async function countActiveCards(tx: Tx, subscriberId: number): Promise<nu
     .from(savedCards)
     .where(and(eq(savedCards.subscriberId, subscriberId), isNull(savedCards.removedAt)));
   return row?.n ?? 0;
+}
+
+/** Recounts the active cards of subscribers whose card moved to another subscriber. */
+export async function recountActiveCards(tx: Tx, subscriberIds: readonly number[]): Promise<void> {
+  if (subscriberIds.length === 0) return;
+  await tx.execute(sql`
+    update subscribers s set active_cards = (
+      select count(*) from saved_cards c where c.subscriber_id = s.subscriber_id and c.removed_at is null)
+    where s.subscriber_id = any(${sql.param([...subscriberIds])}::bigint[])`);
 }

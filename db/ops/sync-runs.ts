@@ -18,3 +18,12 @@ export async function newestSuccessStart(db: Executor, subscriberId: number): Pr
     .where(and(eq(syncRuns.subscriberId, subscriberId), eq(syncRuns.status, 'succeeded')));
   return row?.at ? new Date(row.at) : null;
 }
+
+/** Corrects the counts of a run written before its changes were applied. */
+export async function updateSyncRunCounts(
+  db: Executor,
+  id: number,
+  counts: { removed: number },
+): Promise<void> {
+  await db.update(syncRuns).set(counts).where(eq(syncRuns.id, id));
+}

@@ -3,6 +3,7 @@ import { isConnectionError, rootCause } from '../../db/errors.js';
 import {
   countActiveCards,
   markRemoved,
+  recountActiveCards,
   selectStoredCards,
   touchCards,
   upsertCards,
@@ -14,7 +15,7 @@ import {
   recordSubscriberFailure,
   recordSubscriberSuccess,
 } from '../../db/ops/subscribers.js';
-import { insertSyncRun, newestSuccessStart } from '../../db/ops/sync-runs.js';
+import { insertSyncRun, newestSuccessStart, updateSyncRunCounts } from '../../db/ops/sync-runs.js';
 import type { SyncStatus, SyncTrigger } from '../../db/schema.js';
 import type { ApiClient, FetchOutcome, Target } from '../api/client.js';
 import type { SavedCard } from '../api/schema.js';
@@ -63,7 +64,7 @@ export function maskEmail(email: string): string {
   return `${email[0]}***${email.slice(at)}`;
 }
 
-function changeRows(plan: ReconcilePlan, subscriberId: number): ChangeRow[] {
+function changeRows(plan: ReconcilePlan, subscriberId: number, removedIds: readonly number[]): ChangeRow[] {
   const rows: ChangeRow[] = [];
   for (const c of plan.inserts)
     rows.push({ cardId: c.id, subscriberId, change: 'added', changedFields: null });
@@ -75,8 +76,19 @@ function changeRows(plan: ReconcilePlan, subscriberId: number): ChangeRow[] {
       changedFields: u.changedFields.length > 0 ? u.changedFields : null,
     });
   }
-  for (const id of plan.removedIds)
+  for (const id of removedIds)
     rows.push({ cardId: id, subscriberId, change: 'removed', changedFields: null });
+  // A card now listed under this subscriber left its previous one: that one's history says so.
+  for (const u of plan.updates) {
+    if (u.previousSubscriberId !== undefined && !u.restored) {
+      rows.push({
+        cardId: u.card.id,
+        subscriberId: u.previousSubscriberId,
+        change: 'removed',
+        changedFields: null,
+      });
+    }
+  }
   return rows;
 }
 
@@ -283,8 +295,17 @@ async function applyCards(
     const writes = [...plan.inserts, ...plan.updates.map((u) => u.card)];
     await upsertCards(tx, writes, now);
     await touchCards(tx, plan.unchangedIds, now);
-    await markRemoved(tx, subscriberId, plan.removedIds, now);
-    await insertChanges(tx, changeRows(plan, subscriberId), syncRunId, now);
+    const removedIds = await markRemoved(tx, subscriberId, plan.removedIds, now);
+    if (removedIds.length !== plan.removedIds.length) {
+      // Some moved to another subscriber meanwhile: count and record only what this sync removed.
+      plan.counts.removed = removedIds.length;
+      await updateSyncRunCounts(tx, syncRunId, { removed: removedIds.length });
+    }
+    await insertChanges(tx, changeRows(plan, subscriberId, removedIds), syncRunId, now);
+    await recountActiveCards(
+      tx,
+      plan.updates.flatMap((u) => (u.previousSubscriberId !== undefined ? [u.previousSubscriberId] : [])),
+    );
     const activeCards = await countActiveCards(tx, subscriberId);
     await recordSubscriberSuccess(tx, { subscriberId, email, activeCards, now });
     return { status: 'succeeded', subscriberId, syncRunId, counts: plan.counts, retryable: false };
