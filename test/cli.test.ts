@@ -4,12 +4,12 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import pg from 'pg';
+import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { cardsFor } from '../src/mock-api/data.js';
 import { createMockApi, type MockApi } from '../src/mock-api/server.js';
 import { API_KEY, makeCard, ok } from './fixtures.js';
-import { useTestDatabase } from './helpers.js';
+import { adminQuery, useTestDatabase, withDatabase } from './helpers.js';
 
 // The CLI as a user runs it: `node bin/cards-sync.js …` in a child process with a minimal env.
 
@@ -81,22 +81,6 @@ function expectNoSecrets(run: Run, secrets: string[]): void {
   for (const secret of secrets) {
     expect(run.stdout).not.toContain(secret);
     expect(run.stderr).not.toContain(secret);
-  }
-}
-
-function withDatabase(url: string, name: string): string {
-  const u = new URL(url);
-  u.pathname = `/${name}`;
-  return u.toString();
-}
-
-async function adminQuery(sql: string): Promise<void> {
-  const client = new pg.Client({ connectionString: withDatabase(inject('templateUrl'), 'postgres') });
-  await client.connect();
-  try {
-    await client.query(sql);
-  } finally {
-    await client.end();
   }
 }
 

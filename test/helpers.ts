@@ -5,13 +5,15 @@ import { afterAll, beforeAll, inject } from 'vitest';
 import { createDb, type DbHandle } from '../db/client.js';
 import { createLogger, type Logger } from '../src/logger.js';
 
-function withDatabase(url: string, name: string): string {
+/** The same server URL, another database. */
+export function withDatabase(url: string, name: string): string {
   const u = new URL(url);
   u.pathname = `/${name}`;
   return u.toString();
 }
 
-async function adminQuery(sql: string): Promise<void> {
+/** Runs one statement on the server's maintenance database (create/drop database). */
+export async function adminQuery(sql: string): Promise<void> {
   const client = new pg.Client({ connectionString: withDatabase(inject('templateUrl'), 'postgres') });
   await client.connect();
   try {
