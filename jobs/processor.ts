@@ -135,6 +135,7 @@ export function createSyncProcessor(deps: ProcessorDeps) {
           status: result.status,
           subscriberId: result.subscriberId,
           syncRunId: result.syncRunId,
+          cardsSeen: result.counts.cardsSeen,
           inserted: result.counts.inserted,
           updated: result.counts.updated,
           removed: result.counts.removed,

@@ -23,6 +23,7 @@ export interface SyncJobResult {
   status: string;
   subscriberId: number | null;
   syncRunId: number;
+  cardsSeen: number;
   inserted: number;
   updated: number;
   removed: number;
