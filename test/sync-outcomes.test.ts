@@ -351,7 +351,9 @@ describe('edges of identity', () => {
       sync({ subscriberId: 140 }),
       sync({ subscriberId: 140 }),
     ]);
-    expect(results.map((r) => r.status)).toEqual(['succeeded', 'succeeded', 'succeeded']);
+    // Each either applied its answer or found a newer one applied already (superseded).
+    for (const r of results) expect(['succeeded', 'superseded']).toContain(r.status);
+    expect(results.some((r) => r.status === 'succeeded')).toBe(true);
     expect(results.reduce((n, r) => n + r.counts.inserted, 0)).toBe(200);
     const changes = await changesOf(140);
     expect(changes.length).toBe(200);

@@ -1,7 +1,6 @@
 import type { Db } from '../../db/client.js';
 import { isConnectionError, rootCause } from '../../db/errors.js';
 import {
-  countActiveCards,
   markRemoved,
   recountActiveCards,
   selectStoredCards,
@@ -306,7 +305,8 @@ async function applyCards(
       tx,
       plan.updates.flatMap((u) => (u.previousSubscriberId !== undefined ? [u.previousSubscriberId] : [])),
     );
-    const activeCards = await countActiveCards(tx, subscriberId);
+    // After the sync the subscriber's active cards are exactly the ones the answer lists.
+    const activeCards = cards.length;
     await recordSubscriberSuccess(tx, { subscriberId, email, activeCards, now });
     return { status: 'succeeded', subscriberId, syncRunId, counts: plan.counts, retryable: false };
   });
