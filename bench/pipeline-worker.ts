@@ -53,6 +53,7 @@ async function main() {
     if (finished >= total) resolveDone();
   };
   const started = performance.now();
+  const cpuStart = process.cpuUsage();
   let close: () => Promise<unknown>;
   if (values.pipeline === 'c') {
     const w = await startSyncWorker(
@@ -105,6 +106,7 @@ async function main() {
   }
   await done;
   const seconds = (performance.now() - started) / 1000;
+  const cpu = process.cpuUsage(cpuStart);
   await close();
   durations.sort((x, y) => x - y);
   const pct = (p: number) => durations[Math.min(durations.length - 1, Math.floor(p * durations.length))] ?? 0;
@@ -117,6 +119,7 @@ async function main() {
     p50Ms: pct(0.5),
     p99Ms: pct(0.99),
     peakRssMB: process.resourceUsage().maxRSS / 1024,
+    workerCpuMs: (cpu.user + cpu.system) / 1000,
   };
   process.stdout.write(`${JSON.stringify(result)}\n`);
   process.exit(0);

@@ -5,6 +5,7 @@ import pg from 'pg';
 import { runMigrations } from '../db/migrate.js';
 import { createSyncQueue, enqueueSyncs } from '../jobs/queue.js';
 import { createRedis } from '../jobs/redis.js';
+import { postgresCpuMs, processCpuMs, redisCpuMs } from './cpu.js';
 
 // npm run bench [-- --subscribers 20000 --cards 5 --concurrency 16]
 // Three pipelines over the same data, in one run on one machine; the ratios are what counts.
@@ -14,6 +15,10 @@ const { values } = parseArgs({
     subscribers: { type: 'string', default: '20000' },
     cards: { type: 'string', default: '5' },
     concurrency: { type: 'string', default: '16' },
+    /** Comma-separated subset of pipelines to run (a,b,c), for profiling one of them. */
+    only: { type: 'string' },
+    /** Write a V8 CPU profile of each pipeline's worker process into this folder. */
+    'cpu-prof': { type: 'string' },
     'database-url': {
       type: 'string',
       default:
@@ -63,6 +68,8 @@ async function startMockApi(): Promise<{ url: string; child: ChildProcess }> {
   throw new Error('the mock API did not start');
 }
 
+const round = (x: number, d = 0) => Math.round(x * 10 ** d) / 10 ** d;
+
 interface Result {
   pipeline: string;
   jobs: number;
@@ -73,9 +80,13 @@ interface Result {
   p99Ms: number;
   peakRssMB: number;
   redisPeakMB?: number;
+  /** CPU ms per subscriber spent by each part: the worker, the mock API, Redis and Postgres. */
+  cpuMsPerSubscriber?: { worker: number; api: number; redis: number; postgres: number };
+  workerCpuMs?: number;
 }
 
-async function runPipeline(pipeline: string, apiUrl: string): Promise<Result> {
+async function runPipeline(pipeline: string, api: { url: string; child: ChildProcess }): Promise<Result> {
+  const apiUrl = api.url;
   const prefix = `bench-${pipeline}-${Date.now().toString(36)}`;
   const redis = createRedis(redisUrl, { blocking: true });
   const queue = createSyncQueue(redis, { prefix });
@@ -97,9 +108,11 @@ async function runPipeline(pipeline: string, apiUrl: string): Promise<Result> {
       () => {},
     );
   }, 100);
+  const cpuBefore = { api: processCpuMs(api.child.pid!), redis: await redisCpuMs(redis), pg: postgresCpuMs() };
   const child = spawn(
     process.execPath,
     [
+      ...(values['cpu-prof'] ? ['--cpu-prof', '--cpu-prof-dir', values['cpu-prof']] : []),
       `${here}pipeline-worker.js`,
       '--pipeline',
       pipeline.slice(0, 1),
@@ -126,15 +139,26 @@ async function runPipeline(pipeline: string, apiUrl: string): Promise<Result> {
   });
   const [code] = await once(child, 'exit');
   clearInterval(sampler);
+  const cpuAfter = { api: processCpuMs(api.child.pid!), redis: await redisCpuMs(redis), pg: postgresCpuMs() };
   await queue.obliterate({ force: true }).catch(() => {});
   await queue.close();
   redis.disconnect();
   if (code !== 0) throw new Error(`pipeline ${pipeline} failed (exit ${code})`);
   const result = JSON.parse(out.trim().split('\n').at(-1)!) as Result;
-  return { ...result, pipeline, redisPeakMB: redisPeak / 1048576 };
+  const per = (ms: number) => round(ms / result.jobs, 3);
+  return {
+    ...result,
+    pipeline,
+    redisPeakMB: redisPeak / 1048576,
+    cpuMsPerSubscriber: {
+      worker: per(result.workerCpuMs ?? 0),
+      api: per(cpuAfter.api - cpuBefore.api),
+      redis: per(cpuAfter.redis - cpuBefore.redis),
+      postgres: per(cpuAfter.pg - cpuBefore.pg),
+    },
+  };
 }
 
-const round = (x: number, d = 0) => Math.round(x * 10 ** d) / 10 ** d;
 
 async function main() {
   const mock = await startMockApi();
@@ -143,36 +167,44 @@ async function main() {
   );
   const results: Result[] = [];
   try {
+    const only = values.only?.split(',');
     for (const [name, fresh] of [
       ['a-ceiling', true],
       ['b-naive', true],
       ['c-cards-sync', true],
       ['c-cards-sync-unchanged', false],
     ] as const) {
+      if (only && !only.includes(name.slice(0, 1))) continue;
       if (fresh) await resetDatabase();
-      const r = await runPipeline(name, mock.url);
+      const r = await runPipeline(name, mock);
       results.push(r);
       console.log(`  ${name.padEnd(24)} ${round(r.subscribersPerSec)} subscribers/s`);
     }
   } finally {
     mock.child.kill('SIGTERM');
   }
-  console.log('\npipeline                  subs/s   cards/s   p50 ms  p99 ms  peak RSS MB  Redis peak MB');
+  console.log(
+    '\npipeline                  subs/s   cards/s   p50 ms  p99 ms  peak RSS MB  Redis peak MB   CPU ms/subscriber: worker  API  Redis  Postgres',
+  );
   for (const r of results) {
     console.log(
       `${r.pipeline.padEnd(24)} ${String(round(r.subscribersPerSec)).padStart(7)} ${String(round(r.cardsPerSec)).padStart(9)} ` +
-        `${String(r.p50Ms).padStart(8)} ${String(r.p99Ms).padStart(7)} ${String(round(r.peakRssMB, 1)).padStart(12)} ${String(round(r.redisPeakMB ?? 0, 1)).padStart(14)}`,
+        `${String(r.p50Ms).padStart(8)} ${String(r.p99Ms).padStart(7)} ${String(round(r.peakRssMB, 1)).padStart(12)} ${String(round(r.redisPeakMB ?? 0, 1)).padStart(14)}` +
+        `   ${[r.cpuMsPerSubscriber?.worker, r.cpuMsPerSubscriber?.api, r.cpuMsPerSubscriber?.redis, r.cpuMsPerSubscriber?.postgres].map((x) => String(x ?? '').padStart(6)).join(' ')}`,
     );
   }
-  const [a, b, c, c2] = results as [Result, Result, Result, Result];
+  const by = (name: string) => results.find((r) => r.pipeline === name)?.subscribersPerSec;
+  const ratio = (x: number | undefined, y: number | undefined) =>
+    x === undefined || y === undefined ? null : round(x / y, 3);
+  const [a, b, c, c2] = ['a-ceiling', 'b-naive', 'c-cards-sync', 'c-cards-sync-unchanged'].map(by);
   console.log(
     JSON.stringify({
       subscribers: n,
       cardsPerSubscriber: k,
       results,
-      c_over_a: round(c.subscribersPerSec / a.subscribersPerSec, 3),
-      c_over_b: round(c.subscribersPerSec / b.subscribersPerSec, 3),
-      unchanged_over_first: round(c2.subscribersPerSec / c.subscribersPerSec, 3),
+      c_over_a: ratio(c, a),
+      c_over_b: ratio(c, b),
+      unchanged_over_first: ratio(c2, c),
     }),
   );
 }

@@ -2,7 +2,8 @@ import { drizzle, type NodePgDatabase } from 'drizzle-orm/node-postgres';
 import pg from 'pg';
 import * as schema from './schema.js';
 
-export type Db = NodePgDatabase<typeof schema>;
+/** The Drizzle handle; `$client` is its pool, for the write path's own connection handling. */
+export type Db = NodePgDatabase<typeof schema> & { $client: pg.Pool };
 
 /** Thrown when Postgres hands back a bigint outside JavaScript's safe-integer range. */
 export class UnsafeBigintError extends Error {

@@ -5,6 +5,7 @@ import type { Db } from '../db/client.js';
 import type { ApiClient } from '../src/api/client.js';
 import type { Logger } from '../src/logger.js';
 import type { Metrics } from '../src/metrics.js';
+import { createGroupCommitter } from '../src/sync/group-commit.js';
 import { createSyncProcessor } from './processor.js';
 import { QUEUE_NAME, type SyncJobData, type SyncJobResult } from './queue.js';
 import { createRedis, evictionPolicy } from './redis.js';
@@ -52,19 +53,28 @@ export async function startSyncWorker(
   const connection = createRedis(options.redisUrl, { blocking: true });
   const apiTimeoutMs = options.apiTimeoutMs ?? 10_000;
   const rate = options.rateLimitPerSec ?? 0;
-  const worker = new Worker<SyncJobData, SyncJobResult>(QUEUE_NAME, createSyncProcessor(deps), {
-    connection,
-    prefix: options.prefix ?? 'bull',
-    concurrency: options.concurrency ?? 16,
-    // BullMQ applies a manual rate limit (429) only when a limiter is set, hence a huge one when unlimited.
-    limiter: rate > 0 ? { max: rate, duration: 1000 } : { max: 1_000_000, duration: 1000 },
-    // Locks are renewed while a job runs; the duration only bounds how soon a dead worker's job
-    // is taken over. It outlives the API deadline so a slow answer never looks like a dead worker.
-    lockDuration: apiTimeoutMs + 5000,
-    stalledInterval: Math.max(1000, Math.round((apiTimeoutMs + 5000) / 2)),
-    maxStalledCount: options.maxStalledCount ?? 2,
-    autorun: true,
+  // Answers of the jobs running here at once are committed together (one transaction a batch).
+  const writer = createGroupCommitter(deps.db, {
+    maxBatch: Math.max(1, options.concurrency ?? 16),
+    ...(deps.metrics ? { onBatch: (size: number) => deps.metrics?.writeBatchSize.observe(size) } : {}),
   });
+  const worker = new Worker<SyncJobData, SyncJobResult>(
+    QUEUE_NAME,
+    createSyncProcessor({ ...deps, writer }),
+    {
+      connection,
+      prefix: options.prefix ?? 'bull',
+      concurrency: options.concurrency ?? 16,
+      // BullMQ applies a manual rate limit (429) only when a limiter is set, hence a huge one when unlimited.
+      limiter: rate > 0 ? { max: rate, duration: 1000 } : { max: 1_000_000, duration: 1000 },
+      // Locks are renewed while a job runs; the duration only bounds how soon a dead worker's job
+      // is taken over. It outlives the API deadline so a slow answer never looks like a dead worker.
+      lockDuration: apiTimeoutMs + 5000,
+      stalledInterval: Math.max(1000, Math.round((apiTimeoutMs + 5000) / 2)),
+      maxStalledCount: options.maxStalledCount ?? 2,
+      autorun: true,
+    },
+  );
   worker.on('error', (error) =>
     deps.logger.warn({ err: { message: error.message } }, 'worker connection problem'),
   );

@@ -13,6 +13,7 @@ export interface Metrics {
   cards: Counter<'change'>;
   jobs: Gauge<'state'>;
   lastRefreshSuccess: Gauge;
+  writeBatchSize: Histogram;
 }
 
 export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metrics {
@@ -61,6 +62,12 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
     lastRefreshSuccess: new Gauge({
       name: 'cards_sync_last_refresh_success_timestamp_seconds',
       help: 'When the last refresh run completed (Unix time), 0 if none has',
+      registers: [registry],
+    }),
+    writeBatchSize: new Histogram({
+      name: 'cards_sync_write_batch_size',
+      help: 'Syncs written per database transaction (group commit)',
+      buckets: [1, 2, 4, 8, 16, 32, 64],
       registers: [registry],
     }),
   };

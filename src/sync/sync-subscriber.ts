@@ -1,31 +1,22 @@
 import type { Db } from '../../db/client.js';
 import { isConnectionError, rootCause } from '../../db/errors.js';
-import {
-  markRemoved,
-  recountActiveCards,
-  selectStoredCards,
-  touchCards,
-  upsertCards,
-} from '../../db/ops/cards.js';
-import { type ChangeRow, insertChanges } from '../../db/ops/changes.js';
-import { lockSubscriber } from '../../db/ops/lock.js';
-import {
-  findSubscriberIdByEmail,
-  recordSubscriberFailure,
-  recordSubscriberSuccess,
-} from '../../db/ops/subscribers.js';
-import { insertSyncRun, newestSuccessStart, updateSyncRunCounts } from '../../db/ops/sync-runs.js';
+import { findSubscriberIdByEmail, recordSubscriberFailure } from '../../db/ops/subscribers.js';
+import { insertSyncRun } from '../../db/ops/sync-runs.js';
 import type { SyncStatus, SyncTrigger } from '../../db/schema.js';
 import type { ApiClient, FetchOutcome, Target } from '../api/client.js';
 import type { SavedCard } from '../api/schema.js';
 import type { Logger } from '../logger.js';
 import { redactExcerpt } from '../redact.js';
-import { emptyCounts, type ReconcilePlan, reconcile, type SyncCounts } from './reconcile.js';
+import type { RunBase } from './apply-cards.js';
+import { type CardWriter, directWriter } from './group-commit.js';
+import { emptyCounts, type SyncCounts } from './reconcile.js';
 
 export interface SyncDeps {
   db: Db;
   api: ApiClient;
   logger: Logger;
+  /** Where answers are written. Default: each in a transaction of its own. */
+  writer?: CardWriter;
 }
 
 export interface SyncRequest {
@@ -61,34 +52,6 @@ export function maskEmail(email: string): string {
   const at = email.lastIndexOf('@');
   if (at <= 0) return '***';
   return `${email[0]}***${email.slice(at)}`;
-}
-
-function changeRows(plan: ReconcilePlan, subscriberId: number, removedIds: readonly number[]): ChangeRow[] {
-  const rows: ChangeRow[] = [];
-  for (const c of plan.inserts)
-    rows.push({ cardId: c.id, subscriberId, change: 'added', changedFields: null });
-  for (const u of plan.updates) {
-    rows.push({
-      cardId: u.card.id,
-      subscriberId,
-      change: u.restored ? 'restored' : 'updated',
-      changedFields: u.changedFields.length > 0 ? u.changedFields : null,
-    });
-  }
-  for (const id of removedIds)
-    rows.push({ cardId: id, subscriberId, change: 'removed', changedFields: null });
-  // A card now listed under this subscriber left its previous one: that one's history says so.
-  for (const u of plan.updates) {
-    if (u.previousSubscriberId !== undefined && !u.restored) {
-      rows.push({
-        cardId: u.card.id,
-        subscriberId: u.previousSubscriberId,
-        change: 'removed',
-        changedFields: null,
-      });
-    }
-  }
-  return rows;
 }
 
 /**
@@ -226,90 +189,22 @@ export async function syncSubscriber(deps: SyncDeps, request: SyncRequest): Prom
   }
 }
 
-type RunBase = {
-  email: string | null;
-  trigger: SyncTrigger;
-  jobId: string | null;
-  refreshRunId: number | null;
-  startedAt: Date;
-};
-
 async function applyCards(
   deps: SyncDeps,
   request: SyncRequest,
   cards: SavedCard[],
-  base: RunBase,
+  run: RunBase,
 ): Promise<Omit<SyncResult, 'durationMs' | 'api'>> {
-  const { db } = deps;
   const email = 'email' in request.target ? request.target.email : undefined;
   let subscriberId: number | null =
     'subscriberId' in request.target ? request.target.subscriberId : (cards[0]?.subscriberId ?? null);
   if (subscriberId === null && email !== undefined) {
     // An e-mail answered with no cards: the subscriber is whoever we last saw with that e-mail.
-    subscriberId = (await findSubscriberIdByEmail(db, email)) ?? null;
+    subscriberId = (await findSubscriberIdByEmail(deps.db, email)) ?? null;
   }
-  return db.transaction(async (tx) => {
-    await lockSubscriber(tx, subscriberId ?? `email:${email!.toLowerCase()}`);
-    const now = new Date();
-    if (subscriberId === null) {
-      // Nobody we know, and nothing to store: the run is recorded, nothing else changes.
-      const syncRunId = await insertSyncRun(tx, {
-        ...base,
-        subscriberId: null,
-        finishedAt: now,
-        status: 'succeeded',
-      });
-      return { status: 'succeeded', subscriberId: null, syncRunId, counts: emptyCounts(), retryable: false };
-    }
-    // An answer fetched before one already applied is older news: applying it would undo newer
-    // removals or restores. Two syncs of one subscriber thus never interleave, whatever the order
-    // their fetches finish in.
-    const newest = await newestSuccessStart(tx, subscriberId);
-    if (newest !== null && newest.getTime() > base.startedAt.getTime()) {
-      const counts = { ...emptyCounts(), cardsSeen: cards.length };
-      const syncRunId = await insertSyncRun(tx, {
-        ...base,
-        subscriberId,
-        finishedAt: now,
-        status: 'superseded',
-        cardsSeen: cards.length,
-        errorCode: 'superseded',
-        errorMessage: 'a newer answer was applied while this one was in flight; nothing written',
-      });
-      return { status: 'superseded', subscriberId, syncRunId, counts, retryable: false };
-    }
-    const stored = await selectStoredCards(
-      tx,
-      subscriberId,
-      cards.map((c) => c.id),
-    );
-    const plan = reconcile(subscriberId, cards, stored);
-    const syncRunId = await insertSyncRun(tx, {
-      ...base,
-      subscriberId,
-      finishedAt: now,
-      status: 'succeeded',
-      ...plan.counts,
-    });
-    const writes = [...plan.inserts, ...plan.updates.map((u) => u.card)];
-    await upsertCards(tx, writes, now);
-    await touchCards(tx, plan.unchangedIds, now);
-    const removedIds = await markRemoved(tx, subscriberId, plan.removedIds, now);
-    if (removedIds.length !== plan.removedIds.length) {
-      // Some moved to another subscriber meanwhile: count and record only what this sync removed.
-      plan.counts.removed = removedIds.length;
-      await updateSyncRunCounts(tx, syncRunId, { removed: removedIds.length });
-    }
-    await insertChanges(tx, changeRows(plan, subscriberId, removedIds), syncRunId, now);
-    await recountActiveCards(
-      tx,
-      plan.updates.flatMap((u) => (u.previousSubscriberId !== undefined ? [u.previousSubscriberId] : [])),
-    );
-    // After the sync the subscriber's active cards are exactly the ones the answer lists.
-    const activeCards = cards.length;
-    await recordSubscriberSuccess(tx, { subscriberId, email, activeCards, now });
-    return { status: 'succeeded', subscriberId, syncRunId, counts: plan.counts, retryable: false };
-  });
+  const writer = deps.writer ?? directWriter(deps.db);
+  const applied = await writer.apply({ subscriberId, email, cards, run });
+  return { ...applied, retryable: false };
 }
 
 interface Failure {

@@ -1,0 +1,303 @@
+import type pg from 'pg';
+import type { SavedCard } from '../../src/api/schema.js';
+import type { StoredCard } from '../../src/sync/reconcile.js';
+import type { ChangeKind, SyncStatus, SyncTrigger } from '../schema.js';
+
+// The write path of every sync, as three round trips per batch of answers: (1) begin, lock, read;
+// (2) one statement that writes everything; (3) commit. Each round trip costs a turn of a busy
+// worker's event loop, so their number, not the rows, sets a sync's latency (the benchmark's
+// profile: ten statements a batch took ~1 ms each, whatever they did).
+
+/** A stored card and the subscriber it is expected to belong to. */
+export interface CardOwner {
+  id: number;
+  subscriberId: number;
+}
+
+/** Integers only ever reach SQL text through here. */
+function integerList(values: readonly number[]): string {
+  for (const v of values) {
+    if (!Number.isSafeInteger(v)) throw new TypeError('an id for SQL text is not a safe integer');
+  }
+  return `'{${values.join(',')}}'`;
+}
+
+export interface BatchRead {
+  /** When each subscriber's newest applied answer was fetched (absent: none yet). */
+  newest: Map<number, Date>;
+  /** Every row of the subscribers, plus every row whose id the answers list. */
+  stored: StoredCard[];
+}
+
+/**
+ * Begins a transaction, takes the advisory lock of every key and reads what reconciling needs,
+ * in one round trip (a simple-protocol query of several statements). The locks come first and
+ * alone in their statement, so the reads' snapshot is taken after they are held. Keys are locked
+ * in one order (their 64-bit hashes, ascending), so two batches with overlapping keys wait for
+ * each other instead of deadlocking. Only integers and escaped lock keys are put in the text, never
+ * a card value.
+ */
+export async function beginLockAndRead(
+  client: pg.PoolClient,
+  lockKeys: readonly (number | string)[],
+  subscriberIds: readonly number[],
+  cardIds: readonly number[],
+): Promise<BatchRead> {
+  const keys = lockKeys.map((k) => client.escapeLiteral(`cards-sync:subscriber:${k}`)).join(',');
+  const subs = integerList(subscriberIds);
+  const ids = integerList(cardIds);
+  const results = (await client.query(`
+    begin;
+    select count(pg_advisory_xact_lock(h)) from (
+      select distinct hashtextextended(k, 0) as h from unnest(array[${keys}]::text[]) k order by 1
+    ) ordered;
+    select subscriber_id, max(started_at) as started_at from sync_runs
+      where subscriber_id = any(${subs}::bigint[]) and status = 'succeeded'
+      group by subscriber_id;
+    select id, subscriber_id, card_token, bin_number, card_family, card_bank_code, card_bank_name,
+        company_id, create_date, removed_at
+      from saved_cards
+      where subscriber_id = any(${subs}::bigint[]) or id = any(${ids}::bigint[]);
+  `)) as unknown as pg.QueryResult[];
+  const newest = new Map<number, Date>();
+  for (const r of results[2]!.rows) newest.set(r.subscriber_id, r.started_at);
+  const stored: StoredCard[] = results[3]!.rows.map((r) => ({
+    id: r.id,
+    subscriberId: r.subscriber_id,
+    cardToken: r.card_token,
+    binNumber: r.bin_number,
+    cardFamily: r.card_family,
+    cardBankCode: r.card_bank_code,
+    cardBankName: r.card_bank_name,
+    companyId: r.company_id,
+    createDate: r.create_date,
+    removedAt: r.removed_at,
+  }));
+  return { newest, stored };
+}
+
+/** One `sync_runs` row of the batch (counts as planned; `removed` is counted by the write). */
+export interface RunRow {
+  subscriberId: number | null;
+  email: string | null;
+  trigger: SyncTrigger;
+  jobId: string | null;
+  refreshRunId: number | null;
+  startedAt: Date;
+  status: SyncStatus;
+  cardsSeen: number;
+  inserted: number;
+  updated: number;
+  unchanged: number;
+  restored: number;
+  errorCode: string | null;
+  errorMessage: string | null;
+}
+
+/** A history row known before writing; removals are added by the write itself. */
+export interface KnownChange {
+  cardId: number;
+  subscriberId: number;
+  change: ChangeKind;
+  changedFields: string[] | null;
+  /** Index of the run (in `runs`) the change belongs to. */
+  run: number;
+}
+
+export interface BatchWrite {
+  now: Date;
+  /** New, changed and restored cards; ids distinct. */
+  upserts: readonly SavedCard[];
+  /** Present and identical: only `last_seen_at` moves. */
+  touched: readonly number[];
+  /** Vanished upstream: marked removed while still owned by that subscriber. */
+  removals: readonly CardOwner[];
+  runs: readonly RunRow[];
+  changes: readonly KnownChange[];
+  /** Successful syncs; subscribers distinct. */
+  successes: readonly { subscriberId: number; email: string | null; activeCards: number }[];
+}
+
+const contentChanged = `(
+    c.subscriber_id, c.card_token, c.bin_number, c.card_family, c.card_bank_code, c.card_bank_name,
+    c.company_id, c.create_date
+  ) is distinct from (
+    excluded.subscriber_id, excluded.card_token, excluded.bin_number, excluded.card_family,
+    excluded.card_bank_code, excluded.card_bank_name, excluded.company_id, excluded.create_date
+  )`;
+
+// Every column travels as one array parameter (unnest): no parameter limit, a statement text that
+// does not depend on the batch (so it is prepared once per connection), and no per-value work in
+// a query builder. The parts touch disjoint rows (the caller makes sure of it), which is what
+// lets them share one statement and its one snapshot.
+const WRITE_BATCH = `
+with upserted as (
+  insert into saved_cards as c (id, subscriber_id, card_token, bin_number, card_family, card_bank_code,
+      card_bank_name, company_id, create_date, first_seen_at, last_seen_at, updated_at, removed_at)
+    select u.*, $1::timestamptz, $1::timestamptz, $1::timestamptz, null::timestamptz
+    from unnest($2::bigint[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::bigint[], $8::text[],
+      $9::bigint[], $10::timestamptz[]) as u
+  on conflict (id) do update set
+    subscriber_id = excluded.subscriber_id, card_token = excluded.card_token,
+    bin_number = excluded.bin_number, card_family = excluded.card_family,
+    card_bank_code = excluded.card_bank_code, card_bank_name = excluded.card_bank_name,
+    company_id = excluded.company_id, create_date = excluded.create_date,
+    last_seen_at = excluded.last_seen_at,
+    updated_at = case when ${contentChanged} then excluded.updated_at else c.updated_at end,
+    removed_at = null
+  -- An identical, present row is not rewritten.
+  where ${contentChanged} or c.removed_at is not null
+), touched as (
+  -- By id alone: these rows were present and identical under the lock we still hold (a test of
+  -- removed_at here lures the planner onto the partial index of every active card).
+  update saved_cards c set last_seen_at = $1 where c.id = any($11::bigint[])
+), removed as (
+  update saved_cards c set removed_at = $1
+    from unnest($12::bigint[], $13::bigint[]) as gone(id, subscriber_id)
+    where c.id = gone.id and c.subscriber_id = gone.subscriber_id and c.removed_at is null
+    returning c.id, c.subscriber_id
+), item as (
+  select * from unnest($14::bigint[], $15::text[], $16::text[], $17::text[], $18::bigint[],
+      $19::timestamptz[], $20::text[], $21::int[], $22::int[], $23::int[], $24::int[], $25::int[],
+      $26::text[], $27::text[])
+    with ordinality as i(subscriber_id, email, trigger, job_id, refresh_run_id, started_at, status,
+      cards_seen, inserted, updated, unchanged, restored, error_code, error_message, ord)
+), run as (
+  insert into sync_runs (subscriber_id, email, trigger, job_id, refresh_run_id, started_at,
+      finished_at, status, cards_seen, inserted, updated, unchanged, removed, restored, error_code,
+      error_message)
+    select i.subscriber_id, i.email, i.trigger, i.job_id, i.refresh_run_id, i.started_at, $1, i.status,
+      i.cards_seen, i.inserted, i.updated, i.unchanged,
+      (select count(*) from removed r where r.subscriber_id = i.subscriber_id)::int,
+      i.restored, i.error_code, i.error_message
+    from item i
+    -- Inserted in item order, so the ids ascend with it (run_of below relies on that).
+    order by i.ord
+    returning id
+), run_of as (
+  select id, row_number() over (order by id) as ord from run
+), changed as (
+  -- In answer order, then the removals: history ids read like the answers did.
+  insert into saved_card_changes (card_id, subscriber_id, change, changed_fields, sync_run_id, changed_at)
+    select card_id, subscriber_id, change, string_to_array(fields, ','), sync_run_id, $1 from (
+      select ch.card_id, ch.subscriber_id, ch.change, ch.fields, run_of.id as sync_run_id, 0 as part, ch.n as seq
+        from unnest($28::bigint[], $29::bigint[], $30::text[], $31::text[], $32::bigint[])
+          with ordinality as ch(card_id, subscriber_id, change, fields, ord, n)
+        join run_of using (ord)
+      union all
+      select r.id, r.subscriber_id, 'removed', null, run_of.id, 1, r.id
+        from removed r join item i on i.subscriber_id = r.subscriber_id join run_of on run_of.ord = i.ord
+    ) change_rows
+    order by part, seq
+), subscriber as (
+  insert into subscribers as s (subscriber_id, email, last_synced_at, last_success_at, last_status,
+      last_error, consecutive_failures, active_cards)
+    select sub.subscriber_id, sub.email, $1, $1, 'succeeded', null, 0, sub.active_cards
+    from unnest($33::bigint[], $34::text[], $35::int[]) as sub(subscriber_id, email, active_cards)
+    order by sub.subscriber_id
+  on conflict (subscriber_id) do update set
+    -- A sync by id keeps the e-mail learned earlier.
+    email = coalesce(excluded.email, s.email),
+    last_synced_at = excluded.last_synced_at, last_success_at = excluded.last_success_at,
+    last_status = excluded.last_status, last_error = null, consecutive_failures = 0,
+    active_cards = excluded.active_cards
+)
+-- For a run: its position in the batch; for a removed card: its subscriber.
+select 'run' as kind, id, ord as ref from run_of
+union all
+select 'removed', id, subscriber_id from removed`;
+
+/**
+ * Writes a batch in one statement: cards upserted (ascending ids, so concurrent batches lock rows
+ * in one order), touched and removed, one `sync_runs` row per run, history, and `subscribers`.
+ * Returns the run ids in the order of `runs` and the cards really marked removed.
+ */
+export async function writeBatch(
+  client: pg.PoolClient,
+  w: BatchWrite,
+): Promise<{ runIds: number[]; removed: CardOwner[] }> {
+  const cards = [...w.upserts].sort((a, b) => a.id - b.id);
+  const of = <T, V>(rows: readonly T[], pick: (row: T) => V) => rows.map(pick);
+  const result = await client.query<{ kind: 'run' | 'removed'; id: number; ref: number }>({
+    name: 'cards-sync-write-batch',
+    text: WRITE_BATCH,
+    values: [
+      w.now,
+      of(cards, (c) => c.id),
+      of(cards, (c) => c.subscriberId),
+      of(cards, (c) => c.cardToken),
+      of(cards, (c) => c.binNumber),
+      of(cards, (c) => c.cardFamily),
+      of(cards, (c) => c.cardBankCode),
+      of(cards, (c) => c.cardBankName),
+      of(cards, (c) => c.companyId),
+      of(cards, (c) => c.createDate),
+      [...w.touched].sort((a, b) => a - b),
+      of(w.removals, (r) => r.id),
+      of(w.removals, (r) => r.subscriberId),
+      of(w.runs, (r) => r.subscriberId),
+      of(w.runs, (r) => r.email),
+      of(w.runs, (r) => r.trigger),
+      of(w.runs, (r) => r.jobId),
+      of(w.runs, (r) => r.refreshRunId),
+      of(w.runs, (r) => r.startedAt),
+      of(w.runs, (r) => r.status),
+      of(w.runs, (r) => r.cardsSeen),
+      of(w.runs, (r) => r.inserted),
+      of(w.runs, (r) => r.updated),
+      of(w.runs, (r) => r.unchanged),
+      of(w.runs, (r) => r.restored),
+      of(w.runs, (r) => r.errorCode),
+      of(w.runs, (r) => r.errorMessage),
+      of(w.changes, (c) => c.cardId),
+      of(w.changes, (c) => c.subscriberId),
+      of(w.changes, (c) => c.change),
+      // Comma-joined: unnest would flatten an array of arrays.
+      of(w.changes, (c) => c.changedFields?.join(',') ?? null),
+      of(w.changes, (c) => c.run + 1),
+      of(w.successes, (s) => s.subscriberId),
+      of(w.successes, (s) => s.email),
+      of(w.successes, (s) => s.activeCards),
+    ],
+  });
+  const runIds = new Array<number>(w.runs.length);
+  const removed: CardOwner[] = [];
+  for (const row of result.rows) {
+    if (row.kind === 'run') runIds[row.ref - 1] = row.id;
+    else removed.push({ id: row.id, subscriberId: row.ref });
+  }
+  if (runIds.some((id) => id === undefined) || result.rows.length - removed.length !== w.runs.length) {
+    throw new Error('the batch write did not return one sync_runs id per run');
+  }
+  return { runIds, removed };
+}
+
+/** An e-mail belongs to one subscriber: when it moved, the old owner forgets it. */
+export async function forgetMovedEmails(
+  client: pg.PoolClient,
+  owners: readonly { email: string; subscriberId: number }[],
+): Promise<void> {
+  if (owners.length === 0) return;
+  await client.query({
+    name: 'cards-sync-forget-emails',
+    text: `update subscribers s set email = null
+      from unnest($1::text[], $2::bigint[]) as owner(email, subscriber_id)
+      where lower(s.email) = lower(owner.email) and s.subscriber_id <> owner.subscriber_id`,
+    values: [owners.map((o) => o.email), owners.map((o) => o.subscriberId)],
+  });
+}
+
+/** Recounts the active cards of subscribers whose card moved to another subscriber. */
+export async function recountActiveCards(
+  client: pg.PoolClient,
+  subscriberIds: readonly number[],
+): Promise<void> {
+  if (subscriberIds.length === 0) return;
+  await client.query({
+    name: 'cards-sync-recount-active',
+    text: `update subscribers s set active_cards = (
+        select count(*) from saved_cards c where c.subscriber_id = s.subscriber_id and c.removed_at is null)
+      where s.subscriber_id = any($1::bigint[])`,
+    values: [[...subscriberIds]],
+  });
+}

@@ -1,0 +1,204 @@
+import type { Db } from '../../db/client.js';
+import {
+  beginLockAndRead,
+  type CardOwner,
+  forgetMovedEmails,
+  type KnownChange,
+  type RunRow,
+  recountActiveCards,
+  writeBatch,
+} from '../../db/ops/apply-batch.js';
+import type { SyncStatus, SyncTrigger } from '../../db/schema.js';
+import type { SavedCard } from '../api/schema.js';
+import { emptyCounts, type ReconcilePlan, reconcile, type StoredCard, type SyncCounts } from './reconcile.js';
+
+/** The `sync_runs` columns known before the answer is written. */
+export interface RunBase {
+  email: string | null;
+  trigger: SyncTrigger;
+  jobId: string | null;
+  refreshRunId: number | null;
+  /** When the fetch started: an answer fetched before a newer applied one is not written. */
+  startedAt: Date;
+}
+
+/** One validated answer, ready to be written. */
+export interface CardsToApply {
+  /** Whose answer it is; null only for an unknown e-mail answered with no cards. */
+  subscriberId: number | null;
+  /** Set when the lookup was by e-mail. */
+  email?: string | undefined;
+  cards: readonly SavedCard[];
+  run: RunBase;
+}
+
+export interface AppliedCards {
+  status: Extract<SyncStatus, 'succeeded' | 'superseded'>;
+  subscriberId: number | null;
+  syncRunId: number;
+  counts: SyncCounts;
+}
+
+/** The advisory-lock key of an answer: its subscriber, or the e-mail when nobody is known. */
+export function lockKey(item: CardsToApply): number | string {
+  return item.subscriberId ?? `email:${item.email?.toLowerCase() ?? ''}`;
+}
+
+/** What one answer of a batch turns into once the stored rows are known. */
+interface Planned {
+  item: CardsToApply;
+  /** Null: nothing to write but the run (an unknown e-mail with no cards, or superseded). */
+  plan: ReconcilePlan | null;
+  superseded: boolean;
+}
+
+function plan(item: CardsToApply, read: Awaited<ReturnType<typeof beginLockAndRead>>): Planned {
+  const subscriberId = item.subscriberId;
+  if (subscriberId === null) return { item, plan: null, superseded: false };
+  // An answer fetched before one already applied is older news: applying it would undo newer
+  // removals or restores.
+  const newest = read.newest.get(subscriberId);
+  if (newest !== undefined && newest.getTime() > item.run.startedAt.getTime()) {
+    return { item, plan: null, superseded: true };
+  }
+  // This subscriber's rows, and rows of others that its answer lists (cards that moved here).
+  const rows = new Map<number, StoredCard>();
+  for (const row of read.stored) if (row.subscriberId === subscriberId) rows.set(row.id, row);
+  const listed = new Set(item.cards.map((c) => c.id));
+  for (const row of read.stored) if (listed.has(row.id)) rows.set(row.id, row);
+  return { item, plan: reconcile(subscriberId, item.cards, [...rows.values()]), superseded: false };
+}
+
+function knownChanges(p: Planned, run: number): KnownChange[] {
+  const subscriberId = p.item.subscriberId!;
+  const out: KnownChange[] = [];
+  for (const c of p.plan!.inserts)
+    out.push({ cardId: c.id, subscriberId, change: 'added', changedFields: null, run });
+  for (const u of p.plan!.updates) {
+    out.push({
+      cardId: u.card.id,
+      subscriberId,
+      change: u.restored ? 'restored' : 'updated',
+      changedFields: u.changedFields.length > 0 ? u.changedFields : null,
+      run,
+    });
+    // A card now listed under this subscriber left its previous one: that one's history says so.
+    if (u.previousSubscriberId !== undefined && !u.restored) {
+      out.push({
+        cardId: u.card.id,
+        subscriberId: u.previousSubscriberId,
+        change: 'removed',
+        changedFields: null,
+        run,
+      });
+    }
+  }
+  return out;
+}
+
+function runRow(p: Planned): RunRow {
+  const counts = p.plan?.counts ?? { ...emptyCounts(), cardsSeen: p.item.cards.length };
+  return {
+    ...p.item.run,
+    subscriberId: p.item.subscriberId,
+    status: p.superseded ? 'superseded' : 'succeeded',
+    cardsSeen: p.item.subscriberId === null ? 0 : counts.cardsSeen,
+    inserted: counts.inserted,
+    updated: counts.updated,
+    unchanged: counts.unchanged,
+    restored: counts.restored,
+    errorCode: p.superseded ? 'superseded' : null,
+    errorMessage: p.superseded
+      ? 'a newer answer was applied while this one was in flight; nothing written'
+      : null,
+  };
+}
+
+/**
+ * Writes several answers in one transaction, under the advisory locks of all their subscribers,
+ * in three round trips (see `db/ops/apply-batch.ts`): upserts cards (an identical row keeps
+ * everything but `last_seen_at`), soft-deletes and restores, writes history, one `sync_runs` row
+ * per answer and the `subscribers` rows. The answers must name distinct subscribers, e-mails and
+ * card ids (the group committer makes sure of it). An answer fetched before an answer already
+ * applied for its subscriber is recorded as `superseded` and not written, so two syncs of one
+ * subscriber never interleave, whatever order their fetches end in.
+ *
+ * Results come back in the order of `items`; if anything fails, nothing of any of them is written.
+ */
+export async function applyCardsBatch(db: Db, items: readonly CardsToApply[]): Promise<AppliedCards[]> {
+  const client = await db.$client.connect();
+  let broken: Error | undefined;
+  try {
+    const subscriberIds = items.flatMap((i) => (i.subscriberId === null ? [] : [i.subscriberId]));
+    const read = await beginLockAndRead(
+      client,
+      items.map(lockKey),
+      subscriberIds,
+      items.flatMap((i) => i.cards.map((c) => c.id)),
+    );
+    const now = new Date();
+    const planned = items.map((item) => plan(item, read));
+    const writing = planned.filter((p) => p.plan !== null);
+
+    // A stored card that one answer dropped and another lists has moved: the lister takes it (as
+    // if it had synced first), so the rows each part of the write touches stay disjoint.
+    const listed = new Set(items.flatMap((i) => i.cards.map((c) => c.id)));
+    const removals: CardOwner[] = writing.flatMap((p) =>
+      p
+        .plan!.removedIds.filter((id) => !listed.has(id))
+        .map((id) => ({ id, subscriberId: p.item.subscriberId! })),
+    );
+
+    await forgetMovedEmails(
+      client,
+      writing.flatMap((p) =>
+        p.item.email !== undefined ? [{ email: p.item.email, subscriberId: p.item.subscriberId! }] : [],
+      ),
+    );
+    const { runIds, removed } = await writeBatch(client, {
+      now,
+      upserts: writing.flatMap((p) => [...p.plan!.inserts, ...p.plan!.updates.map((u) => u.card)]),
+      touched: writing.flatMap((p) => p.plan!.unchangedIds),
+      removals,
+      runs: planned.map(runRow),
+      changes: planned.flatMap((p, i) => (p.plan === null ? [] : knownChanges(p, i))),
+      // After the sync the subscriber's active cards are exactly the ones the answer lists.
+      successes: writing.map((p) => ({
+        subscriberId: p.item.subscriberId!,
+        email: p.item.email ?? null,
+        activeCards: p.item.cards.length,
+      })),
+    });
+    await recountActiveCards(
+      client,
+      writing.flatMap((p) =>
+        p.plan!.updates.flatMap((u) =>
+          u.previousSubscriberId !== undefined ? [u.previousSubscriberId] : [],
+        ),
+      ),
+    );
+    await client.query('commit');
+
+    // Count only what was really marked: a card may have moved to another subscriber meanwhile.
+    const removedBy = new Map<number, number>();
+    for (const r of removed) removedBy.set(r.subscriberId, (removedBy.get(r.subscriberId) ?? 0) + 1);
+    return planned.map((p, i) => {
+      const counts = p.plan === null ? { ...emptyCounts(), cardsSeen: runRow(p).cardsSeen } : p.plan.counts;
+      if (p.plan !== null) counts.removed = removedBy.get(p.item.subscriberId!) ?? 0;
+      return {
+        status: p.superseded ? 'superseded' : 'succeeded',
+        subscriberId: p.item.subscriberId,
+        syncRunId: runIds[i]!,
+        counts,
+      };
+    });
+  } catch (error) {
+    await client.query('rollback').catch((e: Error) => {
+      broken = e;
+    });
+    throw error;
+  } finally {
+    // A connection that could not even roll back is thrown away, not returned to the pool.
+    client.release(broken);
+  }
+}

@@ -1,0 +1,231 @@
+import { eq, inArray } from 'drizzle-orm';
+import { describe, expect, it } from 'vitest';
+import { savedCardChanges, savedCards, subscribers, syncRuns } from '../db/schema.js';
+import type { SavedCard } from '../src/api/schema.js';
+import type { CardsToApply } from '../src/sync/apply-cards.js';
+import { createGroupCommitter, directWriter } from '../src/sync/group-commit.js';
+import { makeCard } from './fixtures.js';
+import { useTestDatabase } from './helpers.js';
+
+// The group committer against real Postgres: answers handed over in the same turn of the event
+// loop share one transaction, and each lands exactly as it would alone.
+
+const database = useTestDatabase();
+
+function answer(subscriberId: number, cards: SavedCard[], extra: Partial<CardsToApply> = {}): CardsToApply {
+  return {
+    subscriberId,
+    cards,
+    run: {
+      email: null,
+      trigger: 'manual',
+      jobId: `job-${subscriberId}`,
+      refreshRunId: null,
+      startedAt: new Date(),
+    },
+    ...extra,
+  };
+}
+
+function recordingCommitter(options: { maxInFlight?: number } = {}) {
+  const batches: { size: number; fellBack: boolean }[] = [];
+  const writer = createGroupCommitter(database.handle.db, {
+    ...options,
+    onBatch: (size, _ms, fellBack) => batches.push({ size, fellBack }),
+  });
+  return { writer, batches };
+}
+
+const cardsOf = (ids: number[]) =>
+  database.handle.db
+    .select()
+    .from(savedCards)
+    .where(inArray(savedCards.subscriberId, ids))
+    .orderBy(savedCards.id);
+const changesOf = (ids: number[]) =>
+  database.handle.db
+    .select()
+    .from(savedCardChanges)
+    .where(inArray(savedCardChanges.subscriberId, ids))
+    .orderBy(savedCardChanges.id);
+
+describe('group commit', () => {
+  it('writes concurrent answers in shared transactions, each exactly as if it were alone', async () => {
+    const ids = Array.from({ length: 40 }, (_, i) => 2001 + i);
+    const answers = ids.map((id) => answer(id, [makeCard(id), makeCard(id), makeCard(id)]));
+    const { writer, batches } = recordingCommitter({ maxInFlight: 1 });
+    const results = await Promise.all(answers.map((a) => writer.apply(a)));
+
+    // Fewer transactions than answers, and every answer in exactly one of them.
+    expect(batches.length).toBeLessThan(ids.length);
+    expect(batches.reduce((n, b) => n + b.size, 0)).toBe(ids.length);
+    expect(batches.some((b) => b.fellBack)).toBe(false);
+
+    for (const [i, r] of results.entries()) {
+      expect(r).toMatchObject({ status: 'succeeded', subscriberId: ids[i], counts: { inserted: 3 } });
+    }
+    // Each result names its own run, and that run holds its own subscriber and counts.
+    const runs = await database.handle.db
+      .select()
+      .from(syncRuns)
+      .where(
+        inArray(
+          syncRuns.id,
+          results.map((r) => r.syncRunId),
+        ),
+      );
+    expect(runs).toHaveLength(ids.length);
+    for (const r of results) {
+      const run = runs.find((x) => x.id === r.syncRunId)!;
+      expect(run).toMatchObject({
+        subscriberId: r.subscriberId,
+        status: 'succeeded',
+        inserted: 3,
+        jobId: `job-${r.subscriberId}`,
+      });
+    }
+    const cards = await cardsOf(ids);
+    expect(cards.map((c) => c.id).sort()).toEqual(answers.flatMap((a) => a.cards.map((c) => c.id)).sort());
+    const history = await changesOf(ids);
+    expect(history).toHaveLength(ids.length * 3);
+    for (const h of history) {
+      expect(h.change).toBe('added');
+      expect(results.find((r) => r.subscriberId === h.subscriberId)!.syncRunId).toBe(h.syncRunId);
+    }
+    const subs = await database.handle.db
+      .select()
+      .from(subscribers)
+      .where(inArray(subscribers.subscriberId, ids));
+    expect(subs.map((s) => s.activeCards)).toEqual(ids.map(() => 3));
+
+    // The same answers again: nothing is rewritten, every card counted unchanged.
+    const again = await Promise.all(
+      answers.map((a) => writer.apply({ ...a, run: { ...a.run, startedAt: new Date() } })),
+    );
+    for (const r of again) expect(r.counts).toMatchObject({ unchanged: 3, inserted: 0, updated: 0 });
+    expect(await changesOf(ids)).toHaveLength(ids.length * 3);
+  });
+
+  it('one answer the database refuses fails alone; the rest of its batch lands', async () => {
+    await database.handle.pool.query(`
+      create function refuse_subscriber_2666() returns trigger language plpgsql as $$
+      begin
+        if new.subscriber_id = 2666 then raise exception 'refused by the test trigger'; end if;
+        return new;
+      end $$;
+      create trigger refuse_2666 before insert on saved_cards
+        for each row execute function refuse_subscriber_2666();`);
+    try {
+      const ids = [2660, 2661, 2662, 2663, 2664, 2665, 2666, 2667, 2668, 2669];
+      const { writer, batches } = recordingCommitter();
+      const settled = await Promise.allSettled(ids.map((id) => writer.apply(answer(id, [makeCard(id)]))));
+
+      // All ten went in one transaction, which failed and was redone one by one.
+      expect(batches).toEqual([{ size: 10, fellBack: true }]);
+      for (const [i, s] of settled.entries()) {
+        if (ids[i] === 2666) {
+          expect(s.status).toBe('rejected');
+          expect(String((s as PromiseRejectedResult).reason)).toMatch(/refused by the test trigger/);
+        } else {
+          expect(s).toMatchObject({
+            status: 'fulfilled',
+            value: { status: 'succeeded', counts: { inserted: 1 } },
+          });
+        }
+      }
+      const cards = await cardsOf(ids);
+      expect(new Set(cards.map((c) => c.subscriberId))).toEqual(new Set(ids.filter((id) => id !== 2666)));
+      // Exactly one run each for the nine: the failed batch left nothing behind.
+      const runs = await database.handle.db
+        .select()
+        .from(syncRuns)
+        .where(inArray(syncRuns.subscriberId, ids));
+      expect(runs.map((r) => r.subscriberId).sort()).toEqual(ids.filter((id) => id !== 2666));
+    } finally {
+      await database.handle.pool.query(
+        'drop trigger refuse_2666 on saved_cards; drop function refuse_subscriber_2666()',
+      );
+    }
+  });
+
+  it('two answers of one subscriber (by id and by e-mail) never share a batch', async () => {
+    const cards = [makeCard(2700), makeCard(2700)];
+    const startedAt = new Date();
+    const { writer, batches } = recordingCommitter();
+    const [byId, byEmail] = await Promise.all([
+      writer.apply(
+        answer(2700, cards, {
+          run: { email: null, trigger: 'manual', jobId: 'a', refreshRunId: null, startedAt },
+        }),
+      ),
+      writer.apply(
+        answer(2700, cards, {
+          email: 'Ayse+2700@Example.com',
+          run: {
+            email: 'Ayse+2700@Example.com',
+            trigger: 'manual',
+            jobId: 'b',
+            refreshRunId: null,
+            startedAt,
+          },
+        }),
+      ),
+    ]);
+    expect(batches.map((b) => b.size)).toEqual([1, 1]);
+    expect(byId.counts).toMatchObject({ inserted: 2 });
+    expect(byEmail.counts).toMatchObject({ unchanged: 2, inserted: 0 });
+    expect(await changesOf([2700])).toHaveLength(2);
+    const [sub] = await database.handle.db
+      .select()
+      .from(subscribers)
+      .where(eq(subscribers.subscriberId, 2700));
+    expect(sub).toMatchObject({ email: 'Ayse+2700@Example.com', activeCards: 2 });
+  });
+
+  it('a card moving between two subscribers of one batch: the new owner has it, the old one a removal', async () => {
+    const moving = makeCard(2800);
+    const staying = makeCard(2800);
+    await directWriter(database.handle.db).apply(answer(2800, [moving, staying]));
+
+    const { writer, batches } = recordingCommitter();
+    const [old, next] = await Promise.all([
+      writer.apply(answer(2800, [staying])),
+      writer.apply(answer(2801, [{ ...moving, subscriberId: 2801 }])),
+    ]);
+    expect(batches).toEqual([{ size: 2, fellBack: false }]);
+    // As if the new owner had synced first: the old one finds nothing left to remove.
+    expect(old.counts).toMatchObject({ unchanged: 1, removed: 0 });
+    expect(next.counts).toMatchObject({ updated: 1 });
+    const [row] = await database.handle.db.select().from(savedCards).where(eq(savedCards.id, moving.id));
+    expect(row).toMatchObject({ subscriberId: 2801, removedAt: null });
+    expect((await changesOf([2800])).map((c) => [c.cardId, c.change])).toEqual([
+      [moving.id, 'added'],
+      [staying.id, 'added'],
+      [moving.id, 'removed'],
+    ]);
+    const subs = await database.handle.db
+      .select()
+      .from(subscribers)
+      .where(inArray(subscribers.subscriberId, [2800, 2801]))
+      .orderBy(subscribers.subscriberId);
+    expect(subs.map((s) => s.activeCards)).toEqual([1, 1]);
+  });
+
+  it('an answer fetched before one already applied is recorded superseded, even in a batch', async () => {
+    const early = new Date(Date.now() - 60_000);
+    await directWriter(database.handle.db).apply(answer(2900, [makeCard(2900)]));
+    const { writer } = recordingCommitter();
+    const [stale, fresh] = await Promise.all([
+      writer.apply(
+        answer(2900, [], {
+          run: { email: null, trigger: 'manual', jobId: 's', refreshRunId: null, startedAt: early },
+        }),
+      ),
+      writer.apply(answer(2901, [makeCard(2901)])),
+    ]);
+    expect(stale).toMatchObject({ status: 'superseded', counts: { removed: 0 } });
+    expect(fresh).toMatchObject({ status: 'succeeded', counts: { inserted: 1 } });
+    const cards = await cardsOf([2900]);
+    expect(cards.every((c) => c.removedAt === null)).toBe(true);
+  });
+});
