@@ -1,20 +1,30 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
+import { writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import pg from 'pg';
 import { runMigrations } from '../db/migrate.js';
 import { createSyncQueue, enqueueSyncs } from '../jobs/queue.js';
 import { createRedis } from '../jobs/redis.js';
+import { lineChart } from './chart.js';
 import { postgresCpuMs, processCpuMs, redisCpuMs } from './cpu.js';
 
-// npm run bench [-- --subscribers 20000 --cards 5 --concurrency 16]
-// Three pipelines over the same data, in one run on one machine; the ratios are what counts.
+// npm run bench [-- --subscribers 20000 --cards 5 --concurrency 64]
+//   Three pipelines over the same data, in one run on one machine; the ratios are what counts.
+// npm run bench -- --curve [5000,10000,20000,40000,80000] [--chart bench/curve.svg]
+//   cards-sync alone at growing sizes: is the cost per subscriber flat?
 
 const { values } = parseArgs({
   options: {
     subscribers: { type: 'string', default: '20000' },
     cards: { type: 'string', default: '5' },
-    concurrency: { type: 'string', default: '16' },
+    // Jobs in flight per worker. 64, not the worker's default 16: at 16 every pipeline, the ceiling
+    // included, is bound by one job's latency rather than by what the machine can do.
+    concurrency: { type: 'string', default: '64' },
+    /** Sizes of the scaling curve (cards-sync alone), comma-separated. */
+    curve: { type: 'string' },
+    /** Where the curve's SVG chart goes. */
+    chart: { type: 'string', default: 'bench/curve.svg' },
     /** Comma-separated subset of pipelines to run (a,b,c), for profiling one of them. */
     only: { type: 'string' },
     /** Write a V8 CPU profile of each pipeline's worker process into this folder. */
@@ -85,13 +95,17 @@ interface Result {
   workerCpuMs?: number;
 }
 
-async function runPipeline(pipeline: string, api: { url: string; child: ChildProcess }): Promise<Result> {
+async function runPipeline(
+  pipeline: string,
+  api: { url: string; child: ChildProcess },
+  count = n,
+): Promise<Result> {
   const apiUrl = api.url;
   const prefix = `bench-${pipeline}-${Date.now().toString(36)}`;
   const redis = createRedis(redisUrl, { blocking: true });
   const queue = createSyncQueue(redis, { prefix });
-  for (let i = 0; i < n; i += 1000) {
-    const ids = Array.from({ length: Math.min(1000, n - i) }, (_, j) => 1 + i + j);
+  for (let i = 0; i < count; i += 1000) {
+    const ids = Array.from({ length: Math.min(1000, count - i) }, (_, j) => 1 + i + j);
     await enqueueSyncs(
       queue,
       ids.map((subscriberId) => ({ subscriberId })),
@@ -108,7 +122,11 @@ async function runPipeline(pipeline: string, api: { url: string; child: ChildPro
       () => {},
     );
   }, 100);
-  const cpuBefore = { api: processCpuMs(api.child.pid!), redis: await redisCpuMs(redis), pg: postgresCpuMs() };
+  const cpuBefore = {
+    api: processCpuMs(api.child.pid!),
+    redis: await redisCpuMs(redis),
+    pg: postgresCpuMs(),
+  };
   const child = spawn(
     process.execPath,
     [
@@ -127,7 +145,7 @@ async function runPipeline(pipeline: string, api: { url: string; child: ChildPro
       '--redis',
       redisUrl,
       '--jobs',
-      String(n),
+      String(count),
       '--concurrency',
       values.concurrency!,
     ],
@@ -159,9 +177,75 @@ async function runPipeline(pipeline: string, api: { url: string; child: ChildPro
   };
 }
 
+/** cards-sync alone at each size, on a fresh database: subscribers/s and CPU per subscriber. */
+async function curve(mock: { url: string; child: ChildProcess }, sizes: number[]) {
+  const points: {
+    subscribers: number;
+    subscribersPerSec: number;
+    cpuMsPerSubscriber: number;
+    workerCpuMs: number;
+    postgresCpuMs: number;
+  }[] = [];
+  for (const size of sizes) {
+    await resetDatabase();
+    const r = await runPipeline('c-cards-sync', mock, size);
+    const cpu = r.cpuMsPerSubscriber!;
+    points.push({
+      subscribers: size,
+      subscribersPerSec: round(r.subscribersPerSec),
+      cpuMsPerSubscriber: round(cpu.worker + cpu.api + cpu.redis + cpu.postgres, 3),
+      workerCpuMs: cpu.worker,
+      postgresCpuMs: cpu.postgres,
+    });
+    console.log(`  ${String(size).padStart(7)} subscribers: ${round(r.subscribersPerSec)} subscribers/s`);
+  }
+  console.log('\nsubscribers  subs/s  wall ms/1000 subs  CPU ms/subscriber: all parts  worker  Postgres');
+  for (const p of points) {
+    console.log(
+      `${String(p.subscribers).padStart(11)} ${String(p.subscribersPerSec).padStart(7)} ${String(round(1e6 / p.subscribersPerSec)).padStart(18)} ` +
+        `${String(p.cpuMsPerSubscriber).padStart(29)} ${String(p.workerCpuMs).padStart(7)} ${String(p.postgresCpuMs).padStart(9)}`,
+    );
+  }
+  writeFileSync(
+    values.chart!,
+    lineChart(
+      `cards-sync, ${k} cards a subscriber: cost per subscriber by run size`,
+      points.map((p) => p.subscribers.toLocaleString('en')),
+      'ms per subscriber',
+      [
+        { name: 'wall time', color: '#1f77b4', values: points.map((p) => 1000 / p.subscribersPerSec) },
+        { name: 'CPU, all parts', color: '#d62728', values: points.map((p) => p.cpuMsPerSubscriber) },
+        { name: 'CPU, worker', color: '#2ca02c', values: points.map((p) => p.workerCpuMs) },
+        { name: 'CPU, Postgres', color: '#9467bd', values: points.map((p) => p.postgresCpuMs) },
+      ],
+    ),
+  );
+  console.log(`chart written to ${values.chart}`);
+  const perSub = points.map((p) => 1 / p.subscribersPerSec);
+  console.log(
+    JSON.stringify({
+      curve: points,
+      cardsPerSubscriber: k,
+      // Largest over smallest wall time per subscriber: 1 is perfectly flat.
+      wall_cost_spread: round(Math.max(...perSub) / Math.min(...perSub), 3),
+    }),
+  );
+}
 
 async function main() {
   const mock = await startMockApi();
+  if (values.curve !== undefined) {
+    const sizes = (values.curve || '5000,10000,20000,40000,80000').split(',').map(Number);
+    console.log(
+      `cards-sync scaling curve: ${sizes.join(', ')} subscribers x ${k} cards, concurrency ${values.concurrency}`,
+    );
+    try {
+      await curve(mock, sizes);
+    } finally {
+      mock.child.kill('SIGTERM');
+    }
+    return;
+  }
   console.log(
     `cards-sync benchmark: ${n} subscribers x ${k} cards, concurrency ${values.concurrency}, mock API ${mock.url}`,
   );

@@ -52,21 +52,41 @@ interface Planned {
   superseded: boolean;
 }
 
-function plan(item: CardsToApply, read: Awaited<ReturnType<typeof beginLockAndRead>>): Planned {
+/** The stored rows of a batch, by owner and by id. */
+interface StoredIndex {
+  newest: Map<number, Date>;
+  bySubscriber: Map<number, StoredCard[]>;
+  byId: Map<number, StoredCard>;
+}
+
+function indexStored(read: Awaited<ReturnType<typeof beginLockAndRead>>): StoredIndex {
+  const bySubscriber = new Map<number, StoredCard[]>();
+  const byId = new Map<number, StoredCard>();
+  for (const row of read.stored) {
+    byId.set(row.id, row);
+    const list = bySubscriber.get(row.subscriberId);
+    if (list) list.push(row);
+    else bySubscriber.set(row.subscriberId, [row]);
+  }
+  return { newest: read.newest, bySubscriber, byId };
+}
+
+function plan(item: CardsToApply, stored: StoredIndex): Planned {
   const subscriberId = item.subscriberId;
   if (subscriberId === null) return { item, plan: null, superseded: false };
   // An answer fetched before one already applied is older news: applying it would undo newer
   // removals or restores.
-  const newest = read.newest.get(subscriberId);
+  const newest = stored.newest.get(subscriberId);
   if (newest !== undefined && newest.getTime() > item.run.startedAt.getTime()) {
     return { item, plan: null, superseded: true };
   }
   // This subscriber's rows, and rows of others that its answer lists (cards that moved here).
-  const rows = new Map<number, StoredCard>();
-  for (const row of read.stored) if (row.subscriberId === subscriberId) rows.set(row.id, row);
-  const listed = new Set(item.cards.map((c) => c.id));
-  for (const row of read.stored) if (listed.has(row.id)) rows.set(row.id, row);
-  return { item, plan: reconcile(subscriberId, item.cards, [...rows.values()]), superseded: false };
+  const rows = [...(stored.bySubscriber.get(subscriberId) ?? [])];
+  for (const c of item.cards) {
+    const row = stored.byId.get(c.id);
+    if (row && row.subscriberId !== subscriberId) rows.push(row);
+  }
+  return { item, plan: reconcile(subscriberId, item.cards, rows), superseded: false };
 }
 
 function knownChanges(p: Planned, run: number): KnownChange[] {
@@ -137,7 +157,8 @@ export async function applyCardsBatch(db: Db, items: readonly CardsToApply[]): P
       items.flatMap((i) => i.cards.map((c) => c.id)),
     );
     const now = new Date();
-    const planned = items.map((item) => plan(item, read));
+    const stored = indexStored(read);
+    const planned = items.map((item) => plan(item, stored));
     const writing = planned.filter((p) => p.plan !== null);
 
     // A stored card that one answer dropped and another lists has moved: the lister takes it (as

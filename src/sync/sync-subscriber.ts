@@ -65,11 +65,14 @@ export async function syncSubscriber(deps: SyncDeps, request: SyncRequest): Prom
   const startedAt = new Date();
   const t0 = performance.now();
   const email = 'email' in request.target ? request.target.email : undefined;
-  const log = deps.logger.child({
-    ...(email !== undefined ? { email: maskEmail(email) } : {}),
-    trigger: request.trigger,
-    ...(request.jobId ? { jobId: request.jobId } : {}),
-  });
+  // Made on first use: a child logger costs a serialisation of its bindings, per sync.
+  let child: Logger | undefined;
+  const log = () =>
+    (child ??= deps.logger.child({
+      ...(email !== undefined ? { email: maskEmail(email) } : {}),
+      trigger: request.trigger,
+      ...(request.jobId ? { jobId: request.jobId } : {}),
+    }));
   const base = {
     email: email ?? null,
     trigger: request.trigger,
@@ -93,16 +96,18 @@ export async function syncSubscriber(deps: SyncDeps, request: SyncRequest): Prom
     try {
       const result = await applyCards(deps, request, outcome.cards, base);
       const durationMs = Math.round(performance.now() - t0);
-      log.info(
-        { subscriberId: result.subscriberId, status: result.status, ...result.counts, durationMs },
-        `sync ${result.status}`,
-      );
+      if (deps.logger.isLevelEnabled('info')) {
+        log().info(
+          { subscriberId: result.subscriberId, status: result.status, ...result.counts, durationMs },
+          `sync ${result.status}`,
+        );
+      }
       return withApi({ ...result, durationMs });
     } catch (error) {
       const root = rootCause(error);
       const message = redactExcerpt(root.message, [], 200);
       const code = root.code;
-      log.warn({ errorCode: 'db_error', pgCode: code }, `sync could not be written: ${message}`);
+      log().warn({ errorCode: 'db_error', pgCode: code }, `sync could not be written: ${message}`);
       return withApi(
         await recordFailure(deps, log, base, t0, {
           status: 'failed',
@@ -220,7 +225,7 @@ interface Failure {
 
 async function recordFailure(
   deps: SyncDeps,
-  log: Logger,
+  log: () => Logger,
   base: RunBase,
   t0: number,
   failure: Failure,
@@ -244,7 +249,7 @@ async function recordFailure(
   }
   const durationMs = Math.round(performance.now() - t0);
   const level = failure.status === 'auth_rejected' ? 'error' : 'warn';
-  log[level](
+  log()[level](
     { subscriberId: failure.subscriberId, status: failure.status, errorCode: failure.errorCode, durationMs },
     `sync ${failure.status}: ${failure.errorMessage}`,
   );
