@@ -43,7 +43,7 @@ export interface SyncQueueOptions {
   prefix?: string;
   /** Attempts for transient failures (`SYNC_ATTEMPTS`). Default 5. */
   attempts?: number;
-  /** First retry delay, doubled each attempt, with ±50% jitter. Default 2000 ms. */
+  /** First retry delay, doubled each attempt; jitter cuts each by up to half. Default 2000 ms. */
   backoffDelayMs?: number;
 }
 

@@ -1,0 +1,60 @@
+import { desc } from 'drizzle-orm';
+import { afterEach, describe, expect, inject, it } from 'vitest';
+import { refreshRuns } from '../db/schema.js';
+import { createRefreshQueue } from '../jobs/refresh.js';
+import { useTestDatabase } from './helpers.js';
+import { runCli, testQueue } from './queue-helpers.js';
+
+// `cards-sync refresh` as a user runs it: a child process against real Redis and Postgres.
+
+const database = useTestDatabase();
+const cleanups: (() => Promise<unknown>)[] = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+function setup() {
+  const q = testQueue();
+  const refreshQueue = createRefreshQueue(q.redis, q.prefix);
+  cleanups.push(q.cleanup, async () => {
+    await refreshQueue.obliterate({ force: true });
+    await refreshQueue.close();
+  });
+  const env = { REDIS_URL: inject('redisUrl'), QUEUE_PREFIX: q.prefix, DATABASE_URL: database.url };
+  return { ...q, refreshQueue, env };
+}
+
+describe('cards-sync refresh', () => {
+  it('--stale 36h opens a manual run of stale subscribers and queues it; a second start is refused', async () => {
+    const q = setup();
+    const before = Date.now();
+    const run = await runCli(['refresh', '--stale', '36h'], q.env);
+    expect(run.code, run.stderr).toBe(0);
+    expect(run.stdout).toMatch(/^started refresh run \d+ of subscribers not synced since \S+Z; /);
+
+    const [row] = await database.handle.db.select().from(refreshRuns).orderBy(desc(refreshRuns.id)).limit(1);
+    expect(row).toMatchObject({ trigger: 'manual', status: 'running' });
+    const staleAge = before - row!.staleBefore!.getTime();
+    expect(staleAge).toBeGreaterThanOrEqual(36 * 3600_000 - 5000);
+    expect(staleAge).toBeLessThanOrEqual(36 * 3600_000 + 5000);
+    const jobs = await q.refreshQueue.getJobs(['waiting']);
+    expect(jobs.map((j) => j.data)).toEqual([{ trigger: 'manual', refreshRunId: row!.id }]);
+
+    const again = await runCli(['refresh'], q.env);
+    expect(again.code).toBe(1);
+    expect(again.stderr).toContain(`refresh run ${row!.id} (manual) is already running`);
+    expect(await q.refreshQueue.getJobs(['waiting'])).toHaveLength(1);
+  });
+
+  for (const bad of ['3x', '0h', '-1d', '36']) {
+    it(`--stale ${bad}: exit 2 naming --stale, nothing started`, async () => {
+      const q = setup();
+      const runsBefore = (await database.handle.db.select().from(refreshRuns)).length;
+      const run = await runCli(['refresh', '--stale', bad], q.env);
+      expect(run.code).toBe(2);
+      expect(run.stderr).toMatch(/--stale/);
+      expect(await database.handle.db.select().from(refreshRuns)).toHaveLength(runsBefore);
+      expect(await q.refreshQueue.getJobs(['waiting'])).toHaveLength(0);
+    });
+  }
+});
