@@ -82,10 +82,10 @@ export const subscribers = pgTable(
     consecutiveFailures: integer('consecutive_failures').notNull().default(0),
     activeCards: integer('active_cards').notNull().default(0),
   },
-  (t) => [
-    uniqueIndex('subscribers_email_lower_idx').on(sql`lower(${t.email})`),
-    index('subscribers_last_success_at_idx').on(t.lastSuccessAt),
-  ],
+  // No index on the sync timestamps: every sync moves them, and an index on one would turn each
+  // of those updates into new entries in every index of the table (no HOT update). Freshness
+  // questions read the whole table anyway.
+  (t) => [uniqueIndex('subscribers_email_lower_idx').on(sql`lower(${t.email})`)],
 );
 
 /** One row per sync attempt, whatever its outcome. */

@@ -51,9 +51,15 @@ export async function beginLockAndRead(
     select count(pg_advisory_xact_lock(h)) from (
       select distinct hashtextextended(k, 0) as h from unnest(array[${keys}]::text[]) k order by 1
     ) ordered;
-    select subscriber_id, max(started_at) as started_at from sync_runs
-      where subscriber_id = any(${subs}::bigint[]) and status = 'succeeded'
-      group by subscriber_id;
+    select s.id as subscriber_id, newest.started_at
+      from unnest(${subs}::bigint[]) s(id)
+      cross join lateral (
+        -- Newest first down the (subscriber_id, started_at) index: one or two rows read, however
+        -- many runs the subscriber has had.
+        select started_at from sync_runs
+          where subscriber_id = s.id and status = 'succeeded'
+          order by started_at desc limit 1
+      ) newest;
     select id, subscriber_id, card_token, bin_number, card_family, card_bank_code, card_bank_name,
         company_id, create_date, removed_at
       from saved_cards

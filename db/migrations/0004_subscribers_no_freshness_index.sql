@@ -1,0 +1,1 @@
+DROP INDEX "subscribers_last_success_at_idx";
