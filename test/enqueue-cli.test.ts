@@ -6,18 +6,15 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import type { Target } from '../src/api/client.js';
-import { useTestDatabase } from './helpers.js';
+import { useCleanups, useTestDatabase } from './helpers.js';
 import { CLI, type CliRun, runCli, startCli, testQueue, waitFor } from './queue-helpers.js';
 
 // `cards-sync enqueue` as a user runs it: a child process, a file or standard input, a real Redis.
 
 const database = useTestDatabase();
-const cleanups: (() => Promise<unknown>)[] = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
+const cleanups = useCleanups();
 
 let dir = '';
 beforeAll(async () => {

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { Writable } from 'node:stream';
 import pg from 'pg';
-import { afterAll, beforeAll, inject } from 'vitest';
+import { afterAll, afterEach, beforeAll, inject } from 'vitest';
 import { createDb, type DbHandle } from '../db/client.js';
 import { createLogger, type Logger } from '../src/logger.js';
 
@@ -68,4 +68,13 @@ export function captureLogger(level: 'info' | 'debug' = 'debug'): { logger: Logg
     },
   });
   return { logger: createLogger({ level, destination }), lines };
+}
+
+/** Clean-ups registered during a test, run after it in reverse order. */
+export function useCleanups(): (() => Promise<unknown>)[] {
+  const cleanups: (() => Promise<unknown>)[] = [];
+  afterEach(async () => {
+    for (const c of cleanups.splice(0).reverse()) await c();
+  });
+  return cleanups;
 }

@@ -1,17 +1,14 @@
 import { desc } from 'drizzle-orm';
-import { afterEach, describe, expect, inject, it } from 'vitest';
+import { describe, expect, inject, it } from 'vitest';
 import { refreshRuns } from '../db/schema.js';
 import { createRefreshQueue } from '../jobs/refresh.js';
-import { useTestDatabase } from './helpers.js';
+import { useCleanups, useTestDatabase } from './helpers.js';
 import { runCli, testQueue } from './queue-helpers.js';
 
 // `cards-sync refresh` as a user runs it: a child process against real Redis and Postgres.
 
 const database = useTestDatabase();
-const cleanups: (() => Promise<unknown>)[] = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
+const cleanups = useCleanups();
 
 function setup() {
   const q = testQueue();

@@ -1,16 +1,13 @@
 import { sql } from 'drizzle-orm';
-import { afterEach, describe, expect, inject, it } from 'vitest';
+import { describe, expect, inject, it } from 'vitest';
 import { enqueueSyncs, JOB_NAME } from '../jobs/queue.js';
-import { useTestDatabase } from './helpers.js';
+import { useCleanups, useTestDatabase } from './helpers.js';
 import { runCli, testQueue } from './queue-helpers.js';
 
 // `cards-sync status`, `pause` and `resume` as a user runs them: child processes, real Redis and Postgres.
 
 const database = useTestDatabase();
-const cleanups: (() => Promise<unknown>)[] = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
+const cleanups = useCleanups();
 
 function setup() {
   const q = testQueue();

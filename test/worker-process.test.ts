@@ -1,19 +1,16 @@
 import { sql } from 'drizzle-orm';
-import { afterEach, describe, expect, inject, it } from 'vitest';
+import { describe, expect, inject, it } from 'vitest';
 import { enqueueSyncs } from '../jobs/queue.js';
 import { cardsFor } from '../src/mock-api/data.js';
 import { API_KEY, ok, useScriptedApi } from './fixtures.js';
-import { useTestDatabase } from './helpers.js';
+import { useCleanups, useTestDatabase } from './helpers.js';
 import { type CliProcess, startCli, testQueue, waitFor } from './queue-helpers.js';
 
 // Workers as real processes, the way they run in production.
 
 const database = useTestDatabase();
 const upstream = useScriptedApi();
-const cleanups: (() => Promise<unknown>)[] = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
+const cleanups = useCleanups();
 
 function setup() {
   const q = testQueue({ attempts: 3 });
