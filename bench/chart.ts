@@ -22,6 +22,7 @@ export function lineChart(title: string, xLabels: string[], yLabel: string, seri
   const ticks = Array.from({ length: 6 }, (_, i) => (max * i) / 5);
   const out: string[] = [
     `<svg xmlns="http://www.w3.org/2000/svg" width="${w}" height="${h}" font-family="sans-serif" font-size="12">`,
+    `<title>${esc(title)}</title>`,
     `<rect width="${w}" height="${h}" fill="white"/>`,
     `<text x="${w / 2}" y="24" text-anchor="middle" font-size="15">${esc(title)}</text>`,
   ];
