@@ -3,6 +3,8 @@ import { defineConfig } from 'vitest/config';
 export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
+    // The fault suite has its own run: npm run test:faults (vitest.faults.config.ts).
+    exclude: ['test/faults/**', '**/node_modules/**'],
     globalSetup: ['test/setup/global.ts'],
     testTimeout: 30_000,
     hookTimeout: 60_000,

@@ -11,14 +11,14 @@ import { createRedis } from '../jobs/redis.js';
 export const CLI = new URL('../bin/cards-sync.js', import.meta.url).pathname;
 
 /** A queue under its own prefix, obliterated by `cleanup()`. */
-export function testQueue(options: { attempts?: number; backoffDelayMs?: number } = {}): {
+export function testQueue(options: { attempts?: number; backoffDelayMs?: number; redisUrl?: string } = {}): {
   prefix: string;
   redis: Redis;
   queue: Queue<SyncJobData, SyncJobResult>;
   cleanup(): Promise<void>;
 } {
   const prefix = `t${randomBytes(5).toString('hex')}`;
-  const redis = createRedis(inject('redisUrl'), { blocking: true });
+  const redis = createRedis(options.redisUrl ?? inject('redisUrl'), { blocking: true });
   const queue = createSyncQueue(redis, {
     prefix,
     attempts: options.attempts ?? 3,

@@ -1,0 +1,165 @@
+import { inject } from 'vitest';
+import type { DbHandle } from '../../db/client.js';
+import { enqueueSyncs } from '../../jobs/queue.js';
+import { queueIsIdle } from '../../jobs/worker.js';
+import type { SavedCard } from '../../src/api/schema.js';
+import { cardsFor } from '../../src/mock-api/data.js';
+import { API_KEY } from '../fixtures.js';
+import { type CliProcess, startCli, testQueue, waitFor } from '../queue-helpers.js';
+
+// The common frame of a fault scenario: a mock API process, a queue of N subscribers, worker
+// processes started and stopped by the scenario, and the closing check of every subscriber's rows
+// against what the API says.
+
+export interface ScenarioOptions {
+  db: { url: string; handle: DbHandle };
+  cleanups: (() => Promise<unknown>)[];
+  subscribers: number;
+  firstId: number;
+  /** Extra flags of the mock API (latency, faults). */
+  apiArgs?: string[];
+  /** Port of the mock API; 0 picks one. A scenario that restarts the API keeps its port. */
+  apiPort?: number;
+  redisUrl?: string;
+  env?: Record<string, string>;
+}
+
+export interface Scenario {
+  apiUrl: string;
+  env: Record<string, string>;
+  ids: number[];
+  queue: ReturnType<typeof testQueue>['queue'];
+  /** stderr of every process that ended, for the secret search. */
+  logs: string[];
+  startWorker(...args: string[]): CliProcess;
+  /** Starts the mock API again on the same port (after a kill). */
+  restartApi(): Promise<void>;
+  api: () => CliProcess;
+  drained(timeoutMs?: number): Promise<void>;
+  check(): Promise<{ lost: number; duplicated: number; unsynced: number; tokens: Set<string> }>;
+}
+
+function killOnCleanup(p: CliProcess, cleanups: ScenarioOptions['cleanups']): CliProcess {
+  cleanups.push(async () => {
+    if (p.process.exitCode === null && p.process.signalCode === null) p.process.kill('SIGKILL');
+    await p.done;
+  });
+  return p;
+}
+
+export async function startScenario(o: ScenarioOptions): Promise<Scenario> {
+  const redisUrl = o.redisUrl ?? inject('redisUrl');
+  const q = testQueue({ attempts: 5, redisUrl });
+  o.cleanups.push(q.cleanup);
+  const logs: string[] = [];
+  let port = o.apiPort ?? 0;
+  let api: CliProcess;
+  const startApi = async () => {
+    api = killOnCleanup(
+      startCli(['mock-api', '--port', String(port), '--api-key', API_KEY, ...(o.apiArgs ?? [])], {}),
+      o.cleanups,
+    );
+    const url = await waitFor(
+      'the mock API',
+      async () => /listening on (http:\/\/\S+)/.exec(api.stdout())?.[1],
+    );
+    port = Number(new URL(url).port);
+    return url;
+  };
+  const apiUrl = await startApi();
+
+  const ids = Array.from({ length: o.subscribers }, (_, i) => o.firstId + i);
+  for (let i = 0; i < ids.length; i += 1000) {
+    await enqueueSyncs(
+      q.queue,
+      ids.slice(i, i + 1000).map((subscriberId) => ({ subscriberId })),
+      'manual',
+    );
+  }
+  const env = {
+    DATABASE_URL: o.db.url,
+    REDIS_URL: redisUrl,
+    QUEUE_PREFIX: q.prefix,
+    CARDS_API_BASE_URL: apiUrl,
+    CARDS_API_KEY: API_KEY,
+    // A dead worker's jobs are taken over once their lock (this + 5 s) runs out.
+    CARDS_API_TIMEOUT_MS: '1000',
+    LOG_LEVEL: 'info',
+    ...o.env,
+  };
+  const first = o.firstId;
+  const last = o.firstId + o.subscribers - 1;
+
+  return {
+    apiUrl,
+    env,
+    ids,
+    queue: q.queue,
+    logs,
+    api: () => api,
+    startWorker: (...args) => {
+      const p = killOnCleanup(startCli(['worker', ...args], env), o.cleanups);
+      void p.done.then((run) => logs.push(run.stderr));
+      return p;
+    },
+    restartApi: async () => {
+      logs.push((await api.done).stderr);
+      await startApi();
+    },
+    drained: async (timeoutMs = 240_000) => {
+      await waitFor('the queue to drain', async () => queueIsIdle(q.queue), timeoutMs);
+    },
+    check: async () => {
+      const pool = o.db.handle.pool;
+      const rows = await pool.query<{
+        id: number;
+        subscriber_id: number;
+        card_token: string;
+        bin_number: string;
+        card_family: string;
+        card_bank_code: number;
+        card_bank_name: string;
+        company_id: number;
+        create_date: Date;
+        removed_at: Date | null;
+      }>('select * from saved_cards where subscriber_id between $1 and $2 order by id', [first, last]);
+      const stored = new Map<number, typeof rows.rows>();
+      for (const r of rows.rows) {
+        const list = stored.get(r.subscriber_id) ?? [];
+        list.push(r);
+        stored.set(r.subscriber_id, list);
+      }
+      const same = (r: (typeof rows.rows)[number], c: SavedCard) =>
+        r.id === c.id &&
+        r.card_token === c.cardToken &&
+        r.bin_number === c.binNumber &&
+        r.card_family === c.cardFamily &&
+        r.card_bank_code === c.cardBankCode &&
+        r.card_bank_name === c.cardBankName &&
+        r.company_id === c.companyId &&
+        r.create_date.getTime() === Date.parse(c.createDate) &&
+        r.removed_at === null;
+      let lost = 0;
+      const tokens = new Set<string>();
+      for (const id of ids) {
+        const expected = cardsFor(id);
+        for (const c of expected) tokens.add(c.cardToken);
+        const got = stored.get(id) ?? [];
+        if (got.length !== expected.length || !expected.every((c, k) => same(got[k]!, c))) lost++;
+      }
+      // History: one `added` per card and nothing else.
+      const history = await pool.query<{ n: number }>(
+        `select count(*)::int as n from (
+           select card_id from saved_card_changes where subscriber_id between $1 and $2
+           group by card_id having count(*) > 1 or bool_or(change <> 'added')) twice`,
+        [first, last],
+      );
+      const unsynced = await pool.query<{ n: number }>(
+        `select count(*)::int as n from generate_series($1::bigint, $2::bigint) s(id)
+         where not exists (select 1 from sync_runs r where r.subscriber_id = s.id and r.status = 'succeeded')`,
+        [first, last],
+      );
+      return { lost, duplicated: history.rows[0]!.n, unsynced: unsynced.rows[0]!.n, tokens };
+    },
+  };
+}

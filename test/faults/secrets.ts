@@ -1,0 +1,47 @@
+/** What must never reach a log line. */
+export interface Secrets {
+  apiKey?: string;
+  adminToken?: string;
+  /** Every card token the API handed out in the scenario. */
+  cardTokens?: ReadonlySet<string>;
+}
+
+function luhn(digits: string): boolean {
+  let sum = 0;
+  for (let i = 0; i < digits.length; i++) {
+    let d = Number(digits[digits.length - 1 - i]);
+    if (i % 2 === 1) {
+      d *= 2;
+      if (d > 9) d -= 9;
+    }
+    sum += d;
+  }
+  return sum % 10 === 0;
+}
+
+/**
+ * Searches log output for secrets: the API key, the admin token, any card token, and anything
+ * shaped like a full card number (13 to 19 digits passing the Luhn check, pino's `time` field
+ * aside). Returns one finding per hit, naming its kind and line, never the value.
+ */
+export function secretsIn(logs: readonly string[], secrets: Secrets): string[] {
+  const found: string[] = [];
+  logs.forEach((log, n) => {
+    log.split('\n').forEach((line, i) => {
+      const where = `log ${n + 1} line ${i + 1}`;
+      if (secrets.apiKey && line.includes(secrets.apiKey)) found.push(`${where}: the API key`);
+      if (secrets.adminToken && line.includes(secrets.adminToken)) found.push(`${where}: the admin token`);
+      if (secrets.cardTokens) {
+        for (const word of line.match(/[0-9a-f]{32}/gi) ?? []) {
+          if (secrets.cardTokens.has(word)) found.push(`${where}: a card token`);
+        }
+      }
+      const scrubbed = line.replace(/"time":\d+/g, '');
+      for (const run of scrubbed.match(/(?<![\d.])\d(?:[ -]?\d){12,18}(?![\d.])/g) ?? []) {
+        const digits = run.replace(/[ -]/g, '');
+        if (digits.length >= 13 && digits.length <= 19 && luhn(digits)) found.push(`${where}: a card number`);
+      }
+    });
+  });
+  return found;
+}
