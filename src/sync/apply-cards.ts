@@ -148,6 +148,13 @@ function runRow(p: Planned): RunRow {
 export async function applyCardsBatch(db: Db, items: readonly CardsToApply[]): Promise<AppliedCards[]> {
   const client = await db.$client.connect();
   let broken: Error | undefined;
+  // A checked-out client has no listener of the pool's: a connection reset between two statements
+  // would otherwise be an unhandled 'error' event and take the process down. The statement in
+  // flight fails with it anyway; the client is then discarded.
+  const onError = (error: Error) => {
+    broken = error;
+  };
+  client.on('error', onError);
   try {
     const subscriberIds = items.flatMap((i) => (i.subscriberId === null ? [] : [i.subscriberId]));
     const read = await beginLockAndRead(
@@ -219,7 +226,8 @@ export async function applyCardsBatch(db: Db, items: readonly CardsToApply[]): P
     });
     throw error;
   } finally {
-    // A connection that could not even roll back is thrown away, not returned to the pool.
+    // A connection that failed or could not even roll back is thrown away, not returned to the pool.
+    client.removeListener('error', onError);
     client.release(broken);
   }
 }

@@ -2,6 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { expect, it } from 'vitest';
 import { API_KEY } from '../fixtures.js';
 import { useCleanups, useTestDatabase } from '../helpers.js';
+import { waitFor } from '../queue-helpers.js';
 import { recordFaultRow } from './report.js';
 import { startScenario } from './scenario.js';
 import { secretsIn } from './secrets.js';
@@ -28,7 +29,9 @@ it('graceful shutdown: SIGTERM under load finishes in-flight jobs and loses none
   let inFlightAtStop = 0;
   while (stops < STOPS) {
     const w = s.startWorker('--concurrency', '32');
-    await sleep(800 + Math.random() * 800);
+    // Stopped once at work, not while starting (a busy machine can take seconds to start one).
+    await waitFor('the worker to start', async () => w.stderr().includes('worker started'), 30_000);
+    await sleep(500 + Math.random() * 800);
     if ((await s.queue.getJobCounts('waiting')).waiting === 0) break;
     inFlightAtStop += (await s.queue.getJobCounts('active')).active ?? 0;
     w.process.kill('SIGTERM');

@@ -21,6 +21,8 @@ export interface ScenarioOptions {
   /** Port of the mock API; 0 picks one. A scenario that restarts the API keeps its port. */
   apiPort?: number;
   redisUrl?: string;
+  /** Attempts per job. Default 5 (retries are 50 ms, doubled each time). */
+  attempts?: number;
   env?: Record<string, string>;
 }
 
@@ -49,7 +51,9 @@ function killOnCleanup(p: CliProcess, cleanups: ScenarioOptions['cleanups']): Cl
 
 export async function startScenario(o: ScenarioOptions): Promise<Scenario> {
   const redisUrl = o.redisUrl ?? inject('redisUrl');
-  const q = testQueue({ attempts: 5, redisUrl });
+  const q = testQueue({ attempts: o.attempts ?? 5, redisUrl });
+  // A scenario may take Redis away: the test's own connection just waits for it to come back.
+  q.redis.on('error', () => {});
   o.cleanups.push(q.cleanup);
   const logs: string[] = [];
   let port = o.apiPort ?? 0;

@@ -1,0 +1,76 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { expect, it } from 'vitest';
+import { API_KEY } from '../fixtures.js';
+import { useCleanups, useTestDatabase } from '../helpers.js';
+import { waitFor } from '../queue-helpers.js';
+import { recordFaultRow } from './report.js';
+import { startScenario } from './scenario.js';
+import { secretsIn } from './secrets.js';
+import { startTcpProxy } from './tcp-proxy.js';
+
+// The workers reach Postgres through a proxy that the test cuts twice: every connection reset
+// (transactions in flight among them), new ones refused for two seconds. Syncs fail transiently,
+// hold, retry, and end right; no partial write survives.
+
+const database = useTestDatabase();
+const cleanups = useCleanups();
+const SUBSCRIBERS = Number(process.env.FAULTS_SUBSCRIBERS ?? 20_000) / 4;
+const CUTS = 2;
+
+it('Postgres connection loss: cut connections, refused reconnects; every subscriber ends right', async () => {
+  const target = new URL(database.url);
+  const proxy = await startTcpProxy(target.hostname, Number(target.port || 5432));
+  cleanups.push(() => proxy.close());
+  const viaProxy = new URL(database.url);
+  viaProxy.host = `127.0.0.1:${proxy.port}`;
+
+  const s = await startScenario({
+    db: database,
+    cleanups,
+    subscribers: SUBSCRIBERS,
+    firstId: 7_000_000,
+    apiArgs: ['--latency-ms', '5'],
+    env: { DATABASE_URL: viaProxy.toString() },
+  });
+  const workers = [s.startWorker('--concurrency', '16'), s.startWorker('--concurrency', '16')];
+  // Cut only once both are at work (a worker that cannot reach Postgres at start exits at once).
+  await waitFor(
+    'the first syncs',
+    async () => (await s.queue.getJobCounts('completed')).completed! > 100,
+    30_000,
+  );
+  let cuts = 0;
+  while (cuts < CUTS) {
+    await sleep(800 + Math.random() * 700);
+    if ((await s.queue.getJobCounts('waiting')).waiting === 0) break;
+    for (const w of workers) expect(w.process.exitCode, w.stderr().slice(-1500)).toBeNull();
+    proxy.cut();
+    await sleep(2000);
+    proxy.restore();
+    cuts++;
+  }
+  expect(cuts).toBe(CUTS);
+  expect(proxy.resets).toBeGreaterThan(0);
+
+  await s.drained();
+  for (const w of workers) w.process.kill('SIGTERM');
+  for (const w of workers) {
+    const run = await w.done;
+    expect(run.code, run.stderr.slice(-2000)).toBe(0);
+  }
+  expect(await s.queue.getJobCounts('failed')).toEqual({ failed: 0 });
+  // Every subscriber has exactly one `succeeded` run per applied answer and no half-written sync:
+  // a run row without its cards (or cards without a run) would show up as lost or duplicated.
+  const { lost, duplicated, unsynced, tokens } = await s.check();
+  recordFaultRow({
+    scenario: 'Postgres connection loss',
+    faults: `${cuts} × every Postgres connection reset, reconnects refused for 2 s (${proxy.resets} sockets reset)`,
+    faultCount: cuts,
+    jobs: SUBSCRIBERS,
+    subscribersChecked: SUBSCRIBERS,
+    lost,
+    duplicated,
+  });
+  expect({ lost, duplicated, unsynced }).toEqual({ lost: 0, duplicated: 0, unsynced: 0 });
+  expect(secretsIn(s.logs, { apiKey: API_KEY, cardTokens: tokens })).toEqual([]);
+});
