@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { savedCardChanges, savedCards, subscribers, syncRuns } from '../db/schema.js';
 import type { SavedCard } from '../src/api/schema.js';
 import type { CardsToApply } from '../src/sync/apply-cards.js';
+import { applyCardsBatch } from '../src/sync/apply-cards.js';
 import { createGroupCommitter, directWriter } from '../src/sync/group-commit.js';
 import { makeCard } from './fixtures.js';
 import { useTestDatabase } from './helpers.js';
@@ -227,5 +228,37 @@ describe('group commit', () => {
     expect(fresh).toMatchObject({ status: 'succeeded', counts: { inserted: 1 } });
     const cards = await cardsOf([2900]);
     expect(cards.every((c) => c.removedAt === null)).toBe(true);
+  });
+
+  it('a superseded answer that still lists a card takes nothing from the answer that dropped it', async () => {
+    const x = makeCard(3000);
+    const keep = makeCard(3000);
+    await directWriter(database.handle.db).apply(answer(3000, [x, keep]));
+    await directWriter(database.handle.db).apply(answer(3001, [makeCard(3001)]));
+    const stale = new Date(Date.now() - 60_000);
+    const [dropped, superseded] = await applyCardsBatch(database.handle.db, [
+      answer(3000, [keep]),
+      answer(3001, [{ ...x, subscriberId: 3001 }], {
+        run: { email: null, trigger: 'manual', jobId: 'stale', refreshRunId: null, startedAt: stale },
+      }),
+    ]);
+    expect(superseded!.status).toBe('superseded');
+    expect(dropped!.counts).toMatchObject({ removed: 1, unchanged: 1 });
+    const [row] = await database.handle.db.select().from(savedCards).where(eq(savedCards.id, x.id));
+    expect(row).toMatchObject({ subscriberId: 3000, removedAt: expect.any(Date) });
+    const [sub] = await database.handle.db
+      .select()
+      .from(subscribers)
+      .where(eq(subscribers.subscriberId, 3000));
+    expect(sub!.activeCards).toBe(1);
+  });
+
+  it('a createDate finer than milliseconds is not taken for a change at every sync', async () => {
+    const c = makeCard(3100, { createDate: '2021-02-28T14:01:35.0019996+03:00' });
+    const writer = directWriter(database.handle.db);
+    await writer.apply(answer(3100, [c]));
+    const again = await writer.apply(answer(3100, [c]));
+    expect(again.counts).toMatchObject({ unchanged: 1, updated: 0 });
+    expect(await changesOf([3100])).toHaveLength(1);
   });
 });

@@ -121,7 +121,8 @@ export interface BatchWrite {
   runs: readonly RunRow[];
   changes: readonly KnownChange[];
   /** Successful syncs; subscribers distinct. */
-  successes: readonly { subscriberId: number; email: string | null; activeCards: number }[];
+  /** Successful syncs; subscribers distinct. E-mails are learned afterwards (`learnEmails`). */
+  successes: readonly { subscriberId: number; activeCards: number }[];
 }
 
 const contentChanged = `(
@@ -198,12 +199,10 @@ with upserted as (
 ), subscriber as (
   insert into subscribers as s (subscriber_id, email, last_synced_at, last_success_at, last_status,
       last_error, consecutive_failures, active_cards)
-    select sub.subscriber_id, sub.email, $1, $1, 'succeeded', null, 0, sub.active_cards
-    from unnest($33::bigint[], $34::text[], $35::int[]) as sub(subscriber_id, email, active_cards)
+    select sub.subscriber_id, null, $1, $1, 'succeeded', null, 0, sub.active_cards
+    from unnest($33::bigint[], $34::int[]) as sub(subscriber_id, active_cards)
     order by sub.subscriber_id
   on conflict (subscriber_id) do update set
-    -- A sync by id keeps the e-mail learned earlier.
-    email = coalesce(excluded.email, s.email),
     last_synced_at = excluded.last_synced_at, last_success_at = excluded.last_success_at,
     last_status = excluded.last_status, last_error = null, consecutive_failures = 0,
     active_cards = excluded.active_cards
@@ -237,7 +236,9 @@ export async function writeBatch(
       of(cards, (c) => c.cardBankCode),
       of(cards, (c) => c.cardBankName),
       of(cards, (c) => c.companyId),
-      of(cards, (c) => c.createDate),
+      // As a Date: milliseconds, like the comparison in reconcile (Postgres would round
+      // nanoseconds to microseconds and the two would never agree).
+      of(cards, (c) => new Date(c.createDate)),
       [...w.touched].sort((a, b) => a - b),
       of(w.removals, (r) => r.id),
       of(w.removals, (r) => r.subscriberId),
@@ -262,7 +263,6 @@ export async function writeBatch(
       of(w.changes, (c) => c.changedFields?.join(',') ?? null),
       of(w.changes, (c) => c.run + 1),
       of(w.successes, (s) => s.subscriberId),
-      of(w.successes, (s) => s.email),
       of(w.successes, (s) => s.activeCards),
     ],
   });
@@ -278,18 +278,29 @@ export async function writeBatch(
   return { runIds, removed };
 }
 
-/** An e-mail belongs to one subscriber: when it moved, the old owner forgets it. */
-export async function forgetMovedEmails(
+/**
+ * Records the e-mails that lookups by e-mail answered for: an e-mail belongs to one subscriber,
+ * so when it moved, the old owner forgets it first.
+ */
+export async function learnEmails(
   client: pg.PoolClient,
   owners: readonly { email: string; subscriberId: number }[],
 ): Promise<void> {
   if (owners.length === 0) return;
+  const values = [owners.map((o) => o.email), owners.map((o) => o.subscriberId)];
   await client.query({
     name: 'cards-sync-forget-emails',
     text: `update subscribers s set email = null
       from unnest($1::text[], $2::bigint[]) as owner(email, subscriber_id)
       where lower(s.email) = lower(owner.email) and s.subscriber_id <> owner.subscriber_id`,
-    values: [owners.map((o) => o.email), owners.map((o) => o.subscriberId)],
+    values,
+  });
+  await client.query({
+    name: 'cards-sync-learn-emails',
+    text: `update subscribers s set email = owner.email
+      from unnest($1::text[], $2::bigint[]) as owner(email, subscriber_id)
+      where s.subscriber_id = owner.subscriber_id and s.email is distinct from owner.email`,
+    values,
   });
 }
 

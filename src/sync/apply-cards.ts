@@ -2,8 +2,8 @@ import type { Db } from '../../db/client.js';
 import {
   beginLockAndRead,
   type CardOwner,
-  forgetMovedEmails,
   type KnownChange,
+  learnEmails,
   type RunRow,
   recountActiveCards,
   writeBatch,
@@ -168,21 +168,16 @@ export async function applyCardsBatch(db: Db, items: readonly CardsToApply[]): P
     const planned = items.map((item) => plan(item, stored));
     const writing = planned.filter((p) => p.plan !== null);
 
-    // A stored card that one answer dropped and another lists has moved: the lister takes it (as
-    // if it had synced first), so the rows each part of the write touches stay disjoint.
-    const listed = new Set(items.flatMap((i) => i.cards.map((c) => c.id)));
+    // A stored card that one answer dropped and another written answer lists has moved: the lister
+    // takes it (as if it had synced first), so the rows each part of the write touches stay
+    // disjoint. A superseded answer writes nothing, so what it lists takes nothing from anyone.
+    const listed = new Set(writing.flatMap((p) => p.item.cards.map((c) => c.id)));
     const removals: CardOwner[] = writing.flatMap((p) =>
       p
         .plan!.removedIds.filter((id) => !listed.has(id))
         .map((id) => ({ id, subscriberId: p.item.subscriberId! })),
     );
 
-    await forgetMovedEmails(
-      client,
-      writing.flatMap((p) =>
-        p.item.email !== undefined ? [{ email: p.item.email, subscriberId: p.item.subscriberId! }] : [],
-      ),
-    );
     const { runIds, removed } = await writeBatch(client, {
       now,
       upserts: writing.flatMap((p) => [...p.plan!.inserts, ...p.plan!.updates.map((u) => u.card)]),
@@ -193,10 +188,17 @@ export async function applyCardsBatch(db: Db, items: readonly CardsToApply[]): P
       // After the sync the subscriber's active cards are exactly the ones the answer lists.
       successes: writing.map((p) => ({
         subscriberId: p.item.subscriberId!,
-        email: p.item.email ?? null,
         activeCards: p.item.cards.length,
       })),
     });
+    // After the cards, as a sync always did: taking an e-mail from its old owner locks that
+    // owner's row, and doing it first would lock in another order than a sync of that owner.
+    await learnEmails(
+      client,
+      writing.flatMap((p) =>
+        p.item.email !== undefined ? [{ email: p.item.email, subscriberId: p.item.subscriberId! }] : [],
+      ),
+    );
     await recountActiveCards(
       client,
       writing.flatMap((p) =>

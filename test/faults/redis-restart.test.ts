@@ -55,6 +55,7 @@ function startRedis(port: number, dir: string): ChildProcess {
 
 async function answers(url: string): Promise<boolean> {
   const r = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+  r.on('error', () => {});
   try {
     await r.connect();
     return (await r.ping()) === 'PONG';
@@ -97,7 +98,7 @@ it('Redis restart: workers reconnect and finish; nothing lost', async () => {
   redis = startRedis(port, dir);
   await waitFor('the private Redis again', () => answers(url));
 
-  await s.drained();
+  await s.drained(120_000, workers);
   for (const w of workers) w.process.kill('SIGTERM');
   for (const w of workers) {
     const run = await w.done;

@@ -37,7 +37,8 @@ export interface Scenario {
   /** Starts the mock API again on the same port (after a kill). */
   restartApi(): Promise<void>;
   api: () => CliProcess;
-  drained(timeoutMs?: number): Promise<void>;
+  /** Waits until nothing is waiting, delayed or active; fails at once if one of `workers` exits. */
+  drained(timeoutMs?: number, workers?: CliProcess[]): Promise<void>;
   check(): Promise<{ lost: number; duplicated: number; unsynced: number; tokens: Set<string> }>;
 }
 
@@ -110,8 +111,18 @@ export async function startScenario(o: ScenarioOptions): Promise<Scenario> {
       logs.push((await api.done).stderr);
       await startApi();
     },
-    drained: async (timeoutMs = 240_000) => {
-      await waitFor('the queue to drain', async () => queueIsIdle(q.queue), timeoutMs);
+    drained: async (timeoutMs = 240_000, workers: CliProcess[] = []) => {
+      await waitFor(
+        'the queue to drain',
+        async () => {
+          // A worker that died while the queue still has work is the failure to report, not a timeout.
+          const dead = workers.find((w) => w.process.exitCode !== null || w.process.signalCode !== null);
+          if (dead)
+            throw new Error(`a worker exited (${dead.process.exitCode}): ${dead.stderr().slice(-3000)}`);
+          return queueIsIdle(q.queue);
+        },
+        timeoutMs,
+      );
     },
     check: async () => {
       const pool = o.db.handle.pool;
