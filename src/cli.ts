@@ -7,7 +7,7 @@ import { describeDbError, type Io } from './commands/common.js';
 import { type Config, loadConfig, requireApi } from './config.js';
 import { CliError, ConfigError } from './errors.js';
 import { createLogger } from './logger.js';
-import { createMockApi } from './mock-api/server.js';
+import { createMockApi, type MockFaults, parseFaults } from './mock-api/server.js';
 import { onShutdown } from './shutdown.js';
 import { type SyncResult, syncSubscriber } from './sync/sync-subscriber.js';
 import { parseEmail, parseSubscriberId, TargetError } from './targets.js';
@@ -81,6 +81,7 @@ export interface MockApiCliOptions {
   notFoundEvery: number;
   cardsPerSubscriber?: number;
   generation: number;
+  faults?: MockFaults;
 }
 
 export async function cmdMockApi(io: Io, options: MockApiCliOptions): Promise<number> {
@@ -93,6 +94,7 @@ export async function cmdMockApi(io: Io, options: MockApiCliOptions): Promise<nu
     notFoundEvery: options.notFoundEvery,
     ...(options.cardsPerSubscriber !== undefined ? { cardsPerSubscriber: options.cardsPerSubscriber } : {}),
     generation: options.generation,
+    ...(options.faults ? { faults: options.faults } : {}),
   });
   try {
     await mock.start(options.port, options.host);
@@ -196,6 +198,17 @@ export function buildProgram(io: Io, state: { exitCode: number }): Command {
       'a different generation changes tokens and bank names',
       intArg('--generation', 0, 1e6),
       0,
+    )
+    .option(
+      '--faults <spec>',
+      'inject faults into shares of the answers: 429=0.01,slow=0.02,truncated=0.02,trickle=0.01',
+      (raw: string) => {
+        try {
+          return parseFaults(raw);
+        } catch (error) {
+          throw new InvalidArgumentError((error as Error).message);
+        }
+      },
     )
     .action(async (opts: MockApiCliOptions) => {
       state.exitCode = await cmdMockApi(io, opts);

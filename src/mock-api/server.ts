@@ -29,11 +29,50 @@ export interface MockApiOptions extends MockDataOptions {
   failRate?: number;
   /** Ids divisible by this answer 404. Default 0 (never). */
   notFoundEvery?: number;
+  /** Shares of requests, 0 to 1, that meet each fault (for the fault suite). Default none. */
+  faults?: MockFaults;
   /** Lets a test answer a lookup its own way; `undefined` falls through to the data set. */
   override?: (
     lookup: MockLookup,
     req: IncomingMessage,
   ) => MockReply | undefined | Promise<MockReply | undefined>;
+}
+
+/** Faults the sandbox can inject, each as a share of requests. */
+export interface MockFaults {
+  /** 429 with `Retry-After: 1`. */
+  rateLimited?: number;
+  /** The answer comes after `slowMs` (past a client's deadline). */
+  slow?: number;
+  /** How late a slow answer is, ms. Default 5000. */
+  slowMs?: number;
+  /** Headers promise the whole body; half of it comes, then the connection is cut. */
+  truncated?: number;
+  /** A 200 whose body trickles in, a byte every half second, until the client gives up. */
+  trickle?: number;
+}
+
+/** `429=0.01,slow=0.02,truncated=0.02,trickle=0.01` → faults; throws on anything else. */
+export function parseFaults(spec: string): MockFaults {
+  const names: Record<string, keyof MockFaults> = {
+    '429': 'rateLimited',
+    slow: 'slow',
+    truncated: 'truncated',
+    trickle: 'trickle',
+  };
+  const faults: MockFaults = {};
+  for (const part of spec.split(',').filter(Boolean)) {
+    const [name, value] = part.split('=');
+    const key = names[name?.trim() ?? ''];
+    const share = Number(value);
+    if (!key || !(share >= 0 && share <= 1)) {
+      throw new Error(
+        `--faults takes name=share pairs (429, slow, truncated, trickle; share 0 to 1), not ${JSON.stringify(part)}`,
+      );
+    }
+    faults[key] = share;
+  }
+  return faults;
 }
 
 export interface MockApi {
@@ -67,6 +106,39 @@ function problem(res: ServerResponse, status: number, title: string, detail: str
   send(res, status, JSON.stringify({ title, status, detail }), {
     'content-type': 'application/problem+json',
   });
+}
+
+/** Answers with one of the faults, drawn by their shares, or normally. */
+async function injectFault(res: ServerResponse, faults: MockFaults, cards: unknown): Promise<void> {
+  let draw = Math.random();
+  const pick = (share = 0) => {
+    draw -= share;
+    return draw < 0;
+  };
+  if (pick(faults.rateLimited)) {
+    return send(res, 429, JSON.stringify({ title: 'Too Many Requests', status: 429 }), {
+      'retry-after': '1',
+    });
+  }
+  if (pick(faults.slow)) await sleep(faults.slowMs ?? 5000);
+  else if (pick(faults.truncated)) {
+    const body = JSON.stringify(cards);
+    res.writeHead(200, {
+      'content-type': 'application/json',
+      'content-length': String(Buffer.byteLength(body)),
+    });
+    res.write(body.slice(0, Math.floor(body.length / 2)));
+    await sleep(20);
+    res.socket?.destroy();
+    return;
+  } else if (pick(faults.trickle)) {
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.write('[');
+    const timer = setInterval(() => res.write(' '), 500);
+    res.on('close', () => clearInterval(timer));
+    return;
+  }
+  send(res, 200, cards);
 }
 
 /** The sandbox of the Saved Cards API: deterministic cards for any id or e-mail. */
@@ -117,7 +189,9 @@ export function createMockApi(options: MockApiOptions = {}): MockApi {
     if (options.notFoundEvery && subscriberId % options.notFoundEvery === 0) {
       return problem(res, 404, 'Not Found', 'unknown subscriber');
     }
-    send(res, 200, cardsFor(subscriberId, options));
+    const cards = cardsFor(subscriberId, options);
+    if (options.faults) return injectFault(res, options.faults, cards);
+    send(res, 200, cards);
   }
 
   const server = createServer((req, res) => {
