@@ -1,4 +1,4 @@
-import { inject } from 'vitest';
+import { expect, inject } from 'vitest';
 import type { DbHandle } from '../../db/client.js';
 import { enqueueSyncs } from '../../jobs/queue.js';
 import { queueIsIdle } from '../../jobs/worker.js';
@@ -6,6 +6,8 @@ import type { SavedCard } from '../../src/api/schema.js';
 import { cardsFor } from '../../src/mock-api/data.js';
 import { API_KEY } from '../fixtures.js';
 import { type CliProcess, startCli, testQueue, waitFor } from '../queue-helpers.js';
+import { recordFaultRow } from './report.js';
+import { secretsIn } from './secrets.js';
 
 // The common frame of a fault scenario: a mock API process, a queue of N subscribers, worker
 // processes started and stopped by the scenario, and the closing check of every subscriber's rows
@@ -40,6 +42,12 @@ export interface Scenario {
   /** Waits until nothing is waiting, delayed or active; fails at once if one of `workers` exits. */
   drained(timeoutMs?: number, workers?: CliProcess[]): Promise<void>;
   check(): Promise<{ lost: number; duplicated: number; unsynced: number; tokens: Set<string> }>;
+  /**
+   * The common end: waits for the queue to drain, stops `workers` with SIGTERM (each must exit
+   * 0), then asserts that no job failed, no subscriber is lost or unsynced, no history row is
+   * duplicated and no log holds a secret, and records the scenario's row.
+   */
+  finish(workers: CliProcess[], row: { scenario: string; faults: string; faultCount: number }): Promise<void>;
 }
 
 function killOnCleanup(p: CliProcess, cleanups: ScenarioOptions['cleanups']): CliProcess {
@@ -95,7 +103,7 @@ export async function startScenario(o: ScenarioOptions): Promise<Scenario> {
   const first = o.firstId;
   const last = o.firstId + o.subscribers - 1;
 
-  return {
+  const scenario: Scenario = {
     apiUrl,
     env,
     ids,
@@ -176,5 +184,19 @@ export async function startScenario(o: ScenarioOptions): Promise<Scenario> {
       );
       return { lost, duplicated: history.rows[0]!.n, unsynced: unsynced.rows[0]!.n, tokens };
     },
+    finish: async (workers, row) => {
+      await scenario.drained(240_000, workers);
+      for (const w of workers) w.process.kill('SIGTERM');
+      for (const w of workers) {
+        const run = await w.done;
+        expect(run.code, run.stderr.slice(-2000)).toBe(0);
+      }
+      expect(await q.queue.getJobCounts('failed')).toEqual({ failed: 0 });
+      const { lost, duplicated, unsynced, tokens } = await scenario.check();
+      recordFaultRow({ ...row, jobs: o.subscribers, subscribersChecked: o.subscribers, lost, duplicated });
+      expect({ lost, duplicated, unsynced }).toEqual({ lost: 0, duplicated: 0, unsynced: 0 });
+      expect(secretsIn(logs, { apiKey: API_KEY, cardTokens: tokens })).toEqual([]);
+    },
   };
+  return scenario;
 }
