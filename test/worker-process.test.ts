@@ -12,7 +12,7 @@ const database = useTestDatabase();
 const upstream = useScriptedApi();
 const cleanups = useCleanups();
 
-function setup() {
+function setup(extraEnv: Record<string, string> = {}) {
   const q = testQueue({ attempts: 3 });
   cleanups.push(q.cleanup);
   const env = {
@@ -23,6 +23,7 @@ function setup() {
     CARDS_API_KEY: API_KEY,
     CARDS_API_TIMEOUT_MS: '1000',
     LOG_LEVEL: 'info',
+    ...extraEnv,
   };
   const worker = (...args: string[]): CliProcess => {
     const p = startCli(['worker', ...args], env);
@@ -120,7 +121,9 @@ describe('worker processes', () => {
   });
 
   it('SIGTERM finishes in-flight jobs, then exits 0', async () => {
-    const q = setup();
+    // A deadline well past the 700 ms answers: a worker still starting up (the SIGTERM may come
+    // before it has logged its start) can take a while to read them on a busy machine.
+    const q = setup({ CARDS_API_TIMEOUT_MS: '5000' });
     const ids = [52_000, 52_001, 52_002, 52_003];
     for (const id of ids) upstream.script.set(`id:${id}`, { ...ok(cardsFor(id)), delayMs: 700 });
     await enqueueSyncs(
