@@ -109,6 +109,8 @@ export function createSyncProcessor(deps: ProcessorDeps) {
     }
     const data = parsed.data;
     let result: Awaited<ReturnType<typeof syncSubscriber>>;
+    // Set once the 429's rate limit is in place (done before the attempt is recorded).
+    let limited = false;
     try {
       result = await syncSubscriber(deps, {
         target: data.target,
@@ -116,6 +118,10 @@ export function createSyncProcessor(deps: ProcessorDeps) {
         ...(job.id !== undefined ? { jobId: job.id } : {}),
         ...(data.refreshRunId !== undefined ? { refreshRunId: data.refreshRunId } : {}),
         ...(signal ? { signal } : {}),
+        onRateLimited: async (ms) => {
+          await deps.queue.rateLimit(ms);
+          limited = true;
+        },
       });
     } catch (error) {
       // The database could not even record the attempt. Only the root cause travels on: the
@@ -142,7 +148,7 @@ export function createSyncProcessor(deps: ProcessorDeps) {
           restored: result.counts.restored,
         };
       case 'rate_limited':
-        await deps.queue.rateLimit(result.retryAfterMs ?? 1000);
+        if (!limited) await deps.queue.rateLimit(result.retryAfterMs ?? 1000);
         throw Worker.RateLimitError();
       case 'auth_rejected':
         await pauseQueue(deps.queue, deps.redis, {

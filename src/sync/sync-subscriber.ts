@@ -26,6 +26,11 @@ export interface SyncRequest {
   refreshRunId?: number;
   /** Cancels the HTTP request (the queue's abort signal). */
   signal?: AbortSignal;
+  /**
+   * Told of a 429 as soon as it arrives, before anything is recorded: the queue's rate limit
+   * should hold every worker back without waiting for the database. Its failure is ignored.
+   */
+  onRateLimited?: (retryAfterMs: number) => Promise<unknown>;
 }
 
 /** How one sync ended; small enough to be a job's return value. */
@@ -85,6 +90,9 @@ export async function syncSubscriber(deps: SyncDeps, request: SyncRequest): Prom
     request.target,
     request.signal ? { signal: request.signal } : {},
   );
+  if (outcome.kind === 'rate_limited' && request.onRateLimited) {
+    await request.onRateLimited(outcome.retryAfterMs).catch(() => {});
+  }
   const apiInfo = {
     code:
       outcome.kind === 'transient' && outcome.status === undefined ? outcome.code : String(outcome.status),
