@@ -1,13 +1,12 @@
 import type { Db } from '../../db/client.js';
+import { beginLockAndRead, type CardOwner } from '../../db/ops/batch-read.js';
 import {
-  beginLockAndRead,
-  type CardOwner,
   type KnownChange,
   learnEmails,
   type RunRow,
   recountActiveCards,
   writeBatch,
-} from '../../db/ops/apply-batch.js';
+} from '../../db/ops/batch-write.js';
 import type { SyncStatus, SyncTrigger } from '../../db/schema.js';
 import type { SavedCard } from '../api/schema.js';
 import { emptyCounts, type ReconcilePlan, reconcile, type StoredCard, type SyncCounts } from './reconcile.js';
@@ -136,7 +135,7 @@ function runRow(p: Planned): RunRow {
 
 /**
  * Writes several answers in one transaction, under the advisory locks of all their subscribers,
- * in three round trips (see `db/ops/apply-batch.ts`): upserts cards (an identical row keeps
+ * in three round trips (see `db/ops/batch-write.ts`): upserts cards (an identical row keeps
  * everything but `last_seen_at`), soft-deletes and restores, writes history, one `sync_runs` row
  * per answer and the `subscribers` rows. The answers must name distinct subscribers, e-mails and
  * card ids (the group committer makes sure of it). An answer fetched before an answer already
