@@ -22,6 +22,11 @@ export interface ScenarioOptions {
   apiArgs?: string[];
   /** Port of the mock API; 0 picks one. A scenario that restarts the API keeps its port. */
   apiPort?: number;
+  /**
+   * An API the test runs itself (to watch every request as it arrives); no mock-api process is
+   * started, and `api()`/`restartApi()` are not available.
+   */
+  apiUrl?: string;
   redisUrl?: string;
   /** Attempts per job. Default 5 (retries are 50 ms, doubled each time). */
   attempts?: number;
@@ -66,20 +71,25 @@ export async function startScenario(o: ScenarioOptions): Promise<Scenario> {
   o.cleanups.push(q.cleanup);
   const logs: string[] = [];
   let port = o.apiPort ?? 0;
-  let api: CliProcess;
+  let api: CliProcess | undefined;
   const startApi = async () => {
     api = killOnCleanup(
       startCli(['mock-api', '--port', String(port), '--api-key', API_KEY, ...(o.apiArgs ?? [])], {}),
       o.cleanups,
     );
+    const started = api;
     const url = await waitFor(
       'the mock API',
-      async () => /listening on (http:\/\/\S+)/.exec(api.stdout())?.[1],
+      async () => /listening on (http:\/\/\S+)/.exec(started.stdout())?.[1],
     );
     port = Number(new URL(url).port);
     return url;
   };
-  const apiUrl = await startApi();
+  const apiUrl = o.apiUrl ?? (await startApi());
+  const apiProcess = () => {
+    if (!api) throw new Error('this scenario runs its own API: there is no mock-api process');
+    return api;
+  };
 
   const ids = Array.from({ length: o.subscribers }, (_, i) => o.firstId + i);
   for (let i = 0; i < ids.length; i += 1000) {
@@ -109,14 +119,14 @@ export async function startScenario(o: ScenarioOptions): Promise<Scenario> {
     ids,
     queue: q.queue,
     logs,
-    api: () => api,
+    api: apiProcess,
     startWorker: (...args) => {
       const p = killOnCleanup(startCli(['worker', ...args], env), o.cleanups);
       void p.done.then((run) => logs.push(run.stderr));
       return p;
     },
     restartApi: async () => {
-      logs.push((await api.done).stderr);
+      logs.push((await apiProcess().done).stderr);
       await startApi();
     },
     drained: async (timeoutMs = 240_000, workers: CliProcess[] = []) => {
