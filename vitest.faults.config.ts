@@ -5,7 +5,7 @@ import { defineConfig } from 'vitest/config';
 export default defineConfig({
   test: {
     include: ['test/faults/**/*.test.ts'],
-    globalSetup: ['test/setup/global.ts', 'test/setup/faults-report.ts'],
+    globalSetup: ['test/setup/global.ts', 'test/setup/faults-report.ts', 'test/setup/secret-search.ts'],
     testTimeout: 300_000,
     hookTimeout: 60_000,
     // One scenario at a time: each loads the two cores on purpose.

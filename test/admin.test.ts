@@ -9,11 +9,11 @@ import { startSyncWorker } from '../jobs/worker.js';
 import { createAdminApp } from '../src/admin/app.js';
 import { createApiClient } from '../src/api/client.js';
 import { createMetrics } from '../src/metrics.js';
-import { API_KEY, makeCard, ok, useScriptedApi } from './fixtures.js';
+import { ADMIN_TOKEN, API_KEY, makeCard, ok, useScriptedApi } from './fixtures.js';
 import { captureLogger, useTestDatabase } from './helpers.js';
 import { testQueue, waitFor } from './queue-helpers.js';
 
-const TOKEN = 'test-admin-token-4f1c9a7e2b';
+const TOKEN = ADMIN_TOKEN;
 const database = useTestDatabase();
 const upstream = useScriptedApi();
 const { logger, lines } = captureLogger();

@@ -7,7 +7,7 @@ import { createAdminApp } from '../src/admin/app.js';
 import { createApiClient } from '../src/api/client.js';
 import { createMetrics } from '../src/metrics.js';
 import { syncSubscriber } from '../src/sync/sync-subscriber.js';
-import { API_KEY, useScriptedApi } from './fixtures.js';
+import { ADMIN_TOKEN, API_KEY, useScriptedApi } from './fixtures.js';
 import { captureLogger, useTestDatabase } from './helpers.js';
 import { testQueue } from './queue-helpers.js';
 
@@ -15,7 +15,7 @@ import { testQueue } from './queue-helpers.js';
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const ARTIFACTS = new URL('../test-artifacts/', import.meta.url).pathname;
-const TOKEN = 'browser-test-token-7d2e91c4';
+const TOKEN = ADMIN_TOKEN;
 
 const database = useTestDatabase();
 const upstream = useScriptedApi();

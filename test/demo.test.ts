@@ -2,6 +2,7 @@ import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createTestDatabase } from './helpers.js';
+import { archiveLog } from './log-archive.js';
 
 // The newcomer's main job: `npm run demo` (here with --no-wait, so it exits after its summary).
 
@@ -35,6 +36,7 @@ describe('npm run demo', () => {
       out += d;
     });
     const [code] = await once(child, 'exit');
+    archiveLog('npm run demo', out);
     expect(code, out).toBe(0);
     expect(out).toMatch(/succeeded\s+98\d/);
     expect(out).toMatch(/not_found\s+1\d/);

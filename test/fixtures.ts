@@ -9,6 +9,8 @@ import {
 } from '../src/mock-api/server.js';
 
 export const API_KEY = '3f2b8c1e-9d4a-4e6b-a1c7-5e0f2d9b8a61';
+/** The admin server's token in tests that start one. */
+export const ADMIN_TOKEN = 'test-admin-token-4f1c9a7e2b';
 
 let nextCardId = 1_000_000;
 

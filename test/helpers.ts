@@ -4,6 +4,7 @@ import pg from 'pg';
 import { afterAll, afterEach, beforeAll, inject } from 'vitest';
 import { createDb, type DbHandle } from '../db/client.js';
 import { createLogger, type Logger } from '../src/logger.js';
+import { archiveLog } from './log-archive.js';
 
 /** The same server URL, another database. */
 export function withDatabase(url: string, name: string): string {
@@ -63,6 +64,7 @@ export function captureLogger(level: 'info' | 'debug' = 'debug'): { logger: Logg
   const lines: string[] = [];
   const destination = new Writable({
     write(chunk, _enc, done) {
+      archiveLog('in-process logger', chunk.toString());
       lines.push(...chunk.toString().split('\n').filter(Boolean));
       done();
     },

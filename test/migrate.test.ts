@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { afterAll, describe, expect, inject, it } from 'vitest';
+import { archiveLog } from './log-archive.js';
 
 // `cards-sync migrate` as ops run it: a child process against a database that may not exist yet.
 
@@ -144,6 +145,7 @@ function migrate(databaseUrl: string): Promise<Run> {
     child.on('error', reject);
     child.on('close', (code) => {
       clearTimeout(timer);
+      archiveLog('cards-sync migrate', stdout + stderr);
       resolve({ code, stdout, stderr });
     });
   });

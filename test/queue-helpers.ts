@@ -7,6 +7,7 @@ import type { Redis } from 'ioredis';
 import { inject } from 'vitest';
 import { createSyncQueue, type SyncJobData, type SyncJobResult } from '../jobs/queue.js';
 import { createRedis } from '../jobs/redis.js';
+import { archiveLog } from './log-archive.js';
 
 export const CLI = new URL('../bin/cards-sync.js', import.meta.url).pathname;
 
@@ -93,6 +94,9 @@ export function startCli(args: string[], env: Record<string, string>): CliProces
   child.stderr!.on('data', (d) => {
     stderr += d;
   });
-  const done = once(child, 'exit').then(([code, signal]) => ({ code, signal, stdout, stderr }) as CliRun);
+  const done = once(child, 'exit').then(([code, signal]) => {
+    archiveLog(`cards-sync ${args[0] ?? ''} (pid ${child.pid})`, stdout + stderr);
+    return { code, signal, stdout, stderr } as CliRun;
+  });
   return { process: child, stdout: () => stdout, stderr: () => stderr, done };
 }

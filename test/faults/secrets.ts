@@ -4,6 +4,11 @@ export interface Secrets {
   adminToken?: string;
   /** Every card token the API handed out in the scenario. */
   cardTokens?: ReadonlySet<string>;
+  /**
+   * Flags anything shaped like a test card token, for a search that cannot list them: 32 hex
+   * digits (the sandbox's) or `tok` and 29 digits (the fixtures'). Default false.
+   */
+  cardTokenShapes?: boolean;
 }
 
 function luhn(digits: string): boolean {
@@ -31,6 +36,9 @@ export function secretsIn(logs: readonly string[], secrets: Secrets): string[] {
       const where = `log ${n + 1} line ${i + 1}`;
       if (secrets.apiKey && line.includes(secrets.apiKey)) found.push(`${where}: the API key`);
       if (secrets.adminToken && line.includes(secrets.adminToken)) found.push(`${where}: the admin token`);
+      if (secrets.cardTokenShapes && /(?<![0-9a-z])(?:[0-9a-f]{32}|tok\d{29})(?![0-9a-z])/i.test(line)) {
+        found.push(`${where}: something shaped like a card token`);
+      }
       if (secrets.cardTokens) {
         for (const word of line.match(/[0-9a-f]{32}/gi) ?? []) {
           if (secrets.cardTokens.has(word)) found.push(`${where}: a card token`);
