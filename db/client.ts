@@ -52,6 +52,9 @@ export function createDb(databaseUrl: string, options: DbOptions = {}): DbHandle
   });
   // An idle client losing its connection must not crash the process; the next query reconnects.
   pool.on('error', () => {});
+  // Nor may a checked-out one (pg removes the pool's listener while a client is lent out): the
+  // query in flight or the next one fails with the loss, and the pool discards the client on release.
+  pool.on('connect', (client) => client.on('error', () => {}));
   return { db: drizzle(pool, { schema }), pool, close: () => pool.end() };
 }
 

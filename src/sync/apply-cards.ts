@@ -147,9 +147,8 @@ function runRow(p: Planned): RunRow {
 export async function applyCardsBatch(db: Db, items: readonly CardsToApply[]): Promise<AppliedCards[]> {
   const client = await db.$client.connect();
   let broken: Error | undefined;
-  // A checked-out client has no listener of the pool's: a connection reset between two statements
-  // would otherwise be an unhandled 'error' event and take the process down. The statement in
-  // flight fails with it anyway; the client is then discarded.
+  // A connection reset between two statements arrives as an 'error' event (createDb's listener
+  // keeps it from crashing the process); noted here so the client is discarded, not reused.
   const onError = (error: Error) => {
     broken = error;
   };
