@@ -9,6 +9,38 @@ export interface CardOwner {
   subscriberId: number;
 }
 
+const CARD_COLUMNS = `id, subscriber_id, card_token, bin_number, card_family, card_bank_code, card_bank_name,
+  company_id, create_date, removed_at`;
+
+/** A `saved_cards` row as pg hands it over (int8 parsed to numbers by createDb). */
+interface CardRow {
+  id: number;
+  subscriber_id: number;
+  card_token: string;
+  bin_number: string;
+  card_family: string;
+  card_bank_code: number;
+  card_bank_name: string;
+  company_id: number;
+  create_date: Date;
+  removed_at: Date | null;
+}
+
+function storedCard(r: CardRow): StoredCard {
+  return {
+    id: r.id,
+    subscriberId: r.subscriber_id,
+    cardToken: r.card_token,
+    binNumber: r.bin_number,
+    cardFamily: r.card_family,
+    cardBankCode: r.card_bank_code,
+    cardBankName: r.card_bank_name,
+    companyId: r.company_id,
+    createDate: r.create_date,
+    removedAt: r.removed_at,
+  };
+}
+
 /** Integers only ever reach SQL text through here. */
 function integerList(values: readonly number[]): string {
   for (const v of values) {
@@ -55,24 +87,29 @@ export async function beginLockAndRead(
           where subscriber_id = s.id and status = 'succeeded'
           order by started_at desc limit 1
       ) newest;
-    select id, subscriber_id, card_token, bin_number, card_family, card_bank_code, card_bank_name,
-        company_id, create_date, removed_at
+    select ${CARD_COLUMNS}
       from saved_cards
       where subscriber_id = any(${subs}::bigint[]) or id = any(${ids}::bigint[]);
   `)) as unknown as pg.QueryResult[];
   const newest = new Map<number, Date>();
   for (const r of results[2]!.rows) newest.set(r.subscriber_id, r.started_at);
-  const stored: StoredCard[] = results[3]!.rows.map((r) => ({
-    id: r.id,
-    subscriberId: r.subscriber_id,
-    cardToken: r.card_token,
-    binNumber: r.bin_number,
-    cardFamily: r.card_family,
-    cardBankCode: r.card_bank_code,
-    cardBankName: r.card_bank_name,
-    companyId: r.company_id,
-    createDate: r.create_date,
-    removedAt: r.removed_at,
-  }));
-  return { newest, stored };
+  return { newest, stored: results[3]!.rows.map(storedCard) };
+}
+
+/**
+ * Locks cards owned by subscribers outside the batch (cards moving to one of its subscribers) and
+ * reads them again, as they are once any transaction that held them has committed. The batch's
+ * advisory locks do not cover those owners: without this, a sync of the old owner could mark the
+ * card removed between the read and the write, and the move would record that removal a second
+ * time. Ids ascending, so two batches lock shared cards in one order.
+ */
+export async function lockAndReread(
+  client: pg.PoolClient,
+  cardIds: readonly number[],
+): Promise<StoredCard[]> {
+  const result = await client.query<CardRow>(
+    `select ${CARD_COLUMNS} from saved_cards where id = any($1::bigint[]) order by id for update`,
+    [[...cardIds]],
+  );
+  return result.rows.map(storedCard);
 }

@@ -1,5 +1,5 @@
 import type { Db } from '../../db/client.js';
-import { beginLockAndRead, type CardOwner } from '../../db/ops/batch-read.js';
+import { beginLockAndRead, type CardOwner, lockAndReread } from '../../db/ops/batch-read.js';
 import {
   type KnownChange,
   learnEmails,
@@ -161,6 +161,14 @@ export async function applyCardsBatch(db: Db, items: readonly CardsToApply[]): P
       subscriberIds,
       items.flatMap((i) => i.cards.map((c) => c.id)),
     );
+    // Cards of subscribers outside the batch are moving here: lock them before planning (rare).
+    const ours = new Set(subscriberIds);
+    const moving = read.stored.filter((r) => !ours.has(r.subscriberId)).map((r) => r.id);
+    if (moving.length > 0) {
+      const fresh = await lockAndReread(client, moving);
+      const movingIds = new Set(moving);
+      read.stored = [...read.stored.filter((r) => !movingIds.has(r.id)), ...fresh];
+    }
     const now = new Date();
     const stored = indexStored(read);
     const planned = items.map((item) => plan(item, stored));

@@ -1,0 +1,69 @@
+import { inArray } from 'drizzle-orm';
+import pg from 'pg';
+import { expect, it } from 'vitest';
+import { savedCardChanges, savedCards } from '../db/schema.js';
+import type { SavedCard } from '../src/api/schema.js';
+import { applyCardsBatch, type CardsToApply } from '../src/sync/apply-cards.js';
+import { makeCard } from './fixtures.js';
+import { useTestDatabase } from './helpers.js';
+import { waitFor } from './queue-helpers.js';
+
+// A card its old owner drops while, at the same moment, another subscriber's sync takes it over.
+// The two syncs hold different subscribers' locks, so nothing but the card's row orders them.
+
+const database = useTestDatabase();
+
+function answer(subscriberId: number, cards: SavedCard[]): CardsToApply {
+  return {
+    subscriberId,
+    cards,
+    run: { email: null, trigger: 'manual', jobId: null, refreshRunId: null, startedAt: new Date() },
+  };
+}
+
+/** Backends of this database waiting for a lock. */
+async function waitingOnLocks(): Promise<number> {
+  const r = await database.handle.pool.query<{ n: number }>(
+    `select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`,
+  );
+  return r.rows[0]!.n;
+}
+
+it('a card dropped by its owner while another sync takes it over gets one removal in the old owner’s history', async () => {
+  const [oldOwner, newOwner] = [7101, 7102];
+  const card = makeCard(oldOwner);
+  await applyCardsBatch(database.handle.db, [answer(oldOwner, [card])]);
+
+  // Holding the old owner's `subscribers` row keeps its sync's transaction open after it has
+  // marked the card removed (that row is written last), so the other sync runs in the middle.
+  const holder = new pg.Client({ connectionString: database.url });
+  await holder.connect();
+  await holder.query('begin');
+  await holder.query('select 1 from subscribers where subscriber_id = $1 for update', [oldOwner]);
+  const dropping = applyCardsBatch(database.handle.db, [answer(oldOwner, [])]);
+  await waitFor('the old owner’s sync to wait', async () => (await waitingOnLocks()) === 1);
+  const taking = applyCardsBatch(database.handle.db, [
+    answer(newOwner, [{ ...card, subscriberId: newOwner }]),
+  ]);
+  await waitFor('the new owner’s sync to wait for the card', async () => (await waitingOnLocks()) === 2);
+  await holder.query('commit');
+  await holder.end();
+  await Promise.all([dropping, taking]);
+
+  const history = await database.handle.db
+    .select()
+    .from(savedCardChanges)
+    .where(inArray(savedCardChanges.subscriberId, [oldOwner, newOwner]))
+    .orderBy(savedCardChanges.id);
+  expect(history.map((h) => [h.subscriberId, h.change])).toEqual([
+    [oldOwner, 'added'],
+    [oldOwner, 'removed'],
+    // Taken over after the removal: to the new owner it comes back from removed.
+    [newOwner, 'restored'],
+  ]);
+  const [row] = await database.handle.db
+    .select()
+    .from(savedCards)
+    .where(inArray(savedCards.id, [card.id]));
+  expect(row).toMatchObject({ subscriberId: newOwner, removedAt: null });
+});
