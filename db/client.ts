@@ -29,7 +29,39 @@ export interface DbOptions {
   max?: number;
   /** Name shown in `pg_stat_activity`. Default `cards-sync`. */
   applicationName?: string;
+  /**
+   * A query with no answer within this long fails and its connection is dropped; Postgres ends a
+   * statement or an idle transaction past it (`DATABASE_TIMEOUT_MS`), ms. Default 30000.
+   */
+  timeoutMs?: number;
 }
+
+/** What pg's `query_timeout` rejects with; the error has no code. */
+const QUERY_TIMEOUT_MESSAGE = 'Query read timeout';
+
+/** True for pg's client-side query timeout. */
+export function isQueryTimeout(error: unknown): boolean {
+  return (error as { message?: unknown } | undefined)?.message === QUERY_TIMEOUT_MESSAGE;
+}
+
+/**
+ * A pg client that drops its connection when a query times out. pg fails the caller but leaves
+ * the query active, so every later query on that client (a transaction's rollback first) would
+ * queue behind an answer that may never come (a silent network, a frozen host), and a client
+ * handed back to the pool would stay stuck. Without its connection the client fails at once and
+ * the pool replaces it.
+ */
+class DroppingClient extends pg.Client {}
+const plainQuery = pg.Client.prototype.query as (this: pg.Client, ...args: unknown[]) => unknown;
+DroppingClient.prototype.query = function (this: pg.Client, ...args: unknown[]) {
+  const result = plainQuery.apply(this, args);
+  if (result instanceof Promise) {
+    result.catch((error: unknown) => {
+      if (isQueryTimeout(error)) this.connection.stream.destroy();
+    });
+  }
+  return result;
+} as typeof pg.Client.prototype.query;
 
 export interface DbHandle {
   db: Db;
@@ -44,11 +76,18 @@ export function createDb(databaseUrl: string, options: DbOptions = {}): DbHandle
     pg.types.setTypeParser(pg.types.builtins.INT8, parseSafeBigint);
     typeParserInstalled = true;
   }
+  const timeoutMs = options.timeoutMs ?? 30_000;
   const pool = new pg.Pool({
     connectionString: databaseUrl,
     max: options.max ?? 10,
     application_name: options.applicationName ?? 'cards-sync',
     connectionTimeoutMillis: 10_000,
+    Client: DroppingClient,
+    query_timeout: timeoutMs,
+    // The server's side of the same deadline: a transaction whose client went silent holds its
+    // locks (a subscriber's advisory lock among them) only this long.
+    statement_timeout: timeoutMs,
+    idle_in_transaction_session_timeout: timeoutMs,
   });
   // An idle client losing its connection must not crash the process; the next query reconnects.
   pool.on('error', () => {});

@@ -6,13 +6,21 @@
 export function rootCause(error: unknown): { code?: string; message: string } {
   let e = error as { code?: unknown; cause?: unknown; message?: unknown } | undefined;
   for (let i = 0; i < 8 && e && typeof e.code !== 'string' && e.cause; i++) e = e.cause as typeof e;
-  return {
-    ...(typeof e?.code === 'string' ? { code: e.code } : {}),
-    message: typeof e?.message === 'string' ? e.message : String(e),
-  };
+  const message = typeof e?.message === 'string' ? e.message : String(e);
+  // pg's own query timeout carries no code: it is named here so that callers can branch on it.
+  const code =
+    typeof e?.code === 'string' ? e.code : message === 'Query read timeout' ? QUERY_TIMEOUT : undefined;
+  return { ...(code !== undefined ? { code } : {}), message };
 }
 
-/** Errors that mean "Postgres is not there right now", not "this write is wrong". */
+/** The code {@link rootCause} gives pg's client-side query timeout (`DATABASE_TIMEOUT_MS`). */
+export const QUERY_TIMEOUT = 'QUERY_TIMEOUT';
+
+/**
+ * Errors that mean "Postgres is not there right now", not "this write is wrong": connection
+ * failures, and a query or transaction that ran out of `DATABASE_TIMEOUT_MS` (no answer, a
+ * statement cancelled by `statement_timeout` 57014, an idle transaction ended 25P03).
+ */
 export function isConnectionError(code: string | undefined): boolean {
   if (code === undefined) return false;
   return (
@@ -27,6 +35,9 @@ export function isConnectionError(code: string | undefined): boolean {
       '57P02',
       '57P03',
       '53300',
+      '57014',
+      '25P03',
+      QUERY_TIMEOUT,
     ].includes(code) || code.startsWith('08')
   );
 }

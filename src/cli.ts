@@ -57,7 +57,7 @@ export async function cmdSync(
   const apiConfig = requireApi(config);
   const logger = createLogger({ level: config.logLevel });
   const api = createApiClient(apiConfig, { connections: 1 });
-  const handle = createDb(config.databaseUrl, { max: 2 });
+  const handle = createDb(config.databaseUrl, { max: 2, timeoutMs: config.databaseTimeoutMs });
   try {
     const result = await syncSubscriber({ db: handle.db, api, logger }, { target, trigger: 'cli' });
     io.out(options.json ? JSON.stringify(result) : formatResult(result, target));

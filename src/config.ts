@@ -21,6 +21,12 @@ export interface ApiConfig {
 export interface Config {
   /** `DATABASE_URL`. Default `postgres://postgres:postgres@127.0.0.1:5432/cards_sync`. */
   databaseUrl: string;
+  /**
+   * `DATABASE_TIMEOUT_MS`: a Postgres query with no answer within this long fails and its
+   * connection is replaced; Postgres ends a statement or an idle transaction that runs past it.
+   * Default 30000.
+   */
+  databaseTimeoutMs: number;
   /** `REDIS_URL`. Default `redis://127.0.0.1:6379`. */
   redisUrl: string;
   /** API settings; `undefined` when `CARDS_API_BASE_URL` and the key are both unset. */
@@ -97,6 +103,11 @@ const variables = {
     schema: urlOf('postgres:', 'postgresql:'),
     expect: 'a URL like postgres://user@host:5432/db',
     echo: false,
+  },
+  DATABASE_TIMEOUT_MS: {
+    schema: whole(100, 3_600_000),
+    expect: 'a whole number of milliseconds from 100 to 3600000',
+    echo: true,
   },
   REDIS_URL: { schema: urlOf('redis:', 'rediss:'), expect: 'a URL like redis://host:6379', echo: false },
   CARDS_API_BASE_URL: {
@@ -241,6 +252,7 @@ export function loadConfig(env: Env): Config {
   const baseUrl = e.CARDS_API_BASE_URL;
   return {
     databaseUrl: e.DATABASE_URL ?? DEFAULT_DATABASE_URL,
+    databaseTimeoutMs: e.DATABASE_TIMEOUT_MS ?? 30_000,
     redisUrl: e.REDIS_URL ?? DEFAULT_REDIS_URL,
     api:
       baseUrl === undefined && apiKey === undefined

@@ -100,7 +100,7 @@ async function main(): Promise<number> {
 
   const logger = createLogger({ level: 'error' });
   const metrics = createMetrics();
-  const handle = createDb(config.databaseUrl, { max: 20 });
+  const handle = createDb(config.databaseUrl, { max: 20, timeoutMs: config.databaseTimeoutMs });
   const redis = createRedis(config.redisUrl, { blocking: true });
   const queue = createSyncQueue(redis, { prefix: PREFIX, attempts: 3 });
   const api = createApiClient({ baseUrl: apiUrl, apiKey, pathStyle: 'standard', timeoutMs: 10_000 });

@@ -48,6 +48,7 @@ describe('defaults (DESIGN §2)', () => {
   it('gives every variable its documented default when the environment is empty', () => {
     const expected: Config = {
       databaseUrl: 'postgres://postgres:postgres@127.0.0.1:5432/cards_sync',
+      databaseTimeoutMs: 30_000,
       redisUrl: 'redis://127.0.0.1:6379',
       api: undefined,
       syncConcurrency: 16,
@@ -137,6 +138,7 @@ describe('accepted values', () => {
   it('takes every variable as given, numbers trimmed and parsed', () => {
     const config = loadConfig({
       DATABASE_URL: 'postgresql://u:p@db.internal:6543/cards',
+      DATABASE_TIMEOUT_MS: '5000',
       REDIS_URL: 'rediss://cache.internal:6380',
       CARDS_API_BASE_URL: 'https://api.example.com/v2',
       CARDS_API_KEY: ` ${API_KEY} `,
@@ -157,6 +159,7 @@ describe('accepted values', () => {
     });
     expect(config).toEqual({
       databaseUrl: 'postgresql://u:p@db.internal:6543/cards',
+      databaseTimeoutMs: 5000,
       redisUrl: 'rediss://cache.internal:6380',
       api: {
         baseUrl: 'https://api.example.com/v2',
@@ -291,6 +294,13 @@ describe('malformed values stop the command with one line naming the variable', 
         'ratio',
       );
     }
+  });
+
+  it('DATABASE_TIMEOUT_MS takes whole milliseconds from 100 to an hour', () => {
+    expect(loadConfig({ DATABASE_TIMEOUT_MS: '100' }).databaseTimeoutMs).toBe(100);
+    expect(loadConfig({ DATABASE_TIMEOUT_MS: '3600000' }).databaseTimeoutMs).toBe(3_600_000);
+    for (const bad of ['0', '99', '3600001', '2.5', '-1', '30s'])
+      expectRefused({ DATABASE_TIMEOUT_MS: bad }, 'DATABASE_TIMEOUT_MS');
   });
 
   it('SYNC_RUNS_RETENTION_DAYS takes whole days', () => {

@@ -31,7 +31,7 @@ export async function cmdRefresh(config: Config, io: Io, opts: { stale?: string 
   const staleMs = opts.stale !== undefined ? parseDuration(opts.stale) : undefined;
   const redis = createRedis(config.redisUrl);
   const queue = createRefreshQueue(redis, config.queuePrefix);
-  const handle = createDb(config.databaseUrl, { max: 1 });
+  const handle = createDb(config.databaseUrl, { max: 1, timeoutMs: config.databaseTimeoutMs });
   try {
     await ensureRedis(redis, config.redisUrl);
     const staleBefore = staleMs !== undefined ? new Date(Date.now() - staleMs) : undefined;
@@ -70,7 +70,7 @@ export async function cmdRefresh(config: Config, io: Io, opts: { stale?: string 
 
 /** Continues a refresh run the breaker halted, if any; returns its id. */
 export async function continueHaltedRefresh(config: Config): Promise<number | undefined> {
-  const handle = createDb(config.databaseUrl, { max: 1 });
+  const handle = createDb(config.databaseUrl, { max: 1, timeoutMs: config.databaseTimeoutMs });
   const redis = createRedis(config.redisUrl);
   const queue = createRefreshQueue(redis, config.queuePrefix);
   try {

@@ -20,7 +20,11 @@ export async function startAdmin(
   const redis = createRedis(config.redisUrl, { blocking: true });
   const syncQueue = createSyncQueue(redis, { prefix: config.queuePrefix, attempts: config.syncAttempts });
   const refreshQueue = createRefreshQueue(redis, config.queuePrefix);
-  const handle = createDb(config.databaseUrl, { max: 4, applicationName: 'cards-sync admin' });
+  const handle = createDb(config.databaseUrl, {
+    max: 4,
+    applicationName: 'cards-sync admin',
+    timeoutMs: config.databaseTimeoutMs,
+  });
   const admin = createAdminApp({
     db: handle.db,
     redis,

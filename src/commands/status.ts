@@ -139,7 +139,7 @@ function formatStatus(
 export async function cmdStatus(config: Config, io: Io, opts: { json: boolean }): Promise<number> {
   const queue = await readQueueStatus(config);
   let data: (DataStatus & { lastRefresh: RefreshRun | null }) | { error: string };
-  const handle = createDb(config.databaseUrl, { max: 1 });
+  const handle = createDb(config.databaseUrl, { max: 1, timeoutMs: config.databaseTimeoutMs });
   try {
     data = { ...(await readDataStatus(handle.db)), lastRefresh: (await lastRefreshRun(handle.db)) ?? null };
   } catch (error) {

@@ -44,6 +44,7 @@ export async function cmdWorker(config: Config, io: Io, opts: WorkerCliOptions):
   const handle = createDb(config.databaseUrl, {
     max: Math.min(concurrency + 2, 50),
     applicationName: 'cards-sync worker',
+    timeoutMs: config.databaseTimeoutMs,
   });
   const api = createApiClient(apiConfig, { connections: concurrency });
   const refreshQueue = createRefreshQueue(redis, config.queuePrefix);

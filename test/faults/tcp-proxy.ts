@@ -1,7 +1,10 @@
 import { once } from 'node:events';
 import { connect, createServer, type Socket } from 'node:net';
 
-/** A TCP proxy on loopback that a test can cut: every open connection reset, new ones refused. */
+/**
+ * A TCP proxy on loopback that a test can cut (every open connection reset, new ones refused) or
+ * stall (open connections go silent, as behind a dropped NAT entry, while new ones work).
+ */
 export interface TcpProxy {
   port: number;
   /** Resets every open connection and refuses new ones until `restore()`. */
@@ -9,11 +12,16 @@ export interface TcpProxy {
   restore(): void;
   /** Connections reset by `cut()` so far. */
   resets: number;
+  /** Stops every open connection's traffic both ways, for good; new connections are not affected. */
+  stall(): void;
+  /** Connections stalled by `stall()` so far. */
+  stalls: number;
   close(): Promise<void>;
 }
 
 export async function startTcpProxy(targetHost: string, targetPort: number): Promise<TcpProxy> {
   const open = new Set<Socket>();
+  const pairs = new Map<Socket, { upstream: Socket; drop: () => void }>();
   let down = false;
   const proxy: TcpProxy = {
     port: 0,
@@ -28,6 +36,22 @@ export async function startTcpProxy(targetHost: string, targetPort: number): Pro
     },
     restore() {
       down = false;
+    },
+    stalls: 0,
+    stall() {
+      for (const [client, { upstream, drop }] of pairs) {
+        client.unpipe(upstream);
+        upstream.unpipe(client);
+        client.pause();
+        upstream.pause();
+        // Not even a close crosses a silent network: each side is left to find out by itself.
+        for (const s of [client, upstream])
+          s.off('close', drop)
+            .off('error', drop)
+            .on('error', () => {});
+        proxy.stalls++;
+      }
+      pairs.clear();
     },
     async close() {
       proxy.cut();
@@ -46,9 +70,11 @@ export async function startTcpProxy(targetHost: string, targetPort: number): Pro
     const drop = () => {
       open.delete(client);
       open.delete(upstream);
+      pairs.delete(client);
       client.destroy();
       upstream.destroy();
     };
+    pairs.set(client, { upstream, drop });
     client.on('error', drop).on('close', drop);
     upstream.on('error', drop).on('close', drop);
     client.pipe(upstream);
