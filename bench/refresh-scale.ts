@@ -40,7 +40,7 @@ async function main() {
   await admin.query(`drop database if exists "${dbName}" with (force)`);
   await admin.end();
   await runMigrations(databaseUrl);
-  const handle = createDb(databaseUrl, { max: 4 });
+  const handle = createDb(databaseUrl, { max: 4, timeoutMs: 0 });
   const seeded = Date.now();
   await handle.pool.query(
     `insert into subscribers (subscriber_id, last_success_at) select g, now() - interval '2 days' from generate_series(1, $1::int) g`,

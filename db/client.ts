@@ -30,11 +30,15 @@ export interface DbOptions {
   /** Name shown in `pg_stat_activity`. Default `cards-sync`. */
   applicationName?: string;
   /**
-   * A query with no answer within this long fails and its connection is dropped; Postgres ends a
-   * statement or an idle transaction past it (`DATABASE_TIMEOUT_MS`), ms. Default 30000.
+   * Postgres cancels a statement running this long and ends a transaction left idle this long; a
+   * query with no answer at all 5 s later fails and its connection is dropped
+   * (`DATABASE_TIMEOUT_MS`), ms. 0 = none. Default 30000.
    */
   timeoutMs?: number;
 }
+
+/** How much longer than the server's deadline the client waits before it calls a connection dead. */
+const CLIENT_GRACE_MS = 5000;
 
 /** What pg's `query_timeout` rejects with; the error has no code. */
 const QUERY_TIMEOUT_MESSAGE = 'Query read timeout';
@@ -83,17 +87,25 @@ export function createDb(databaseUrl: string, options: DbOptions = {}): DbHandle
     application_name: options.applicationName ?? 'cards-sync',
     connectionTimeoutMillis: 10_000,
     Client: DroppingClient,
-    query_timeout: timeoutMs,
-    // The server's side of the same deadline: a transaction whose client went silent holds its
-    // locks (a subscriber's advisory lock among them) only this long.
-    statement_timeout: timeoutMs,
-    idle_in_transaction_session_timeout: timeoutMs,
+    // Later than the server's own deadline below: a slow but live Postgres cancels the statement
+    // itself (57014, connection kept); only a silent one is left to this.
+    ...(timeoutMs > 0 ? { query_timeout: timeoutMs + CLIENT_GRACE_MS } : {}),
   });
   // An idle client losing its connection must not crash the process; the next query reconnects.
   pool.on('error', () => {});
-  // Nor may a checked-out one (pg removes the pool's listener while a client is lent out): the
-  // query in flight or the next one fails with the loss, and the pool discards the client on release.
-  pool.on('connect', (client) => client.on('error', () => {}));
+  pool.on('connect', (client) => {
+    // Nor may a checked-out one (pg removes the pool's listener while a client is lent out): the
+    // query in flight or the next one fails with the loss, and the pool discards the client.
+    client.on('error', () => {});
+    if (timeoutMs > 0) {
+      // Set per session, not as startup parameters (which PgBouncer refuses). Queued ahead of the
+      // first query of whoever gets this client. A transaction whose client went silent holds its
+      // locks (a subscriber's advisory lock among them) only this long.
+      client
+        .query(`set statement_timeout = ${timeoutMs}; set idle_in_transaction_session_timeout = ${timeoutMs}`)
+        .catch(() => {});
+    }
+  });
   return { db: drizzle(pool, { schema }), pool, close: () => pool.end() };
 }
 

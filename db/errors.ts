@@ -18,8 +18,10 @@ export const QUERY_TIMEOUT = 'QUERY_TIMEOUT';
 
 /**
  * Errors that mean "Postgres is not there right now", not "this write is wrong": connection
- * failures, and a query or transaction that ran out of `DATABASE_TIMEOUT_MS` (no answer, a
- * statement cancelled by `statement_timeout` 57014, an idle transaction ended 25P03).
+ * failures, a query that got no answer at all (not even the server's own cancellation at
+ * `DATABASE_TIMEOUT_MS`), and a session the server ended for idling in a transaction (25P03). A
+ * statement the server cancelled for running too long (57014) is not one of them: it is retried
+ * with the job's attempts, like any other failed write, so a write that is always too slow ends.
  */
 export function isConnectionError(code: string | undefined): boolean {
   if (code === undefined) return false;
@@ -35,7 +37,6 @@ export function isConnectionError(code: string | undefined): boolean {
       '57P02',
       '57P03',
       '53300',
-      '57014',
       '25P03',
       QUERY_TIMEOUT,
     ].includes(code) || code.startsWith('08')

@@ -2,6 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { sql } from 'drizzle-orm';
 import { afterAll, expect, it } from 'vitest';
 import { createDb } from '../db/client.js';
+import { isConnectionError, rootCause } from '../db/errors.js';
 import { startTcpProxy } from './faults/tcp-proxy.js';
 import { useTestDatabase } from './helpers.js';
 import { waitFor } from './queue-helpers.js';
@@ -32,38 +33,51 @@ it('a connection killed inside a Drizzle transaction fails that transaction and 
   expect(again.rows[0]!.one).toBe(1);
 });
 
-it('a query with no answer within the timeout fails, its connection is dropped and the transaction’s locks are freed', async () => {
+it('a query with no answer fails, its connection is dropped at once, and Postgres frees the abandoned transaction’s locks', async () => {
   const target = new URL(database.url);
   const proxy = await startTcpProxy(target.hostname, Number(target.port || 5432));
   const viaProxy = new URL(database.url);
   viaProxy.host = `127.0.0.1:${proxy.port}`;
-  const handle = createDb(viaProxy.toString(), { max: 2, timeoutMs: 500, applicationName: 'stall-test' });
+  // Postgres ends an idle transaction after 1 s; the client gives up on a silent query 5 s later.
+  const handle = createDb(viaProxy.toString(), { max: 2, timeoutMs: 1000, applicationName: 'stall-test' });
   handles.push(handle);
-  try {
-    const attempt = handle.db.transaction(async (tx) => {
-      await tx.execute(sql`select pg_advisory_xact_lock(4242)`);
-      // The network goes silent: no reset, no answer.
-      proxy.stall();
-      await tx.execute(sql`select 1`);
-    });
-    // Fails with the timeout; the rollback behind it does not wait for an answer either.
-    await expect(attempt).rejects.toThrow();
-    // Postgres ends the abandoned transaction, so the lock it held is free again.
-    await waitFor(
-      'the abandoned transaction to end',
-      async () => {
-        // Taken and let go within one statement of its own.
-        const r = await database.handle.pool.query<{ free: boolean }>(
-          'select pg_try_advisory_xact_lock(4242) as free',
-        );
-        return r.rows[0]!.free;
-      },
-      10_000,
+  const heldLocks = async () => {
+    const r = await database.handle.pool.query<{ n: number }>(
+      `select count(*)::int as n from pg_locks where locktype = 'advisory' and objid = 4242 and granted`,
     );
-    // The pool replaced the dropped client: the next query is answered.
+    return r.rows[0]!.n;
+  };
+  try {
+    const client = await handle.pool.connect();
+    await client.query('begin');
+    await client.query('select pg_advisory_xact_lock(4242)');
+    expect(await heldLocks()).toBe(1);
+    // The network goes silent: no reset, no answer.
+    proxy.stall();
+    await expect(client.query('select 1')).rejects.toThrow('Query read timeout');
+    // The client dropped its connection: the rollback fails at once instead of queueing behind a
+    // query that will never be answered (and timing out in its turn).
+    await expect(client.query('rollback')).rejects.toThrow(/terminated|not queryable|closed/i);
+    client.release(true);
+    // Postgres ended the transaction its silent client left open: the lock is free again.
+    await waitFor('the abandoned transaction to end', async () => (await heldLocks()) === 0, 10_000);
+    // The pool gives out a new client, and it is answered.
     const again = await handle.db.execute<{ one: number }>(sql`select 1 as one`);
     expect(again.rows[0]!.one).toBe(1);
   } finally {
     await proxy.close();
   }
+});
+
+it('a statement running past the timeout is cancelled by Postgres: an ordinary failure, not an outage', async () => {
+  const handle = createDb(database.url, { max: 1, timeoutMs: 1000 });
+  handles.push(handle);
+  const error = await handle.db.execute(sql`select pg_sleep(3)`).catch((e: unknown) => e);
+  const root = rootCause(error);
+  // Postgres' own cancellation (57014), before the client would have called the connection dead.
+  expect(root.code).toBe('57014');
+  // Not "Postgres is away": the job that ran it uses an attempt instead of holding every worker.
+  expect(isConnectionError(root.code)).toBe(false);
+  const again = await handle.db.execute<{ one: number }>(sql`select 1 as one`);
+  expect(again.rows[0]!.one).toBe(1);
 });

@@ -46,6 +46,13 @@ export async function cmdWorker(config: Config, io: Io, opts: WorkerCliOptions):
     applicationName: 'cards-sync worker',
     timeoutMs: config.databaseTimeoutMs,
   });
+  // The refresh job's statements cover a whole run (its closing counts read every sync of it):
+  // they may take far longer than a sync's, so they get a pool and a deadline of their own.
+  const refreshHandle = createDb(config.databaseUrl, {
+    max: 2,
+    applicationName: 'cards-sync refresh',
+    timeoutMs: config.databaseTimeoutMs * 10,
+  });
   const api = createApiClient(apiConfig, { connections: concurrency });
   const refreshQueue = createRefreshQueue(redis, config.queuePrefix);
 
@@ -59,7 +66,13 @@ export async function cmdWorker(config: Config, io: Io, opts: WorkerCliOptions):
       logger.info({ reason }, 'worker stopping: finishing in-flight jobs');
       await admin?.stop();
       const [finished] = await Promise.all([sync?.close(opts.shutdownTimeoutMs) ?? true, refresh?.close()]);
-      await Promise.allSettled([queue.close(), refreshQueue.close(), api.close(), handle.close()]);
+      await Promise.allSettled([
+        queue.close(),
+        refreshQueue.close(),
+        api.close(),
+        handle.close(),
+        refreshHandle.close(),
+      ]);
       redis.disconnect();
       logger.info(
         { finished },
@@ -86,7 +99,7 @@ export async function cmdWorker(config: Config, io: Io, opts: WorkerCliOptions):
     return stopped;
   }
   refresh = await startRefreshWorker(
-    { db: handle.db, logger, syncQueue: queue, redis },
+    { db: refreshHandle.db, logger, syncQueue: queue, redis },
     {
       redisUrl: config.redisUrl,
       prefix: config.queuePrefix,
