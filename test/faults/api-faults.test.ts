@@ -5,13 +5,15 @@ import { startScenario } from './scenario.js';
 
 // The API misbehaves throughout: one answer in ten is a 503, and a few in a hundred are late past
 // the deadline, cut off half-way through their body, trickle in a byte at a time, or are 429s
-// with Retry-After; and twice the API process dies (in-flight requests reset, new ones refused)
-// and comes back a moment later on the same port. Syncs fail transiently, retry, and end right.
+// with Retry-After; twice the API process dies (in-flight requests reset, new ones refused)
+// and comes back a moment later on the same port; and once it answers every request 503 for two
+// seconds. Syncs fail transiently, retry, and end right.
 
 const database = useTestDatabase();
 const cleanups = useCleanups();
 const SUBSCRIBERS = Number(process.env.FAULTS_SUBSCRIBERS ?? 20_000) / 4;
 const OUTAGES = 2;
+const STORM_MS = 2000;
 
 it('API faults: 5xx, late, truncated, trickling and 429 answers, and two outages: every subscriber ends right', async () => {
   const s = await startScenario({
@@ -31,6 +33,15 @@ it('API faults: 5xx, late, truncated, trickling and 429 answers, and two outages
     attempts: 10,
   });
   const workers = [s.startWorker('--concurrency', '16'), s.startWorker('--concurrency', '16')];
+  // A 5xx storm first: for two seconds the API answers every request 503 (a maintenance page, an
+  // overloaded upstream), then comes back.
+  await sleep(700);
+  expect((await s.queue.getJobCounts('waiting')).waiting).toBeGreaterThan(0);
+  s.api().process.kill('SIGKILL');
+  await s.restartApi(['--fail-rate', '1']);
+  await sleep(STORM_MS);
+  s.api().process.kill('SIGKILL');
+  await s.restartApi();
   let outages = 0;
   while (outages < OUTAGES) {
     await sleep(500 + Math.random() * 500);
@@ -55,7 +66,7 @@ it('API faults: 5xx, late, truncated, trickling and 429 answers, and two outages
 
   await s.finish(workers, {
     scenario: 'API faults',
-    faults: `503 10%, late 2%, truncated 2%, trickling 2%, 429 0.2%; ${outages} × API killed and restarted (${transient.rows[0]!.n} failed attempts: ${JSON.stringify(failures)})`,
-    faultCount: outages + transient.rows[0]!.n,
+    faults: `503 10%, late 2%, truncated 2%, trickling 2%, 429 0.2%; ${outages} × API killed and restarted; a 503 storm of ${STORM_MS / 1000} s (${transient.rows[0]!.n} failed attempts: ${JSON.stringify(failures)})`,
+    faultCount: outages + 1 + transient.rows[0]!.n,
   });
 });

@@ -41,8 +41,8 @@ export interface Scenario {
   /** stderr of every process that ended, for the secret search. */
   logs: string[];
   startWorker(...args: string[]): CliProcess;
-  /** Starts the mock API again on the same port (after a kill). */
-  restartApi(): Promise<void>;
+  /** Starts the mock API again on the same port (after a kill), with other flags if given. */
+  restartApi(apiArgs?: string[]): Promise<void>;
   api: () => CliProcess;
   /** Waits until nothing is waiting, delayed or active; fails at once if one of `workers` exits. */
   drained(timeoutMs?: number, workers?: CliProcess[]): Promise<void>;
@@ -72,9 +72,9 @@ export async function startScenario(o: ScenarioOptions): Promise<Scenario> {
   const logs: string[] = [];
   let port = o.apiPort ?? 0;
   let api: CliProcess | undefined;
-  const startApi = async () => {
+  const startApi = async (apiArgs = o.apiArgs ?? []) => {
     api = killOnCleanup(
-      startCli(['mock-api', '--port', String(port), '--api-key', API_KEY, ...(o.apiArgs ?? [])], {}),
+      startCli(['mock-api', '--port', String(port), '--api-key', API_KEY, ...apiArgs], {}),
       o.cleanups,
     );
     const started = api;
@@ -125,9 +125,9 @@ export async function startScenario(o: ScenarioOptions): Promise<Scenario> {
       void p.done.then((run) => logs.push(run.stderr));
       return p;
     },
-    restartApi: async () => {
+    restartApi: async (apiArgs) => {
       logs.push((await apiProcess().done).stderr);
-      await startApi();
+      await startApi(apiArgs);
     },
     drained: async (timeoutMs = 240_000, workers: CliProcess[] = []) => {
       await waitFor(
