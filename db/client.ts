@@ -90,22 +90,24 @@ export function createDb(databaseUrl: string, options: DbOptions = {}): DbHandle
     // Later than the server's own deadline below: a slow but live Postgres cancels the statement
     // itself (57014, connection kept); only a silent one is left to this.
     ...(timeoutMs > 0 ? { query_timeout: timeoutMs + CLIENT_GRACE_MS } : {}),
+    // Set per session once connected, before the pool hands the client out (as startup parameters
+    // PgBouncer would refuse them). A transaction whose client went silent holds its locks (a
+    // subscriber's advisory lock among them) only this long.
+    ...(timeoutMs > 0
+      ? {
+          onConnect: async (client: pg.ClientBase) => {
+            await client.query(
+              `set statement_timeout = ${timeoutMs}; set idle_in_transaction_session_timeout = ${timeoutMs}`,
+            );
+          },
+        }
+      : {}),
   });
   // An idle client losing its connection must not crash the process; the next query reconnects.
   pool.on('error', () => {});
-  pool.on('connect', (client) => {
-    // Nor may a checked-out one (pg removes the pool's listener while a client is lent out): the
-    // query in flight or the next one fails with the loss, and the pool discards the client.
-    client.on('error', () => {});
-    if (timeoutMs > 0) {
-      // Set per session, not as startup parameters (which PgBouncer refuses). Queued ahead of the
-      // first query of whoever gets this client. A transaction whose client went silent holds its
-      // locks (a subscriber's advisory lock among them) only this long.
-      client
-        .query(`set statement_timeout = ${timeoutMs}; set idle_in_transaction_session_timeout = ${timeoutMs}`)
-        .catch(() => {});
-    }
-  });
+  // Nor may a checked-out one (pg removes the pool's listener while a client is lent out): the
+  // query in flight or the next one fails with the loss, and the pool discards the client.
+  pool.on('connect', (client) => client.on('error', () => {}));
   return { db: drizzle(pool, { schema }), pool, close: () => pool.end() };
 }
 

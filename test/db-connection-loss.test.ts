@@ -3,7 +3,7 @@ import { sql } from 'drizzle-orm';
 import { afterAll, expect, it } from 'vitest';
 import { createDb } from '../db/client.js';
 import { isConnectionError, rootCause } from '../db/errors.js';
-import { startTcpProxy } from './faults/tcp-proxy.js';
+import { proxyDatabase } from './faults/tcp-proxy.js';
 import { useTestDatabase } from './helpers.js';
 import { waitFor } from './queue-helpers.js';
 
@@ -34,12 +34,9 @@ it('a connection killed inside a Drizzle transaction fails that transaction and 
 });
 
 it('a query with no answer fails, its connection is dropped at once, and Postgres frees the abandoned transaction’s locks', async () => {
-  const target = new URL(database.url);
-  const proxy = await startTcpProxy(target.hostname, Number(target.port || 5432));
-  const viaProxy = new URL(database.url);
-  viaProxy.host = `127.0.0.1:${proxy.port}`;
+  const { proxy, url: viaProxy } = await proxyDatabase(database.url);
   // Postgres ends an idle transaction after 1 s; the client gives up on a silent query 5 s later.
-  const handle = createDb(viaProxy.toString(), { max: 2, timeoutMs: 1000, applicationName: 'stall-test' });
+  const handle = createDb(viaProxy, { max: 2, timeoutMs: 1000, applicationName: 'stall-test' });
   handles.push(handle);
   const heldLocks = async () => {
     const r = await database.handle.pool.query<{ n: number }>(

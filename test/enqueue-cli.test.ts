@@ -304,17 +304,23 @@ describe('streaming', () => {
       if (p.process.exitCode === null && p.process.signalCode === null) p.process.kill('SIGKILL');
       await p.done;
     });
-    for (let i = 0; i < 26; i++) {
-      p.process.stdin!.write(`${2_000_000 + i}\n`);
+    const progress = /^enqueue: \d+ lines read, \d+ enqueued, \d+ already queued, \d+ rejected$/m;
+    // A line every 100 ms until a progress line shows (the CLI may take a while to start on a busy
+    // machine, and lines buffered meanwhile are read in one go), for 15 s at most.
+    let written = 0;
+    const until = Date.now() + 15_000;
+    while ((written < 26 || !progress.test(p.stderr())) && Date.now() < until) {
+      p.process.stdin!.write(`${2_000_000 + written}\n`);
+      written++;
       await sleep(100);
     }
     p.process.stdin!.end('oops\n');
     const run = await p.done;
     expect(run.code).toBe(1);
-    expect(run.stdout.trim()).toBe('enqueued 26, already queued 0, rejected 1');
-    expect(run.stderr).toMatch(/^enqueue: \d+ lines read, \d+ enqueued, \d+ already queued, \d+ rejected$/m);
+    expect(run.stdout.trim()).toBe(`enqueued ${written}, already queued 0, rejected 1`);
+    expect(run.stderr).toMatch(progress);
     expect(run.stderr).not.toContain('\u001b');
-    expect(rejects(run).map((r) => r.line)).toEqual([27]);
+    expect(rejects(run).map((r) => r.line)).toEqual([written + 1]);
   });
 
   it('a 1,000,000-line file checked with --strict stays small in memory', async () => {

@@ -3,7 +3,7 @@ import { expect, it } from 'vitest';
 import { useCleanups, useTestDatabase } from '../helpers.js';
 import { waitFor } from '../queue-helpers.js';
 import { startScenario } from './scenario.js';
-import { startTcpProxy } from './tcp-proxy.js';
+import { proxyDatabase } from './tcp-proxy.js';
 
 // The workers reach Postgres through a proxy that the test cuts twice: every connection reset
 // (transactions in flight among them), new ones refused for two seconds. Syncs fail transiently,
@@ -15,11 +15,8 @@ const SUBSCRIBERS = Number(process.env.FAULTS_SUBSCRIBERS ?? 20_000) / 4;
 const CUTS = 2;
 
 it('Postgres connection loss: cut connections, refused reconnects; every subscriber ends right', async () => {
-  const target = new URL(database.url);
-  const proxy = await startTcpProxy(target.hostname, Number(target.port || 5432));
+  const { proxy, url: viaProxy } = await proxyDatabase(database.url);
   cleanups.push(() => proxy.close());
-  const viaProxy = new URL(database.url);
-  viaProxy.host = `127.0.0.1:${proxy.port}`;
 
   const s = await startScenario({
     db: database,
@@ -27,7 +24,7 @@ it('Postgres connection loss: cut connections, refused reconnects; every subscri
     subscribers: SUBSCRIBERS,
     firstId: 7_000_000,
     apiArgs: ['--latency-ms', '5'],
-    env: { DATABASE_URL: viaProxy.toString() },
+    env: { DATABASE_URL: viaProxy },
   });
   const workers = [s.startWorker('--concurrency', '16'), s.startWorker('--concurrency', '16')];
   // Cut only once both are at work (a worker that cannot reach Postgres at start exits at once).

@@ -3,7 +3,7 @@ import { expect, it } from 'vitest';
 import { useCleanups, useTestDatabase } from '../helpers.js';
 import { waitFor } from '../queue-helpers.js';
 import { startScenario } from './scenario.js';
-import { startTcpProxy } from './tcp-proxy.js';
+import { proxyDatabase } from './tcp-proxy.js';
 
 // The workers reach Postgres through a proxy that, twice, silences every open connection for good
 // (no reset, no answer: a dropped NAT entry, a frozen host) while new connections work. A query on
@@ -16,11 +16,8 @@ const SUBSCRIBERS = Number(process.env.FAULTS_SUBSCRIBERS ?? 20_000) / 4;
 const STALLS = 2;
 
 it('Postgres stall: silent connections are given up and replaced; every subscriber ends right', async () => {
-  const target = new URL(database.url);
-  const proxy = await startTcpProxy(target.hostname, Number(target.port || 5432));
+  const { proxy, url: viaProxy } = await proxyDatabase(database.url);
   cleanups.push(() => proxy.close());
-  const viaProxy = new URL(database.url);
-  viaProxy.host = `127.0.0.1:${proxy.port}`;
 
   const s = await startScenario({
     db: database,
@@ -28,7 +25,7 @@ it('Postgres stall: silent connections are given up and replaced; every subscrib
     subscribers: SUBSCRIBERS,
     firstId: 9_000_000,
     apiArgs: ['--latency-ms', '5'],
-    env: { DATABASE_URL: viaProxy.toString(), DATABASE_TIMEOUT_MS: '2000' },
+    env: { DATABASE_URL: viaProxy, DATABASE_TIMEOUT_MS: '2000' },
   });
   const workers = [s.startWorker('--concurrency', '16'), s.startWorker('--concurrency', '16')];
   await waitFor(

@@ -85,3 +85,12 @@ export async function startTcpProxy(targetHost: string, targetPort: number): Pro
   proxy.port = (server.address() as { port: number }).port;
   return proxy;
 }
+
+/** A proxy in front of the Postgres of `databaseUrl`, and the same URL through it. */
+export async function proxyDatabase(databaseUrl: string): Promise<{ proxy: TcpProxy; url: string }> {
+  const target = new URL(databaseUrl);
+  const proxy = await startTcpProxy(target.hostname, Number(target.port || 5432));
+  const url = new URL(databaseUrl);
+  url.host = `127.0.0.1:${proxy.port}`;
+  return { proxy, url: url.toString() };
+}
