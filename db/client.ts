@@ -53,7 +53,8 @@ export function isQueryTimeout(error: unknown): boolean {
  * the query active, so every later query on that client (a transaction's rollback first) would
  * queue behind an answer that may never come (a silent network, a frozen host), and a client
  * handed back to the pool would stay stuck. Without its connection the client fails at once and
- * the pool replaces it.
+ * the pool replaces it. (A query still queued behind another on the same client would take that
+ * one down with it; cards-sync never queues queries on one client.)
  */
 class DroppingClient extends pg.Client {}
 const plainQuery = pg.Client.prototype.query as (this: pg.Client, ...args: unknown[]) => unknown;

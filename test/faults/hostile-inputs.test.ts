@@ -231,6 +231,13 @@ const cases: Case[] = [
   },
   {
     edge: 'env',
+    name: 'DATABASE_TIMEOUT_MS=30s',
+    run: () => cli(['worker', '--exit-when-idle'], { DATABASE_TIMEOUT_MS: '30s' }),
+    code: 2,
+    message: /DATABASE_TIMEOUT_MS/,
+  },
+  {
+    edge: 'env',
     name: 'CARDS_API_KEY and CARDS_API_KEY_FILE both set',
     run: () => cli(['sync', '--id', '1'], { CARDS_API_KEY_FILE: '/etc/hostname' }),
     code: 2,
