@@ -1,5 +1,6 @@
 import { drizzle, type NodePgDatabase } from 'drizzle-orm/node-postgres';
 import pg from 'pg';
+import { QUERY_TIMEOUT, rootCause } from './errors.js';
 import * as schema from './schema.js';
 
 /** The Drizzle handle; `$client` is its pool, for the write path's own connection handling. */
@@ -40,14 +41,6 @@ export interface DbOptions {
 /** How much longer than the server's deadline the client waits before it calls a connection dead. */
 const CLIENT_GRACE_MS = 5000;
 
-/** What pg's `query_timeout` rejects with; the error has no code. */
-const QUERY_TIMEOUT_MESSAGE = 'Query read timeout';
-
-/** True for pg's client-side query timeout. */
-export function isQueryTimeout(error: unknown): boolean {
-  return (error as { message?: unknown } | undefined)?.message === QUERY_TIMEOUT_MESSAGE;
-}
-
 /**
  * A pg client that drops its connection when a query times out. pg fails the caller but leaves
  * the query active, so every later query on that client (a transaction's rollback first) would
@@ -62,7 +55,7 @@ DroppingClient.prototype.query = function (this: pg.Client, ...args: unknown[]) 
   const result = plainQuery.apply(this, args);
   if (result instanceof Promise) {
     result.catch((error: unknown) => {
-      if (isQueryTimeout(error)) this.connection.stream.destroy();
+      if (rootCause(error).code === QUERY_TIMEOUT) this.connection.stream.destroy();
     });
   }
   return result;

@@ -7,7 +7,8 @@ export function rootCause(error: unknown): { code?: string; message: string } {
   let e = error as { code?: unknown; cause?: unknown; message?: unknown } | undefined;
   for (let i = 0; i < 8 && e && typeof e.code !== 'string' && e.cause; i++) e = e.cause as typeof e;
   const message = typeof e?.message === 'string' ? e.message : String(e);
-  // pg's own query timeout carries no code: it is named here so that callers can branch on it.
+  // pg's own query timeout (`query_timeout`) carries no code: it is named here so that callers can
+  // branch on it.
   const code =
     typeof e?.code === 'string' ? e.code : message === 'Query read timeout' ? QUERY_TIMEOUT : undefined;
   return { ...(code !== undefined ? { code } : {}), message };
