@@ -13,7 +13,7 @@ const CARD_COLUMNS = `id, subscriber_id, card_token, bin_number, card_family, ca
   company_id, create_date, removed_at`;
 
 /** A `saved_cards` row as pg hands it over (int8 parsed to numbers by createDb). */
-interface CardRow {
+export interface CardRow {
   id: number;
   subscriber_id: number;
   card_token: string;

@@ -1,5 +1,6 @@
 import { expect, inject } from 'vitest';
 import type { DbHandle } from '../../db/client.js';
+import type { CardRow } from '../../db/ops/batch-read.js';
 import { enqueueSyncs } from '../../jobs/queue.js';
 import { queueIsIdle } from '../../jobs/worker.js';
 import type { SavedCard } from '../../src/api/schema.js';
@@ -144,18 +145,10 @@ export async function startScenario(o: ScenarioOptions): Promise<Scenario> {
     },
     check: async () => {
       const pool = o.db.handle.pool;
-      const rows = await pool.query<{
-        id: number;
-        subscriber_id: number;
-        card_token: string;
-        bin_number: string;
-        card_family: string;
-        card_bank_code: number;
-        card_bank_name: string;
-        company_id: number;
-        create_date: Date;
-        removed_at: Date | null;
-      }>('select * from saved_cards where subscriber_id between $1 and $2 order by id', [first, last]);
+      const rows = await pool.query<CardRow>(
+        'select * from saved_cards where subscriber_id between $1 and $2 order by id',
+        [first, last],
+      );
       const stored = new Map<number, typeof rows.rows>();
       for (const r of rows.rows) {
         const list = stored.get(r.subscriber_id) ?? [];
