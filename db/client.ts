@@ -46,8 +46,9 @@ const CLIENT_GRACE_MS = 5000;
  * the query active, so every later query on that client (a transaction's rollback first) would
  * queue behind an answer that may never come (a silent network, a frozen host), and a client
  * handed back to the pool would stay stuck. Without its connection the client fails at once and
- * the pool replaces it. (A query still queued behind another on the same client would take that
- * one down with it; cards-sync never queues queries on one client.)
+ * the pool replaces it. (Queries pipelined behind it on the same client fail with it. A commit
+ * already sent may still be carried out by a server that was only slow, as with any commit whose
+ * answer is lost; a retried sync then finds its cards stored and changes nothing.)
  */
 class DroppingClient extends pg.Client {}
 const plainQuery = pg.Client.prototype.query as (this: pg.Client, ...args: unknown[]) => unknown;
@@ -81,6 +82,10 @@ export function createDb(databaseUrl: string, options: DbOptions = {}): DbHandle
     application_name: options.applicationName ?? 'cards-sync',
     connectionTimeoutMillis: 10_000,
     Client: DroppingClient,
+    // Queries issued together on one client go out together (node-postgres pipelining): the write
+    // path sends its write and its commit in one round trip. Code that awaits each query in turn
+    // behaves as without it.
+    pipeline: true,
     // Later than the server's own deadline below: a slow but live Postgres cancels the statement
     // itself (57014, connection kept); only a silent one is left to this.
     ...(timeoutMs > 0 ? { query_timeout: timeoutMs + CLIENT_GRACE_MS } : {}),

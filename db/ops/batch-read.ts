@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import type { StoredCard } from '../../src/sync/reconcile.js';
 
-// The first of the write path's three round trips (see batch-write.ts): begin, lock, read.
+// The first of the write path's two round trips (see batch-write.ts): begin, lock, read.
 
 /** A stored card and the subscriber it is expected to belong to. */
 export interface CardOwner {

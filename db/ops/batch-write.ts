@@ -3,10 +3,12 @@ import type { SavedCard } from '../../src/api/schema.js';
 import type { ChangeKind, SyncStatus, SyncTrigger } from '../schema.js';
 import type { CardOwner } from './batch-read.js';
 
-// The write path of every sync, as three round trips per batch of answers: (1) begin, lock, read
-// (batch-read.ts); (2) one statement that writes everything; (3) commit. Each round trip costs a
-// turn of a busy worker's event loop, so their number, not the rows, sets a sync's latency (the
-// benchmark's profile: ten statements a batch took ~1 ms each, whatever they did).
+// The write path of every sync, as two round trips per batch of answers: (1) begin, lock, read
+// (batch-read.ts); (2) one statement that writes everything, pipelined with the few that may follow
+// it and the commit (apply-cards.ts). Each round trip costs a turn of a busy worker's event loop,
+// so their number, not the rows, sets a sync's latency (the benchmark's profile: ten statements a
+// batch took ~1 ms each, whatever they did). The functions here send their queries before they
+// first wait, so that queries issued one after another share the round trip.
 
 /** One `sync_runs` row of the batch (counts as planned; `removed` is counted by the write). */
 export interface RunRow {
@@ -214,20 +216,35 @@ export async function learnEmails(
 ): Promise<void> {
   if (owners.length === 0) return;
   const values = [owners.map((o) => o.email), owners.map((o) => o.subscriberId)];
-  await client.query({
-    name: 'cards-sync-forget-emails',
-    text: `update subscribers s set email = null
-      from unnest($1::text[], $2::bigint[]) as owner(email, subscriber_id)
-      where lower(s.email) = lower(owner.email) and s.subscriber_id <> owner.subscriber_id`,
-    values,
-  });
-  await client.query({
-    name: 'cards-sync-learn-emails',
-    text: `update subscribers s set email = owner.email
-      from unnest($1::text[], $2::bigint[]) as owner(email, subscriber_id)
-      where s.subscriber_id = owner.subscriber_id and s.email is distinct from owner.email`,
-    values,
-  });
+  await allInOrder([
+    client.query({
+      name: 'cards-sync-forget-emails',
+      text: `update subscribers s set email = null
+        from unnest($1::text[], $2::bigint[]) as owner(email, subscriber_id)
+        where lower(s.email) = lower(owner.email) and s.subscriber_id <> owner.subscriber_id`,
+      values,
+    }),
+    client.query({
+      name: 'cards-sync-learn-emails',
+      text: `update subscribers s set email = owner.email
+        from unnest($1::text[], $2::bigint[]) as owner(email, subscriber_id)
+        where s.subscriber_id = owner.subscriber_id and s.email is distinct from owner.email`,
+      values,
+    }),
+  ]);
+}
+
+/**
+ * Waits for queries pipelined on one client and returns their results. When one fails, the error
+ * thrown is the first in sending order: the ones behind it failed only because it aborted the
+ * transaction. Every promise is waited for, so none is left to reject unhandled.
+ */
+export async function allInOrder<T extends readonly unknown[]>(
+  pending: readonly [...{ [K in keyof T]: Promise<T[K]> }],
+): Promise<T> {
+  const settled = await Promise.allSettled(pending);
+  for (const s of settled) if (s.status === 'rejected') throw s.reason;
+  return settled.map((s) => (s as PromiseFulfilledResult<unknown>).value) as unknown as T;
 }
 
 /** Recounts the active cards of subscribers whose card moved to another subscriber. */

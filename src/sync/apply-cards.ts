@@ -1,6 +1,7 @@
 import type { Db } from '../../db/client.js';
 import { beginLockAndRead, type CardOwner, lockAndReread } from '../../db/ops/batch-read.js';
 import {
+  allInOrder,
   type KnownChange,
   learnEmails,
   type RunRow,
@@ -135,7 +136,7 @@ function runRow(p: Planned): RunRow {
 
 /**
  * Writes several answers in one transaction, under the advisory locks of all their subscribers,
- * in three round trips (see `db/ops/batch-write.ts`): upserts cards (an identical row keeps
+ * in two round trips (see `db/ops/batch-write.ts`): upserts cards (an identical row keeps
  * everything but `last_seen_at`), soft-deletes and restores, writes history, one `sync_runs` row
  * per answer and the `subscribers` rows. The answers must name distinct subscribers, e-mails and
  * card ids (the group committer makes sure of it). An answer fetched before an answer already
@@ -184,36 +185,41 @@ export async function applyCardsBatch(db: Db, items: readonly CardsToApply[]): P
         .map((id) => ({ id, subscriberId: p.item.subscriberId! })),
     );
 
-    const { runIds, removed } = await writeBatch(client, {
-      now,
-      upserts: writing.flatMap((p) => [...p.plan!.inserts, ...p.plan!.updates.map((u) => u.card)]),
-      touched: writing.flatMap((p) => p.plan!.unchangedIds),
-      removals,
-      runs: planned.map(runRow),
-      changes: planned.flatMap((p, i) => (p.plan === null ? [] : knownChanges(p, i))),
-      // After the sync the subscriber's active cards are exactly the ones the answer lists.
-      successes: writing.map((p) => ({
-        subscriberId: p.item.subscriberId!,
-        activeCards: p.item.cards.length,
-      })),
-    });
-    // After the cards, as a sync always did: taking an e-mail from its old owner locks that
-    // owner's row, and doing it first would lock in another order than a sync of that owner.
-    await learnEmails(
-      client,
-      writing.flatMap((p) =>
-        p.item.email !== undefined ? [{ email: p.item.email, subscriberId: p.item.subscriberId! }] : [],
-      ),
-    );
-    await recountActiveCards(
-      client,
-      writing.flatMap((p) =>
-        p.plan!.updates.flatMap((u) =>
-          u.previousSubscriberId !== undefined ? [u.previousSubscriberId] : [],
+    // One round trip: the write, the e-mails, the recount and the commit are sent together. If one
+    // fails, the ones behind it fail or (the commit) roll back, and the first error is thrown.
+    const [{ runIds, removed }, , , committed] = await allInOrder([
+      writeBatch(client, {
+        now,
+        upserts: writing.flatMap((p) => [...p.plan!.inserts, ...p.plan!.updates.map((u) => u.card)]),
+        touched: writing.flatMap((p) => p.plan!.unchangedIds),
+        removals,
+        runs: planned.map(runRow),
+        changes: planned.flatMap((p, i) => (p.plan === null ? [] : knownChanges(p, i))),
+        // After the sync the subscriber's active cards are exactly the ones the answer lists.
+        successes: writing.map((p) => ({
+          subscriberId: p.item.subscriberId!,
+          activeCards: p.item.cards.length,
+        })),
+      }),
+      // After the cards, as a sync always did: taking an e-mail from its old owner locks that
+      // owner's row, and doing it first would lock in another order than a sync of that owner.
+      learnEmails(
+        client,
+        writing.flatMap((p) =>
+          p.item.email !== undefined ? [{ email: p.item.email, subscriberId: p.item.subscriberId! }] : [],
         ),
       ),
-    );
-    await client.query('commit');
+      recountActiveCards(
+        client,
+        writing.flatMap((p) =>
+          p.plan!.updates.flatMap((u) =>
+            u.previousSubscriberId !== undefined ? [u.previousSubscriberId] : [],
+          ),
+        ),
+      ),
+      client.query('commit'),
+    ]);
+    if (committed.command !== 'COMMIT') throw new Error('the batch transaction was rolled back, not committed');
 
     // Count only what was really marked: a card may have moved to another subscriber meanwhile.
     const removedBy = new Map<number, number>();
