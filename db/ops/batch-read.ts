@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import type { StoredCard } from '../../src/sync/reconcile.js';
+import { allInOrder } from './pipeline.js';
 
 // The first of the write path's two round trips (see batch-write.ts): begin, lock, read.
 
@@ -41,14 +42,6 @@ function storedCard(r: CardRow): StoredCard {
   };
 }
 
-/** Integers only ever reach SQL text through here. */
-function integerList(values: readonly number[]): string {
-  for (const v of values) {
-    if (!Number.isSafeInteger(v)) throw new TypeError('an id for SQL text is not a safe integer');
-  }
-  return `'{${values.join(',')}}'`;
-}
-
 export interface BatchRead {
   /** When each subscriber's newest applied answer was fetched (absent: none yet). */
   newest: Map<number, Date>;
@@ -57,12 +50,12 @@ export interface BatchRead {
 }
 
 /**
- * Begins a transaction, takes the advisory lock of every key and reads what reconciling needs,
- * in one round trip (a simple-protocol query of several statements). The locks come first and
- * alone in their statement, so the reads' snapshot is taken after they are held. Keys are locked
- * in one order (their 64-bit hashes, ascending), so two batches with overlapping keys wait for
- * each other instead of deadlocking. Only integers and escaped lock keys are put in the text, never
- * a card value.
+ * Begins a transaction, takes the advisory lock of every key and reads what reconciling needs, in
+ * one round trip: four queries pipelined on the client, the last three prepared once per
+ * connection. The locks are taken by a statement of their own, before the reads, so the reads'
+ * snapshots are taken after the locks are held. Keys are locked in one order (their 64-bit
+ * hashes, ascending), so two batches with overlapping keys wait for each other instead of
+ * deadlocking.
  */
 export async function beginLockAndRead(
   client: pg.PoolClient,
@@ -70,30 +63,38 @@ export async function beginLockAndRead(
   subscriberIds: readonly number[],
   cardIds: readonly number[],
 ): Promise<BatchRead> {
-  const keys = lockKeys.map((k) => client.escapeLiteral(`cards-sync:subscriber:${k}`)).join(',');
-  const subs = integerList(subscriberIds);
-  const ids = integerList(cardIds);
-  const results = (await client.query(`
-    begin;
-    select count(pg_advisory_xact_lock(h)) from (
-      select distinct hashtextextended(k, 0) as h from unnest(array[${keys}]::text[]) k order by 1
-    ) ordered;
-    select s.id as subscriber_id, newest.started_at
-      from unnest(${subs}::bigint[]) s(id)
-      cross join lateral (
-        -- Newest first down the (subscriber_id, started_at) index: one or two rows read, however
-        -- many runs the subscriber has had.
-        select started_at from sync_runs
-          where subscriber_id = s.id and status = 'succeeded'
-          order by started_at desc limit 1
-      ) newest;
-    select ${CARD_COLUMNS}
-      from saved_cards
-      where subscriber_id = any(${subs}::bigint[]) or id = any(${ids}::bigint[]);
-  `)) as unknown as pg.QueryResult[];
+  const subs = [...subscriberIds];
+  const [, , newestRows, cardRows] = await allInOrder([
+    client.query('begin'),
+    client.query({
+      name: 'cards-sync-lock',
+      text: `select count(pg_advisory_xact_lock(h)) from (
+          select distinct hashtextextended(k, 0) as h from unnest($1::text[]) k order by 1
+        ) ordered`,
+      values: [lockKeys.map((k) => `cards-sync:subscriber:${k}`)],
+    }),
+    client.query<{ subscriber_id: number; started_at: Date }>({
+      name: 'cards-sync-read-newest',
+      // Newest first down the (subscriber_id, started_at) index: one or two rows read, however
+      // many runs the subscriber has had.
+      text: `select s.id as subscriber_id, newest.started_at
+        from unnest($1::bigint[]) s(id)
+        cross join lateral (
+          select started_at from sync_runs
+            where subscriber_id = s.id and status = 'succeeded'
+            order by started_at desc limit 1
+        ) newest`,
+      values: [subs],
+    }),
+    client.query<CardRow>({
+      name: 'cards-sync-read-cards',
+      text: `select ${CARD_COLUMNS} from saved_cards where subscriber_id = any($1::bigint[]) or id = any($2::bigint[])`,
+      values: [subs, [...cardIds]],
+    }),
+  ]);
   const newest = new Map<number, Date>();
-  for (const r of results[2]!.rows) newest.set(r.subscriber_id, r.started_at);
-  return { newest, stored: results[3]!.rows.map(storedCard) };
+  for (const r of newestRows.rows) newest.set(r.subscriber_id, r.started_at);
+  return { newest, stored: cardRows.rows.map(storedCard) };
 }
 
 /**

@@ -2,6 +2,7 @@ import type pg from 'pg';
 import type { SavedCard } from '../../src/api/schema.js';
 import type { ChangeKind, SyncStatus, SyncTrigger } from '../schema.js';
 import type { CardOwner } from './batch-read.js';
+import { allInOrder } from './pipeline.js';
 
 // The write path of every sync, as two round trips per batch of answers: (1) begin, lock, read
 // (batch-read.ts); (2) one statement that writes everything, pipelined with the few that may follow
@@ -232,19 +233,6 @@ export async function learnEmails(
       values,
     }),
   ]);
-}
-
-/**
- * Waits for queries pipelined on one client and returns their results. When one fails, the error
- * thrown is the first in sending order: the ones behind it failed only because it aborted the
- * transaction. Every promise is waited for, so none is left to reject unhandled.
- */
-export async function allInOrder<T extends readonly unknown[]>(
-  pending: readonly [...{ [K in keyof T]: Promise<T[K]> }],
-): Promise<T> {
-  const settled = await Promise.allSettled(pending);
-  for (const s of settled) if (s.status === 'rejected') throw s.reason;
-  return settled.map((s) => (s as PromiseFulfilledResult<unknown>).value) as unknown as T;
 }
 
 /** Recounts the active cards of subscribers whose card moved to another subscriber. */

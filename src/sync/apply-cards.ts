@@ -1,13 +1,13 @@
 import type { Db } from '../../db/client.js';
 import { beginLockAndRead, type CardOwner, lockAndReread } from '../../db/ops/batch-read.js';
 import {
-  allInOrder,
   type KnownChange,
   learnEmails,
   type RunRow,
   recountActiveCards,
   writeBatch,
 } from '../../db/ops/batch-write.js';
+import { allInOrder } from '../../db/ops/pipeline.js';
 import type { SyncStatus, SyncTrigger } from '../../db/schema.js';
 import type { SavedCard } from '../api/schema.js';
 import { emptyCounts, type ReconcilePlan, reconcile, type StoredCard, type SyncCounts } from './reconcile.js';
@@ -219,7 +219,8 @@ export async function applyCardsBatch(db: Db, items: readonly CardsToApply[]): P
       ),
       client.query('commit'),
     ]);
-    if (committed.command !== 'COMMIT') throw new Error('the batch transaction was rolled back, not committed');
+    if (committed.command !== 'COMMIT')
+      throw new Error('the batch transaction was rolled back, not committed');
 
     // Count only what was really marked: a card may have moved to another subscriber meanwhile.
     const removedBy = new Map<number, number>();
