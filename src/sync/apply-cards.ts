@@ -118,8 +118,13 @@ function knownChanges(p: Planned, run: number): KnownChange[] {
 
 function runRow(p: Planned): RunRow {
   const counts = p.plan?.counts ?? { ...emptyCounts(), cardsSeen: p.item.cards.length };
+  const run = p.item.run;
   return {
-    ...p.item.run,
+    email: run.email,
+    trigger: run.trigger,
+    jobId: run.jobId,
+    refreshRunId: run.refreshRunId,
+    startedAt: run.startedAt,
     subscriberId: p.item.subscriberId,
     status: p.superseded ? 'superseded' : 'succeeded',
     cardsSeen: p.item.subscriberId === null ? 0 : counts.cardsSeen,
