@@ -149,6 +149,47 @@ describe('group commit', () => {
     }
   });
 
+  it('a refused write reports its own error, not that of the statements pipelined behind it, and leaves nothing', async () => {
+    await database.handle.pool.query(`
+      create function refuse_subscriber_2676() returns trigger language plpgsql as $$
+      begin
+        if new.subscriber_id = 2676 then raise exception 'refused by the test trigger'; end if;
+        return new;
+      end $$;
+      create trigger refuse_2676 before insert on saved_cards
+        for each row execute function refuse_subscriber_2676();`);
+    try {
+      // By e-mail: the e-mail statements and the commit are sent behind the write that fails.
+      const email = 'pipelined-2676@example.test';
+      await expect(
+        applyCardsBatch(database.handle.db, [
+          answer(2676, [makeCard(2676)], {
+            email,
+            run: { email, trigger: 'manual', jobId: 'job-2676', refreshRunId: null, startedAt: new Date() },
+          }),
+        ]),
+      ).rejects.toThrow(/refused by the test trigger/);
+      expect(await cardsOf([2676])).toEqual([]);
+      const runs = await database.handle.db.select().from(syncRuns).where(eq(syncRuns.subscriberId, 2676));
+      expect(runs).toEqual([]);
+      const known = await database.handle.db
+        .select()
+        .from(subscribers)
+        .where(eq(subscribers.subscriberId, 2676));
+      expect(known).toEqual([]);
+    } finally {
+      await database.handle.pool.query(
+        'drop trigger refuse_2676 on saved_cards; drop function refuse_subscriber_2676()',
+      );
+    }
+    // Every connection the pool hands out afterwards writes normally.
+    const again = await Promise.all(
+      [2677, 2678, 2679].map((id) => applyCardsBatch(database.handle.db, [answer(id, [makeCard(id)])])),
+    );
+    expect(again.map((r) => r[0]!.status)).toEqual(['succeeded', 'succeeded', 'succeeded']);
+    expect((await cardsOf([2677, 2678, 2679])).length).toBe(3);
+  });
+
   it('two answers of one subscriber (by id and by e-mail) never share a batch', async () => {
     const cards = [makeCard(2700), makeCard(2700)];
     const startedAt = new Date();
