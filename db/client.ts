@@ -42,25 +42,49 @@ export interface DbOptions {
 const CLIENT_GRACE_MS = 5000;
 
 /**
- * A pg client that drops its connection when a query times out. pg fails the caller but leaves
- * the query active, so every later query on that client (a transaction's rollback first) would
- * queue behind an answer that may never come (a silent network, a frozen host), and a client
- * handed back to the pool would stay stuck. Without its connection the client fails at once and
- * the pool replaces it. (Queries pipelined behind it on the same client fail with it. A commit
- * already sent may still be carried out by a server that was only slow, as with any commit whose
- * answer is lost; a retried sync then finds its cards stored and changes nothing.)
+ * A pg client class that drops its connection when a query times out. pg fails the caller but
+ * leaves the query active, so every later query on that client (a transaction's rollback first)
+ * would queue behind an answer that may never come (a silent network, a frozen host), and a
+ * client handed back to the pool would stay stuck. Without its connection the client fails at
+ * once and the pool replaces it. Queries pipelined behind it on the same client fail with it (a
+ * commit already sent may still be carried out by a server that was only slow, as with any commit
+ * whose answer is lost; a retried sync then finds its cards stored and changes nothing).
+ *
+ * pg starts a query's timer when the query is issued, not when the server reaches it, so a query
+ * pipelined behind others also waits for them: its deadline is `deadlineMs` once for itself and
+ * once for every query still unanswered ahead of it. A live server cancels each statement itself
+ * (`statement_timeout`) well before that.
  */
-class DroppingClient extends pg.Client {}
+function droppingClient(deadlineMs: number): typeof pg.Client {
+  const ahead = new WeakMap<pg.Client, number>();
+  class DroppingClient extends pg.Client {}
+  DroppingClient.prototype.query = function (this: pg.Client, ...args: unknown[]) {
+    const waiting = ahead.get(this) ?? 0;
+    if (deadlineMs > 0 && waiting > 0) args[0] = withDeadline(args[0], deadlineMs * (waiting + 1));
+    const result = plainQuery.apply(this, args);
+    if (result instanceof Promise) {
+      ahead.set(this, waiting + 1);
+      const answered = () => ahead.set(this, (ahead.get(this) ?? 1) - 1);
+      result.then(answered, (error: unknown) => {
+        answered();
+        if (rootCause(error).code === QUERY_TIMEOUT) this.connection.stream.destroy();
+      });
+    }
+    return result;
+  } as typeof pg.Client.prototype.query;
+  return DroppingClient;
+}
 const plainQuery = pg.Client.prototype.query as (this: pg.Client, ...args: unknown[]) => unknown;
-DroppingClient.prototype.query = function (this: pg.Client, ...args: unknown[]) {
-  const result = plainQuery.apply(this, args);
-  if (result instanceof Promise) {
-    result.catch((error: unknown) => {
-      if (rootCause(error).code === QUERY_TIMEOUT) this.connection.stream.destroy();
-    });
+
+/** A query's text or config with its own client-side deadline (pg reads `query_timeout` from it). */
+function withDeadline(config: unknown, ms: number): unknown {
+  if (typeof config === 'string') return { text: config, query_timeout: ms };
+  // A plain config object, not a submittable query (a cursor, a stream) that pg drives itself.
+  if (config !== null && typeof config === 'object' && !('submit' in config)) {
+    return { ...config, query_timeout: ms };
   }
-  return result;
-} as typeof pg.Client.prototype.query;
+  return config;
+}
 
 export interface DbHandle {
   db: Db;
@@ -81,7 +105,7 @@ export function createDb(databaseUrl: string, options: DbOptions = {}): DbHandle
     max: options.max ?? 10,
     application_name: options.applicationName ?? 'cards-sync',
     connectionTimeoutMillis: 10_000,
-    Client: DroppingClient,
+    Client: droppingClient(timeoutMs > 0 ? timeoutMs + CLIENT_GRACE_MS : 0),
     // Queries issued together on one client go out together (node-postgres pipelining): the write
     // path sends its write and its commit in one round trip. Code that awaits each query in turn
     // behaves as without it.

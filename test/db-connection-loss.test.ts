@@ -78,3 +78,19 @@ it('a statement running past the timeout is cancelled by Postgres: an ordinary f
   const again = await handle.db.execute<{ one: number }>(sql`select 1 as one`);
   expect(again.rows[0]!.one).toBe(1);
 });
+
+it('queries pipelined on one client each get their deadline counted from when the ones ahead are answered', async () => {
+  // Client deadline 6 s (1 s + 5 s of grace), each statement well under the server's 1 s: seven
+  // of them take 6.3 s in all, so the last one, issued at the start, waits longer than 6 s.
+  const handle = createDb(database.url, { max: 1, timeoutMs: 1000 });
+  handles.push(handle);
+  const client = await handle.pool.connect();
+  try {
+    const sleeps = Array.from({ length: 7 }, () => client.query('select pg_sleep(0.9)'));
+    const settled = await Promise.allSettled(sleeps);
+    expect(settled.map((s) => s.status)).toEqual(Array(7).fill('fulfilled'));
+    expect((await client.query<{ one: number }>('select 1 as one')).rows[0]!.one).toBe(1);
+  } finally {
+    client.release();
+  }
+});

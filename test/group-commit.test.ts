@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { savedCardChanges, savedCards, subscribers, syncRuns } from '../db/schema.js';
 import type { SavedCard } from '../src/api/schema.js';
 import type { CardsToApply } from '../src/sync/apply-cards.js';
-import { applyCardsBatch } from '../src/sync/apply-cards.js';
+import { applyCardsBatch, CommittedUnreadError } from '../src/sync/apply-cards.js';
 import { createGroupCommitter, directWriter } from '../src/sync/group-commit.js';
 import { makeCard } from './fixtures.js';
 import { useTestDatabase } from './helpers.js';
@@ -188,6 +188,39 @@ describe('group commit', () => {
     );
     expect(again.map((r) => r[0]!.status)).toEqual(['succeeded', 'succeeded', 'succeeded']);
     expect((await cardsOf([2677, 2678, 2679])).length).toBe(3);
+  });
+
+  it('a batch committed whose reply cannot be read is reported failed once, not written again answer by answer', async () => {
+    // Run ids past 2^53: the server commits, the client refuses the ids it gets back.
+    const { rows } = await database.handle.pool.query<{ last: string }>(
+      `select coalesce(max(id), 0)::text as last from sync_runs`,
+    );
+    await database.handle.pool.query(`select setval('sync_runs_id_seq', 9007199254740993)::text`);
+    try {
+      const ids = [2690, 2691, 2692];
+      const { writer, batches } = recordingCommitter();
+      const settled = await Promise.allSettled(ids.map((id) => writer.apply(answer(id, [makeCard(id)]))));
+      expect(batches).toEqual([]);
+      for (const s of settled) {
+        expect(s.status).toBe('rejected');
+        expect((s as PromiseRejectedResult).reason).toBeInstanceOf(CommittedUnreadError);
+      }
+      // Written once: one card and one run each, as committed by the one batch.
+      expect((await cardsOf(ids)).map((c) => c.subscriberId)).toEqual(ids);
+      const { rows: runs } = await database.handle.pool.query<{ subscriber_id: string }>(
+        `select subscriber_id::text from sync_runs where subscriber_id = any($1::bigint[]) order by subscriber_id`,
+        [ids],
+      );
+      expect(runs.map((r) => Number(r.subscriber_id))).toEqual(ids);
+    } finally {
+      await database.handle.pool.query(
+        `delete from saved_card_changes where sync_run_id > 9007199254740991;
+         delete from sync_runs where id > 9007199254740991`,
+      );
+      await database.handle.pool.query(`select setval('sync_runs_id_seq', $1::bigint + 1, false)::text`, [
+        rows[0]!.last,
+      ]);
+    }
   });
 
   it('two answers of one subscriber (by id and by e-mail) never share a batch', async () => {

@@ -1,13 +1,13 @@
 import type { Db } from '../../db/client.js';
 import { beginLockAndRead, type CardOwner, lockAndReread } from '../../db/ops/batch-read.js';
 import {
+  type BatchWrite,
   type KnownChange,
   learnEmails,
   type RunRow,
   recountActiveCards,
   writeBatch,
 } from '../../db/ops/batch-write.js';
-import { allInOrder } from '../../db/ops/pipeline.js';
 import type { SyncStatus, SyncTrigger } from '../../db/schema.js';
 import type { SavedCard } from '../api/schema.js';
 import { emptyCounts, type ReconcilePlan, reconcile, type StoredCard, type SyncCounts } from './reconcile.js';
@@ -37,6 +37,17 @@ export interface AppliedCards {
   subscriberId: number | null;
   syncRunId: number;
   counts: SyncCounts;
+}
+
+/**
+ * The batch was committed, but a reply to one of its statements could not be read: its rows are
+ * stored, its results are unknown. Not to be written again answer by answer.
+ */
+export class CommittedUnreadError extends Error {
+  override readonly name = 'CommittedUnreadError';
+  constructor(cause: unknown) {
+    super('the batch was committed, but a reply to it could not be read', { cause });
+  }
 }
 
 /** The advisory-lock key of an answer: its subscriber, or the e-mail when nobody is known. */
@@ -190,42 +201,47 @@ export async function applyCardsBatch(db: Db, items: readonly CardsToApply[]): P
         .map((id) => ({ id, subscriberId: p.item.subscriberId! })),
     );
 
-    // One round trip: the write, the e-mails, the recount and the commit are sent together. If one
-    // fails, the ones behind it fail or (the commit) roll back, and the first error is thrown.
-    const [{ runIds, removed }, , , committed] = await allInOrder([
-      writeBatch(client, {
-        now,
-        upserts: writing.flatMap((p) => [...p.plan!.inserts, ...p.plan!.updates.map((u) => u.card)]),
-        touched: writing.flatMap((p) => p.plan!.unchangedIds),
-        removals,
-        runs: planned.map(runRow),
-        changes: planned.flatMap((p, i) => (p.plan === null ? [] : knownChanges(p, i))),
-        // After the sync the subscriber's active cards are exactly the ones the answer lists.
-        successes: writing.map((p) => ({
-          subscriberId: p.item.subscriberId!,
-          activeCards: p.item.cards.length,
-        })),
-      }),
+    // Everything is worked out before the first query goes out: nothing may throw between them.
+    const batch: BatchWrite = {
+      now,
+      upserts: writing.flatMap((p) => [...p.plan!.inserts, ...p.plan!.updates.map((u) => u.card)]),
+      touched: writing.flatMap((p) => p.plan!.unchangedIds),
+      removals,
+      runs: planned.map(runRow),
+      changes: planned.flatMap((p, i) => (p.plan === null ? [] : knownChanges(p, i))),
+      // After the sync the subscriber's active cards are exactly the ones the answer lists.
+      successes: writing.map((p) => ({
+        subscriberId: p.item.subscriberId!,
+        activeCards: p.item.cards.length,
+      })),
+    };
+    const emailOwners = writing.flatMap((p) =>
+      p.item.email !== undefined ? [{ email: p.item.email, subscriberId: p.item.subscriberId! }] : [],
+    );
+    const formerOwners = writing.flatMap((p) =>
+      p.plan!.updates.flatMap((u) => (u.previousSubscriberId !== undefined ? [u.previousSubscriberId] : [])),
+    );
+    // One round trip: the write, the e-mails, the recount and the commit are sent together. If a
+    // statement fails, the ones behind it fail and the commit rolls back; the first error is thrown.
+    const [written, emails, recount, committed] = await Promise.allSettled([
+      writeBatch(client, batch),
       // After the cards, as a sync always did: taking an e-mail from its old owner locks that
       // owner's row, and doing it first would lock in another order than a sync of that owner.
-      learnEmails(
-        client,
-        writing.flatMap((p) =>
-          p.item.email !== undefined ? [{ email: p.item.email, subscriberId: p.item.subscriberId! }] : [],
-        ),
-      ),
-      recountActiveCards(
-        client,
-        writing.flatMap((p) =>
-          p.plan!.updates.flatMap((u) =>
-            u.previousSubscriberId !== undefined ? [u.previousSubscriberId] : [],
-          ),
-        ),
-      ),
+      learnEmails(client, emailOwners),
+      recountActiveCards(client, formerOwners),
       client.query('commit'),
     ]);
-    if (committed.command !== 'COMMIT')
+    const failure = [written, emails, recount, committed].find((s) => s.status === 'rejected');
+    if (committed.status === 'fulfilled' && committed.value.command === 'COMMIT' && failure) {
+      // The server committed, but what it answered could not be read (a reply the client
+      // refuses). Writing the answers again would record them twice.
+      throw new CommittedUnreadError(failure.reason);
+    }
+    if (failure) throw failure.reason;
+    if (written.status !== 'fulfilled' || committed.status !== 'fulfilled') throw new Error('unreachable');
+    if (committed.value.command !== 'COMMIT')
       throw new Error('the batch transaction was rolled back, not committed');
+    const { runIds, removed } = written.value;
 
     // Count only what was really marked: a card may have moved to another subscriber meanwhile.
     const removedBy = new Map<number, number>();
@@ -241,9 +257,12 @@ export async function applyCardsBatch(db: Db, items: readonly CardsToApply[]): P
       };
     });
   } catch (error) {
-    await client.query('rollback').catch((e: Error) => {
-      broken = e;
-    });
+    // Not when the transaction is over already (a pipelined commit ended it, or rolled it back).
+    if (client.getTransactionStatus() !== 'I') {
+      await client.query('rollback').catch((e: Error) => {
+        broken = e;
+      });
+    }
     throw error;
   } finally {
     // A connection that failed or could not even roll back is thrown away, not returned to the pool.

@@ -1,6 +1,12 @@
 import type { Db } from '../../db/client.js';
 import { isConnectionError, rootCause } from '../../db/errors.js';
-import { type AppliedCards, applyCardsBatch, type CardsToApply, lockKey } from './apply-cards.js';
+import {
+  type AppliedCards,
+  applyCardsBatch,
+  type CardsToApply,
+  CommittedUnreadError,
+  lockKey,
+} from './apply-cards.js';
 
 /** Writes validated answers; resolves once the answer's rows are committed. */
 export interface CardWriter {
@@ -89,7 +95,12 @@ export function createGroupCommitter(db: Db, options: GroupCommitOptions = {}): 
         batch.map((p) => p.item),
       );
     } catch (error) {
-      if (batch.length === 1 || isConnectionError(rootCause(error).code)) {
+      // A lost connection fails every answer alike; a committed batch must not be written again.
+      if (
+        batch.length === 1 ||
+        isConnectionError(rootCause(error).code) ||
+        error instanceof CommittedUnreadError
+      ) {
         for (const p of batch) p.reject(error);
         return;
       }

@@ -86,7 +86,12 @@ it('Redis restart: workers reconnect and finish; nothing lost', async () => {
     redisUrl: url,
   });
   const workers = [s.startWorker('--concurrency', '16'), s.startWorker('--concurrency', '16')];
-  await sleep(1500);
+  // Both running before Redis goes: a worker still starting when it is down exits, as it should
+  // (a CI run on a loaded machine once took longer than a fixed 1.5 s to start one).
+  await waitFor('both workers started', async () =>
+    workers.every((w) => /worker started/.test(w.stdout() + w.stderr())),
+  );
+  await sleep(300);
   expect((await s.queue.getJobCounts('waiting')).waiting).toBeGreaterThan(0);
   // A clean restart: SIGTERM makes Redis flush its AOF, then it starts again from it.
   redis.kill('SIGTERM');
