@@ -50,6 +50,25 @@ const changesOf = (ids: number[]) =>
     .where(inArray(savedCardChanges.subscriberId, ids))
     .orderBy(savedCardChanges.id);
 
+/** Runs `body` while Postgres refuses every card of `subscriberId` (a trigger), then lifts it. */
+async function whileRefusing(subscriberId: number, body: () => Promise<void>): Promise<void> {
+  await database.handle.pool.query(`
+    create function refuse_subscriber_${subscriberId}() returns trigger language plpgsql as $$
+    begin
+      if new.subscriber_id = ${subscriberId} then raise exception 'refused by the test trigger'; end if;
+      return new;
+    end $$;
+    create trigger refuse_${subscriberId} before insert on saved_cards
+      for each row execute function refuse_subscriber_${subscriberId}();`);
+  try {
+    await body();
+  } finally {
+    await database.handle.pool.query(
+      `drop trigger refuse_${subscriberId} on saved_cards; drop function refuse_subscriber_${subscriberId}()`,
+    );
+  }
+}
+
 describe('group commit', () => {
   it('writes concurrent answers in shared transactions, each exactly as if it were alone', async () => {
     const ids = Array.from({ length: 40 }, (_, i) => 2001 + i);
@@ -108,15 +127,7 @@ describe('group commit', () => {
   });
 
   it('one answer the database refuses fails alone; the rest of its batch lands', async () => {
-    await database.handle.pool.query(`
-      create function refuse_subscriber_2666() returns trigger language plpgsql as $$
-      begin
-        if new.subscriber_id = 2666 then raise exception 'refused by the test trigger'; end if;
-        return new;
-      end $$;
-      create trigger refuse_2666 before insert on saved_cards
-        for each row execute function refuse_subscriber_2666();`);
-    try {
+    await whileRefusing(2666, async () => {
       const ids = [2660, 2661, 2662, 2663, 2664, 2665, 2666, 2667, 2668, 2669];
       const { writer, batches } = recordingCommitter();
       const settled = await Promise.allSettled(ids.map((id) => writer.apply(answer(id, [makeCard(id)]))));
@@ -142,23 +153,11 @@ describe('group commit', () => {
         .from(syncRuns)
         .where(inArray(syncRuns.subscriberId, ids));
       expect(runs.map((r) => r.subscriberId).sort()).toEqual(ids.filter((id) => id !== 2666));
-    } finally {
-      await database.handle.pool.query(
-        'drop trigger refuse_2666 on saved_cards; drop function refuse_subscriber_2666()',
-      );
-    }
+    });
   });
 
   it('a refused write reports its own error, not that of the statements pipelined behind it, and leaves nothing', async () => {
-    await database.handle.pool.query(`
-      create function refuse_subscriber_2676() returns trigger language plpgsql as $$
-      begin
-        if new.subscriber_id = 2676 then raise exception 'refused by the test trigger'; end if;
-        return new;
-      end $$;
-      create trigger refuse_2676 before insert on saved_cards
-        for each row execute function refuse_subscriber_2676();`);
-    try {
+    await whileRefusing(2676, async () => {
       // By e-mail: the e-mail statements and the commit are sent behind the write that fails.
       const email = 'pipelined-2676@example.test';
       await expect(
@@ -177,11 +176,7 @@ describe('group commit', () => {
         .from(subscribers)
         .where(eq(subscribers.subscriberId, 2676));
       expect(known).toEqual([]);
-    } finally {
-      await database.handle.pool.query(
-        'drop trigger refuse_2676 on saved_cards; drop function refuse_subscriber_2676()',
-      );
-    }
+    });
     // Every connection the pool hands out afterwards writes normally.
     const again = await Promise.all(
       [2677, 2678, 2679].map((id) => applyCardsBatch(database.handle.db, [answer(id, [makeCard(id)])])),
