@@ -43,10 +43,19 @@ const { values } = parseArgs({
     'redis-url': { type: 'string', default: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379' },
   },
 });
-const n = Number(values.subscribers);
-const rounds = Number(values.rounds);
-if (!Number.isInteger(rounds) || rounds < 1) throw new Error('--rounds must be a whole number ≥ 1');
-const k = Number(values.cards);
+/** A whole-number flag of at least `min`, or a one-line refusal (exit 2). */
+function wholeNumber(flag: string, value: string | undefined, min: number): number {
+  const x = Number(value);
+  if (!/^\d+$/.test(value ?? '') || !Number.isSafeInteger(x) || x < min) {
+    console.error(`--${flag} must be a whole number of at least ${min}, not "${value}"`);
+    process.exit(2);
+  }
+  return x;
+}
+const n = wholeNumber('subscribers', values.subscribers, 1);
+const rounds = wholeNumber('rounds', values.rounds, 1);
+const k = wholeNumber('cards', values.cards, 0);
+wholeNumber('concurrency', values.concurrency, 1);
 const databaseUrl = values['database-url']!;
 const redisUrl = values['redis-url']!;
 const KEY = 'bench-key-0d9c2f1e';
