@@ -144,7 +144,8 @@ export const savedCardChanges = pgTable(
 
 export const REFRESH_TRIGGERS = ['nightly', 'manual'] as const;
 export type RefreshTrigger = (typeof REFRESH_TRIGGERS)[number];
-export const REFRESH_STATUSES = ['running', 'halted', 'completed', 'abandoned'] as const;
+// `empty`: the run matched no subscriber (e.g. `--stale` with everyone fresh); it is not a success.
+export const REFRESH_STATUSES = ['running', 'halted', 'completed', 'abandoned', 'empty'] as const;
 export type RefreshStatus = (typeof REFRESH_STATUSES)[number];
 
 /** One row per refresh of all (or all stale) known subscribers. */
@@ -179,6 +180,14 @@ export const refreshRuns = pgTable(
     /** Set when an operator resumed a halted run: the breaker stays off for the rest of it. */
     breakerOverridden: boolean('breaker_overridden').notNull().default(false),
     jobId: text('job_id'),
+    /** Subscribers the run set out to sync, counted when its fan-out began. */
+    plannedSubscribers: integer('planned_subscribers'),
+    /** `SYNC_RATE_LIMIT_PER_SEC` when the run began; null when there was none. */
+    rateBudgetPerSec: integer('rate_budget_per_sec'),
+    /** When the run would end at that rate: its plan, made at the start. */
+    expectedFinishAt: tz('expected_finish_at'),
+    /** When the next scheduled refresh was due as the run began. */
+    nextRefreshAt: tz('next_refresh_at'),
   },
   (t) => [
     check('refresh_runs_trigger_valid', sql`${t.trigger} in (${inList(REFRESH_TRIGGERS)})`),

@@ -3,6 +3,7 @@ import type { Redis } from 'ioredis';
 import { z } from 'zod';
 import { SYNC_TRIGGERS, type SyncTrigger } from '../db/schema.js';
 import type { Target } from '../src/api/client.js';
+import { LANE_PRIORITY, type Lane, promoteRefreshJob } from './lanes.js';
 
 export const QUEUE_NAME = 'saved-cards-sync';
 export const JOB_NAME = 'sync';
@@ -78,9 +79,10 @@ export function createSyncQueue(
 let sequence = 0;
 
 /** The options of one job: deduplicated per subscriber, run once more if it is running now. */
-export function jobOptionsFor(target: Target, refreshRunId?: number): JobsOptions {
+export function jobOptionsFor(target: Target, refreshRunId?: number, lane?: Lane): JobsOptions {
   const key = dedupKey(target);
   sequence = (sequence + 1) % 1_000_000;
+  const priority = LANE_PRIORITY[lane ?? (refreshRunId !== undefined ? 'refresh' : 'ops')];
   return {
     // Our own id, so that a deduplicated add (which answers with the existing job's id) shows.
     // A refresh uses one id per run and subscriber: a fan-out restarted after a crash re-adds its
@@ -90,30 +92,49 @@ export function jobOptionsFor(target: Target, refreshRunId?: number): JobsOption
         ? `${key}:r${refreshRunId}`
         : `${key}:${Date.now().toString(36)}${process.pid.toString(36)}${sequence.toString(36)}`,
     deduplication: { id: key, keepLastIfActive: true },
+    ...(priority > 0 ? { priority } : {}),
   };
 }
 
 export interface EnqueueCounts {
   enqueued: number;
+  /** Subscribers that already had a job waiting or running (promoted ones included). */
   alreadyQueued: number;
+  /** Of those, jobs a refresh had queued that were moved up into this request's lane. */
+  promoted: number;
+  /** For each target, the id of the job that will sync it (a new one, or the one already queued). */
+  jobIds: string[];
 }
 
-/** Adds sync jobs in one round trip; counts those that were new and those already queued. */
+/**
+ * Adds sync jobs in one round trip; counts those that were new and those already queued. Work a
+ * person asked for goes to the ops lane (or `bulk`), and a subscriber already waiting in a refresh
+ * is promoted into that lane rather than left behind the refresh's backlog.
+ */
 export async function enqueueSyncs(
   queue: Queue<SyncJobData, SyncJobResult>,
   targets: readonly Target[],
   trigger: SyncTrigger,
-  extra: { refreshRunId?: number } = {},
+  extra: { refreshRunId?: number; lane?: Lane } = {},
 ): Promise<EnqueueCounts> {
-  if (targets.length === 0) return { enqueued: 0, alreadyQueued: 0 };
+  if (targets.length === 0) return { enqueued: 0, alreadyQueued: 0, promoted: 0, jobIds: [] };
+  const lane = extra.lane ?? (extra.refreshRunId !== undefined ? 'refresh' : 'ops');
+  const data = extra.refreshRunId !== undefined ? { refreshRunId: extra.refreshRunId } : {};
   const jobs = targets.map((target) => {
-    const opts = jobOptionsFor(target, extra.refreshRunId);
-    return { name: JOB_NAME, data: { target, trigger, ...extra }, opts };
+    const opts = jobOptionsFor(target, extra.refreshRunId, lane);
+    return { name: JOB_NAME, data: { target, trigger, ...data }, opts };
   });
   const added = await queue.addBulk(jobs);
   let enqueued = 0;
-  for (const [i, job] of added.entries()) if (job.id === jobs[i]!.opts.jobId) enqueued++;
-  return { enqueued, alreadyQueued: targets.length - enqueued };
+  let promoted = 0;
+  const jobIds: string[] = [];
+  for (const [i, job] of added.entries()) {
+    const id = job.id ?? jobs[i]!.opts.jobId!;
+    jobIds.push(id);
+    if (id === jobs[i]!.opts.jobId) enqueued++;
+    else if (lane !== 'refresh' && (await promoteRefreshJob(queue, id, lane, trigger))) promoted++;
+  }
+  return { enqueued, alreadyQueued: targets.length - enqueued, promoted, jobIds };
 }
 
 /** Where `pause` writes why the queue is paused; `resume` clears it. */

@@ -1,11 +1,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { DelayedError, type Job, Queue, Worker } from 'bullmq';
+import { DelayedError, type Job, type Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
-import { z } from 'zod';
 import type { Db } from '../db/client.js';
-import { rootCause } from '../db/errors.js';
 import {
-  abandonRefreshRun,
   applyTally,
   closeRefreshRun,
   haltRefreshRun,
@@ -18,100 +15,15 @@ import {
   startRefreshRun,
   subscriberPage,
 } from '../db/ops/refresh-runs.js';
-import { REFRESH_TRIGGERS } from '../db/schema.js';
 import type { Logger } from '../src/logger.js';
+import { createFairShare, LANE_PRIORITY } from './lanes.js';
 import { enqueueSyncs, pauseQueue, type SyncJobData, type SyncJobResult } from './queue.js';
-import { createRedis } from './redis.js';
+import { planRun } from './refresh-plan.js';
+import { openRefreshRun, type RefreshJobData, refreshJobSchema } from './refresh-queue.js';
 import { readTally } from './refresh-tally.js';
 
-export const REFRESH_QUEUE_NAME = 'saved-cards-refresh';
-export const SCHEDULER_ID = 'nightly-refresh';
-
-export const refreshJobSchema = z.object({
-  trigger: z.enum(REFRESH_TRIGGERS),
-  refreshRunId: z.number().int().positive().optional(),
-});
-export type RefreshJobData = z.infer<typeof refreshJobSchema>;
-
-export function createRefreshQueue(connection: Redis, prefix = 'bull'): Queue<RefreshJobData> {
-  const queue = new Queue<RefreshJobData>(REFRESH_QUEUE_NAME, {
-    connection,
-    prefix,
-    defaultJobOptions: {
-      attempts: 5,
-      backoff: { type: 'exponential', delay: 5000, jitter: 0.5 },
-      removeOnComplete: { age: 30 * 24 * 3600, count: 1000 },
-      removeOnFail: { age: 30 * 24 * 3600, count: 1000 },
-    },
-  });
-  queue.on('error', () => {});
-  return queue;
-}
-
-/**
- * Registers (or updates) the one nightly scheduler. Idempotent by id, so any number of worker
- * processes starting at once leave one scheduler, and a changed pattern takes effect on the next
- * start. `pattern` is cron as BullMQ reads it: 5 fields, or 6 with seconds first.
- */
-export async function registerNightlyScheduler(
-  queue: Queue<RefreshJobData>,
-  pattern: string,
-  tz: string,
-): Promise<number | undefined> {
-  await queue.upsertJobScheduler(
-    SCHEDULER_ID,
-    { pattern, tz },
-    { name: 'refresh', data: { trigger: 'nightly' } },
-  );
-  return (await queue.getJobScheduler(SCHEDULER_ID))?.next;
-}
-
-/** True when no refresh is waiting or running (the scheduler's next nightly job is always delayed). */
-export async function refreshIsIdle(queue: Queue<RefreshJobData>): Promise<boolean> {
-  const c = await queue.getJobCounts('waiting', 'active', 'prioritized');
-  return Object.values(c).every((n) => n === 0);
-}
-
-const LIVE_STATES = new Set(['active', 'waiting', 'delayed', 'prioritized', 'waiting-children']);
-
-/**
- * Whether an in-progress run still has a job that will carry it on. A halted run waits for an
- * operator and counts as alive; a running one whose job failed for good, or was never queued,
- * does not, and would otherwise block every later refresh.
- */
-export async function runIsAlive(queue: Queue<RefreshJobData>, run: RefreshRun): Promise<boolean> {
-  if (run.status === 'halted') return true;
-  if (run.jobId === null) return Date.now() - run.startedAt.getTime() < 5 * 60_000;
-  const job = await queue.getJob(run.jobId);
-  if (!job) return false;
-  return LIVE_STATES.has(await job.getState());
-}
-
-/**
- * Opens a run; a run in progress whose job is gone is marked `abandoned` first, so a crashed
- * refresh never blocks the next one.
- */
-export async function openRefreshRun(
-  db: Db,
-  queue: Queue<RefreshJobData>,
-  values: Parameters<typeof startRefreshRun>[1],
-  ownJobId?: string,
-): Promise<Awaited<ReturnType<typeof startRefreshRun>>> {
-  const first = await startRefreshRun(db, values);
-  if (
-    first.started ||
-    first.inProgress.jobId === (ownJobId ?? null) ||
-    (await runIsAlive(queue, first.inProgress))
-  ) {
-    return first;
-  }
-  await abandonRefreshRun(
-    db,
-    first.inProgress.id,
-    'its refresh job is gone (failed for good or never queued)',
-  );
-  return startRefreshRun(db, values);
-}
+export * from './refresh-queue.js';
+export { startRefreshWorker } from './refresh-worker.js';
 
 /** Tuning of the fan-out. */
 export interface RefreshOptions {
@@ -131,6 +43,10 @@ export interface RefreshOptions {
   stallCheckMs?: number;
   /** Lock of the refresh job: how soon another process takes over a dead one's fan-out, ms. Default 30000. */
   lockDurationMs?: number;
+  /** `SYNC_RATE_LIMIT_PER_SEC`, to plan the run within the budget; 0 = none. Default 0. */
+  rateLimitPerSec?: number;
+  /** The refresh's share of the slots while ops work is served. Default `REFRESH_FLOOR_SHARE` (0.2). */
+  floorShare?: number;
 }
 
 export interface RefreshDeps {
@@ -158,9 +74,14 @@ async function hasOutstandingJobs(queue: Queue<SyncJobData, SyncJobResult>, runI
   }
 }
 
-async function waitingCount(queue: Queue<SyncJobData, SyncJobResult>): Promise<number> {
-  const c = await queue.getJobCounts('waiting', 'prioritized', 'delayed');
-  return (c.waiting ?? 0) + (c.prioritized ?? 0) + (c.delayed ?? 0);
+/**
+ * The refresh's own backlog: its lane, and retries waiting out their backoff. Ops work waiting
+ * does not count: it must not stop the fan-out, or the refresh would have nothing left to claim
+ * its share with.
+ */
+async function refreshBacklog(queue: Queue<SyncJobData, SyncJobResult>): Promise<number> {
+  const counts = await queue.getCountsPerPriority([LANE_PRIORITY.refresh]);
+  return (counts[LANE_PRIORITY.refresh] ?? 0) + (await queue.getDelayedCount());
 }
 
 /**
@@ -263,6 +184,10 @@ export function createRefreshProcessor(deps: RefreshDeps, options: RefreshOption
     if (job.id) await setRefreshJobId(deps.db, run.id, job.id);
     const log = deps.logger.child({ refreshRunId: run.id, trigger: run.trigger });
     log.info({ cursor: run.cursor }, run.cursor > 0 ? 'refresh resumed from its cursor' : 'refresh started');
+    if (run.plannedSubscribers === null) {
+      run = await planRun({ ...deps, logger: log }, run, options.rateLimitPerSec ?? 0);
+    }
+    const claimShare = createFairShare(deps.syncQueue, deps.redis, options.floorShare);
 
     let cursor = run.cursor;
     if (run.fanoutFinishedAt === null) {
@@ -270,7 +195,8 @@ export function createRefreshProcessor(deps: RefreshDeps, options: RefreshOption
         run = await check(run);
         if (run.status !== 'running') return { refreshRunId: run.id, status: run.status };
         if (deps.stopping?.()) await handBack(job, token);
-        if ((await waitingCount(deps.syncQueue)) >= window) {
+        await claimShare();
+        if ((await refreshBacklog(deps.syncQueue)) >= window) {
           await sleep(Math.min(pollMs, 250));
           continue;
         }
@@ -283,7 +209,12 @@ export function createRefreshProcessor(deps: RefreshDeps, options: RefreshOption
           { refreshRunId: run.id },
         );
         cursor = ids[ids.length - 1]!;
-        await recordFanoutPage(deps.db, run.id, { cursor, subscribers: ids.length, ...counts });
+        await recordFanoutPage(deps.db, run.id, {
+          cursor,
+          subscribers: ids.length,
+          enqueued: counts.enqueued,
+          alreadyQueued: counts.alreadyQueued,
+        });
         await job.updateProgress({ phase: 'fan-out', cursor, enqueued: run.enqueued + counts.enqueued });
       }
       await markFanoutFinished(deps.db, run.id);
@@ -295,10 +226,13 @@ export function createRefreshProcessor(deps: RefreshDeps, options: RefreshOption
       await job.updateProgress({ phase: 'finishing', succeeded: run.succeeded, failed: run.failed });
       if (await allDone(run)) break;
       if (deps.stopping?.()) await handBack(job, token);
+      await claimShare();
       await sleep(pollMs);
     }
     const closed = await closeRefreshRun(deps.db, run.id);
-    if (closed) {
+    if (closed?.status === 'empty') {
+      log.warn('refresh matched no subscriber: nothing was synced, and it does not count as a success');
+    } else if (closed) {
       log.info(
         {
           total: closed.subscribersTotal,
@@ -315,46 +249,5 @@ export function createRefreshProcessor(deps: RefreshDeps, options: RefreshOption
       if (pruned > 0) log.info({ pruned, retentionDays: options.retentionDays }, 'old sync_runs pruned');
     }
     return { refreshRunId: run.id, status: closed?.status ?? 'completed' };
-  };
-}
-
-/** Starts the refresh worker: one fan-out at a time per process. */
-export async function startRefreshWorker(
-  deps: RefreshDeps,
-  options: RefreshOptions & { redisUrl: string; prefix?: string },
-): Promise<{ worker: Worker<RefreshJobData>; close(): Promise<void> }> {
-  const connection = createRedis(options.redisUrl, { blocking: true });
-  let stopping = false;
-  const ownQueue = deps.refreshQueue ? undefined : createRefreshQueue(deps.redis, options.prefix ?? 'bull');
-  const refreshQueue = deps.refreshQueue ?? ownQueue!;
-  const processor = createRefreshProcessor({ ...deps, refreshQueue, stopping: () => stopping }, options);
-  const worker = new Worker<RefreshJobData>(REFRESH_QUEUE_NAME, processor, {
-    connection,
-    prefix: options.prefix ?? 'bull',
-    concurrency: 1,
-    maxStalledCount: 5,
-    lockDuration: options.lockDurationMs ?? 30_000,
-    stalledInterval: Math.max(500, Math.round((options.lockDurationMs ?? 30_000) / 2)),
-  });
-  worker.on('error', (error) =>
-    deps.logger.warn({ err: { message: error.message } }, 'refresh worker connection problem'),
-  );
-  worker.on('failed', (job, error) => {
-    const reason = rootCause(error).message;
-    deps.logger.warn({ jobId: job?.id, reason }, 'refresh job failed');
-    const runId = job?.data?.refreshRunId;
-    if (job && runId !== undefined && job.attemptsMade >= (job.opts.attempts ?? 1)) {
-      abandonRefreshRun(deps.db, runId, `its refresh job failed for good: ${reason}`).catch(() => {});
-    }
-  });
-  await worker.waitUntilReady();
-  return {
-    worker,
-    async close() {
-      stopping = true;
-      await worker.close();
-      await ownQueue?.close();
-      await connection.quit().catch(() => connection.disconnect());
-    },
   };
 }

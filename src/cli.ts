@@ -309,7 +309,7 @@ export function buildProgram(io: Io, state: { exitCode: number }): Command {
     .description('pause processing on every worker (in-flight jobs finish)')
     .option('--reason <text>', 'why, shown by status')
     .action(async (opts: { reason?: string }) => {
-      const { cmdPause } = await import('./commands/status.js');
+      const { cmdPause } = await import('./commands/pause.js');
       state.exitCode = await cmdPause(
         loadConfig(io.env),
         io,
@@ -321,7 +321,7 @@ export function buildProgram(io: Io, state: { exitCode: number }): Command {
     .command('resume')
     .description('resume processing')
     .action(async () => {
-      const { cmdResume } = await import('./commands/status.js');
+      const { cmdResume } = await import('./commands/pause.js');
       state.exitCode = await cmdResume(loadConfig(io.env), io);
     });
 

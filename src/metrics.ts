@@ -1,4 +1,6 @@
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+import type { RefreshRun } from '../db/ops/refresh-runs.js';
+import { progressOf } from '../jobs/refresh-plan.js';
 
 /**
  * The Prometheus metrics of one process. Workers observe syncs into it; the admin server
@@ -14,6 +16,10 @@ export interface Metrics {
   jobs: Gauge<'state'>;
   lastRefreshSuccess: Gauge;
   writeBatchSize: Histogram;
+  refreshSubscribers: Gauge<'state'>;
+  refreshRate: Gauge;
+  refreshEta: Gauge;
+  refreshOverrun: Gauge;
 }
 
 export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metrics {
@@ -70,5 +76,36 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
       buckets: [1, 2, 4, 8, 16, 32, 64],
       registers: [registry],
     }),
+    refreshSubscribers: new Gauge({
+      name: 'cards_sync_refresh_subscribers',
+      help: 'The refresh in progress: subscribers planned at its start and done so far (0 when none runs)',
+      labelNames: ['state'],
+      registers: [registry],
+    }),
+    refreshRate: new Gauge({
+      name: 'cards_sync_refresh_rate_per_second',
+      help: 'The refresh in progress: syncs a second, averaged since it began (0 when none runs)',
+      registers: [registry],
+    }),
+    refreshEta: new Gauge({
+      name: 'cards_sync_refresh_eta_timestamp_seconds',
+      help: 'The refresh in progress: when it should end at its rate (Unix time; 0 when unknown or none runs)',
+      registers: [registry],
+    }),
+    refreshOverrun: new Gauge({
+      name: 'cards_sync_refresh_overrun',
+      help: '1 when the refresh in progress cannot finish before the next scheduled refresh, at the configured rate or its own',
+      registers: [registry],
+    }),
   };
+}
+
+/** The refresh gauges, from the run in progress (all 0 when none is). */
+export function setRefreshGauges(metrics: Metrics, run: RefreshRun | undefined): void {
+  const p = run ? progressOf(run) : undefined;
+  metrics.refreshSubscribers.set({ state: 'planned' }, p?.planned ?? 0);
+  metrics.refreshSubscribers.set({ state: 'done' }, p?.done ?? 0);
+  metrics.refreshRate.set(p?.ratePerSec ?? 0);
+  metrics.refreshEta.set(p?.etaAt ? Math.round(p.etaAt.getTime() / 1000) : 0);
+  metrics.refreshOverrun.set(p?.overrun ? 1 : 0);
 }

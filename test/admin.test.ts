@@ -130,7 +130,7 @@ describe('POST /api/resync', () => {
   it('enqueues valid ids and e-mails with trigger api, deduplicated, and answers counts', async () => {
     const res = await resync({ subscriberIds: [101, '102', 101], emails: ['ayse+1@example.com'] });
     expect(res.status).toBe(202);
-    expect(await res.json()).toEqual({ enqueued: 3, alreadyQueued: 1, rejected: 0, errors: [] });
+    expect(await res.json()).toEqual({ enqueued: 3, alreadyQueued: 1, promoted: 0, rejected: 0, errors: [] });
     const jobs = await q.queue.getJobs(['waiting']);
     expect(jobs.map((j) => j.data.trigger)).toEqual(['api', 'api', 'api']);
     await q.queue.drain();

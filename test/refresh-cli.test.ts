@@ -1,6 +1,7 @@
-import { desc } from 'drizzle-orm';
+import { desc, sql } from 'drizzle-orm';
 import { describe, expect, inject, it } from 'vitest';
-import { refreshRuns } from '../db/schema.js';
+import { abandonRefreshRun } from '../db/ops/refresh-runs.js';
+import { refreshRuns, subscribers } from '../db/schema.js';
 import { createRefreshQueue } from '../jobs/refresh.js';
 import { useCleanups, useTestDatabase } from './helpers.js';
 import { runCli, testQueue } from './queue-helpers.js';
@@ -24,6 +25,7 @@ function setup() {
 describe('cards-sync refresh', () => {
   it('--stale 36h opens a manual run of stale subscribers and queues it; a second start is refused', async () => {
     const q = setup();
+    await database.handle.db.insert(subscribers).values([{ subscriberId: 1 }, { subscriberId: 2 }]);
     const before = Date.now();
     const run = await runCli(['refresh', '--stale', '36h'], q.env);
     expect(run.code, run.stderr).toBe(0);
@@ -41,6 +43,32 @@ describe('cards-sync refresh', () => {
     expect(again.code).toBe(1);
     expect(again.stderr).toContain(`refresh run ${row!.id} (manual) is already running`);
     expect(await q.refreshQueue.getJobs(['waiting'])).toHaveLength(1);
+
+    // The refused start used up no id: the next run takes the one after.
+    await abandonRefreshRun(database.handle.db, row!.id, 'test');
+    await q.refreshQueue.obliterate({ force: true });
+    const third = await runCli(['refresh'], q.env);
+    expect(third.code, third.stderr).toBe(0);
+    expect(third.stdout).toContain(`started refresh run ${row!.id + 1} `);
+    await database.handle.db.execute(sql`truncate refresh_runs, subscribers`);
+  });
+
+  it('--stale that matches nobody starts no run: it says so, exit 0, and nothing reads as a refresh', async () => {
+    const q = setup();
+    await database.handle.db.insert(subscribers).values([
+      { subscriberId: 7, lastSuccessAt: new Date() },
+      { subscriberId: 8, lastSuccessAt: new Date() },
+    ]);
+    const run = await runCli(['refresh', '--stale', '36h'], q.env);
+    expect(run.code, run.stderr).toBe(0);
+    expect(run.stdout).toMatch(
+      /^nothing to refresh: every known subscriber synced successfully since \S+Z; no run started/,
+    );
+    expect(await database.handle.db.select().from(refreshRuns)).toHaveLength(0);
+    expect(await q.refreshQueue.getJobs(['waiting'])).toHaveLength(0);
+    const status = await runCli(['status'], q.env);
+    expect(status.stdout).toContain('refresh: none has run yet');
+    await database.handle.db.execute(sql`truncate subscribers`);
   });
 
   for (const bad of ['3x', '0h', '-1d', '36']) {

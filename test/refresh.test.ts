@@ -3,7 +3,7 @@ import { afterEach, describe, expect, inject, it } from 'vitest';
 import { createDb } from '../db/client.js';
 import { loadRefreshRun, pruneSyncRuns, startRefreshRun } from '../db/ops/refresh-runs.js';
 import { refreshRuns, savedCardChanges, subscribers, syncRuns } from '../db/schema.js';
-import { readPauseReason, resumeQueue } from '../jobs/queue.js';
+import { readPauseReason } from '../jobs/queue.js';
 import {
   createRefreshQueue,
   openRefreshRun,
@@ -248,13 +248,13 @@ describe('refresh runs', () => {
     );
     expect(removedSoFar.rows[0]!.n).toBeLessThan(150);
     // The operator checked and resumes: the run continues and completes.
-    const { continueHaltedRefresh } = await import('../src/commands/refresh.js');
-    await resumeQueue(s.queue, s.redis);
-    const continued = await continueHaltedRefresh({
-      databaseUrl: database.url,
-      redisUrl: inject('redisUrl'),
-      queuePrefix: s.prefix,
-    } as Parameters<typeof continueHaltedRefresh>[0]);
+    const { resumeProcessing } = await import('../jobs/control.js');
+    const { continuedRefreshRunId: continued } = await resumeProcessing({
+      db: db(),
+      syncQueue: s.queue,
+      refreshQueue: s.refreshQueue,
+      redis: s.redis,
+    });
     expect(continued).toBe(id);
     const done = await waitFor('the run to complete', async () => {
       const run = await loadRefreshRun(db(), id);

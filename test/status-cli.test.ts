@@ -59,9 +59,10 @@ describe('status', () => {
       { target: { subscriberId: 1 }, trigger: 'manual' },
       { jobId: 'id:1:old', timestamp: Date.now() - 90_000 },
     );
-    expect(await enqueueSyncs(q.queue, [{ subscriberId: 2 }, { email: 'c@example.com' }], 'manual')).toEqual({
+    expect(await enqueueSyncs(q.queue, [{ subscriberId: 2 }, { email: 'c@example.com' }], 'manual')).toMatchObject({
       enqueued: 2,
       alreadyQueued: 0,
+      promoted: 0,
     });
     const run = await runCli(['status'], q.env);
     expect(run.code, run.stderr).toBe(0);

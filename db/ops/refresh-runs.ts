@@ -15,6 +15,9 @@ export async function startRefreshRun(
   db: Db,
   values: { trigger: RefreshTrigger; staleBefore?: Date | undefined; jobId?: string | undefined },
 ): Promise<StartResult> {
+  // Look first: a refused start must not use up an id of the sequence (only a true race does).
+  const running = await inProgressRun(db);
+  if (running !== undefined) return { started: false, inProgress: running };
   try {
     const [run] = await db
       .insert(refreshRuns)
@@ -33,6 +36,34 @@ export async function startRefreshRun(
     if (inProgress === undefined) return startRefreshRun(db, values);
     return { started: false, inProgress };
   }
+}
+
+/** How many subscribers a refresh would sync: all known ones, or those not synced since `staleBefore`. */
+export async function countRefreshable(db: Db, staleBefore: Date | null): Promise<number> {
+  const [row] = await db
+    .select({ n: sql<number>`count(*)::int` })
+    .from(subscribers)
+    .where(
+      staleBefore
+        ? or(isNull(subscribers.lastSuccessAt), lt(subscribers.lastSuccessAt, staleBefore))
+        : undefined,
+    );
+  return row?.n ?? 0;
+}
+
+/** Records the run's plan, made as its fan-out begins. */
+export async function savePlan(
+  db: Db,
+  id: number,
+  plan: {
+    plannedSubscribers: number;
+    rateBudgetPerSec: number | null;
+    expectedFinishAt: Date | null;
+    nextRefreshAt: Date | null;
+  },
+): Promise<RefreshRun> {
+  const [run] = await db.update(refreshRuns).set(plan).where(eq(refreshRuns.id, id)).returning();
+  return run!;
 }
 
 export async function inProgressRun(db: Db): Promise<RefreshRun | undefined> {
@@ -169,13 +200,14 @@ export async function resumeHaltedRun(db: Db): Promise<RefreshRun | undefined> {
 }
 
 /**
- * Closes the run with exact counts: each subscriber's last outcome in this run (a transient
+ * Closes the run with exact counts (a run that matched no subscriber closes as `empty`, which no
+ * one should mistake for a successful refresh): each subscriber's last outcome in this run (a transient
  * failure that later succeeded counts once, as a success).
  */
 export async function closeRefreshRun(db: Db, id: number): Promise<RefreshRun | undefined> {
   const result = await db.execute(sql`
     update refresh_runs r set
-      status = 'completed',
+      status = case when r.subscribers_total = 0 then 'empty' else 'completed' end,
       finished_at = now(),
       succeeded = t.succeeded,
       failed = t.failed,

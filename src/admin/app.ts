@@ -11,14 +11,15 @@ import type { Redis } from 'ioredis';
 import { z } from 'zod';
 import type { Db } from '../../db/client.js';
 import { freshnessBuckets, lastRefreshCompletedAt, subscriberDetail } from '../../db/ops/admin.js';
-import { lastRefreshRun } from '../../db/ops/refresh-runs.js';
+import { inProgressRun, lastRefreshRun } from '../../db/ops/refresh-runs.js';
 import { readDataStatus } from '../../db/ops/status.js';
+import { BULK_THRESHOLD } from '../../jobs/lanes.js';
 import { type createSyncQueue, enqueueSyncs } from '../../jobs/queue.js';
 import type { createRefreshQueue } from '../../jobs/refresh.js';
 import type { Target } from '../api/client.js';
 import { queueStatusOf } from '../commands/status.js';
 import type { Logger } from '../logger.js';
-import type { Metrics } from '../metrics.js';
+import { type Metrics, setRefreshGauges } from '../metrics.js';
 import { parseEmail, parseSubscriberId, TargetError } from '../targets.js';
 import { requireToken } from './auth.js';
 import { renderOverview } from './overview.js';
@@ -94,12 +95,14 @@ export function createAdminApp(deps: AdminDeps) {
   });
 
   app.get('/metrics', async (c) => {
-    const [counts, lastRefresh] = await Promise.all([
+    const [counts, lastRefresh, current] = await Promise.all([
       deps.syncQueue.getJobCounts('waiting', 'active', 'delayed', 'prioritized', 'completed', 'failed'),
       lastRefreshCompletedAt(deps.db).catch(() => null),
+      inProgressRun(deps.db).catch(() => undefined),
     ]);
     for (const [state, n] of Object.entries(counts)) deps.metrics.jobs.set({ state }, n);
     deps.metrics.lastRefreshSuccess.set(lastRefresh ? lastRefresh.getTime() / 1000 : 0);
+    setRefreshGauges(deps.metrics, current);
     return c.body(await deps.metrics.registry.metrics(), 200, {
       'content-type': deps.metrics.registry.contentType,
     });
@@ -148,7 +151,8 @@ export function createAdminApp(deps: AdminDeps) {
     if (targets.length === 0 && rejected.length === 0) {
       return c.json({ error: 'name at least one subscriber in subscriberIds or emails' }, 400);
     }
-    const counts = await enqueueSyncs(deps.syncQueue, targets, 'api');
+    const lane = targets.length > BULK_THRESHOLD ? 'bulk' : 'ops';
+    const { jobIds: _ids, ...counts } = await enqueueSyncs(deps.syncQueue, targets, 'api', { lane });
     const body = { ...counts, rejected: rejected.length, errors: rejected };
     // Like `cards-sync enqueue`: the valid ones are enqueued; any bad one makes it a 400.
     return c.json(body, rejected.length > 0 ? 400 : 202);

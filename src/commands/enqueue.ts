@@ -39,6 +39,7 @@ interface Tally {
   blank: number;
   enqueued: number;
   alreadyQueued: number;
+  promoted: number;
   rejected: number;
   rejects: { line: number; reason: string }[];
 }
@@ -129,7 +130,15 @@ export async function cmdEnqueue(
 
   const redis = createRedis(config.redisUrl);
   const queue = createSyncQueue(redis, { prefix: config.queuePrefix, attempts: config.syncAttempts });
-  const tally: Tally = { lines: 0, blank: 0, enqueued: 0, alreadyQueued: 0, rejected: 0, rejects: [] };
+  const tally: Tally = {
+    lines: 0,
+    blank: 0,
+    enqueued: 0,
+    alreadyQueued: 0,
+    promoted: 0,
+    rejected: 0,
+    rejects: [],
+  };
   let bar: cliProgress.SingleBar | undefined;
   try {
     await ensureRedis(redis, config.redisUrl);
@@ -137,12 +146,15 @@ export async function cmdEnqueue(
       ...opts.ids.map((subscriberId) => ({ subscriberId })),
       ...opts.emails.map((email) => ({ email })),
     ];
-    const add = async (targets: Target[]) => {
-      const counts = await enqueueSyncs(queue, targets, 'manual');
+    // Subscribers named on the command line take the ops lane; a file's lines the bulk lane just
+    // behind it, so that one large file does not hold up the next single re-sync (jobs/lanes.ts).
+    const add = async (targets: Target[], lane: 'ops' | 'bulk') => {
+      const counts = await enqueueSyncs(queue, targets, 'manual', { lane });
       tally.enqueued += counts.enqueued;
       tally.alreadyQueued += counts.alreadyQueued;
+      tally.promoted += counts.promoted;
     };
-    await add(direct);
+    await add(direct, 'ops');
 
     if (source !== undefined) {
       const showBar = streams.isTTY && source.size !== undefined && source.size > 0;
@@ -173,7 +185,7 @@ export async function cmdEnqueue(
           } else {
             chunk.push(r);
             if (chunk.length >= ENQUEUE_CHUNK) {
-              await add(chunk);
+              await add(chunk, 'bulk');
               chunk = [];
             }
           }
@@ -188,7 +200,7 @@ export async function cmdEnqueue(
             );
         }
       }
-      await add(chunk);
+      await add(chunk, 'bulk');
       bar?.update(source.size ?? 0, {
         lines: tally.lines,
         enqueued: tally.enqueued,
@@ -206,6 +218,11 @@ export async function cmdEnqueue(
   for (const r of tally.rejects) io.err(`line ${r.line}: ${r.reason}`);
   if (tally.rejected > tally.rejects.length)
     io.err(`… and ${tally.rejected - tally.rejects.length} more rejected lines`);
-  io.out(`enqueued ${tally.enqueued}, already queued ${tally.alreadyQueued}, rejected ${tally.rejected}`);
+  io.out(
+    `enqueued ${tally.enqueued}, already queued ${tally.alreadyQueued}, rejected ${tally.rejected}` +
+      (tally.promoted > 0
+        ? ` (${tally.promoted} of the already queued were waiting in a refresh and moved ahead of it)`
+        : ''),
+  );
   return tally.rejected > 0 ? 1 : 0;
 }

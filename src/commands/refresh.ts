@@ -1,7 +1,7 @@
 import { createDb } from '../../db/client.js';
 import {
   abandonRefreshRun,
-  resumeHaltedRun,
+  countRefreshable,
   setRefreshJobId,
   type startRefreshRun,
 } from '../../db/ops/refresh-runs.js';
@@ -35,6 +35,21 @@ export async function cmdRefresh(config: Config, io: Io, opts: { stale?: string 
   try {
     await ensureRedis(redis, config.redisUrl);
     const staleBefore = staleMs !== undefined ? new Date(Date.now() - staleMs) : undefined;
+    let matching: number;
+    try {
+      matching = await countRefreshable(handle.db, staleBefore ?? null);
+    } catch (error) {
+      throw new CliError(describeDbError(error, config.databaseUrl) ?? 'cannot count subscribers', 1);
+    }
+    if (matching === 0) {
+      // Not a run: an empty one would read as a successful refresh to status and to alerts.
+      io.out(
+        staleBefore
+          ? `nothing to refresh: every known subscriber synced successfully since ${staleBefore.toISOString()}; no run started`
+          : 'nothing to refresh: no subscriber is known yet (enqueue or sync some first); no run started',
+      );
+      return 0;
+    }
     let started: Awaited<ReturnType<typeof startRefreshRun>>;
     try {
       started = await openRefreshRun(handle.db, queue, { trigger: 'manual', staleBefore });
@@ -61,24 +76,6 @@ export async function cmdRefresh(config: Config, io: Io, opts: { stale?: string 
         'the workers fan it out — follow it with `cards-sync status`',
     );
     return 0;
-  } finally {
-    await queue.close().catch(() => {});
-    redis.disconnect();
-    await handle.close();
-  }
-}
-
-/** Continues a refresh run the breaker halted, if any; returns its id. */
-export async function continueHaltedRefresh(config: Config): Promise<number | undefined> {
-  const handle = createDb(config.databaseUrl, { max: 1, timeoutMs: config.databaseTimeoutMs });
-  const redis = createRedis(config.redisUrl);
-  const queue = createRefreshQueue(redis, config.queuePrefix);
-  try {
-    const run = await resumeHaltedRun(handle.db);
-    if (run === undefined) return undefined;
-    const job = await queue.add('refresh', { trigger: run.trigger, refreshRunId: run.id });
-    if (job.id) await setRefreshJobId(handle.db, run.id, job.id);
-    return run.id;
   } finally {
     await queue.close().catch(() => {});
     redis.disconnect();

@@ -2,12 +2,12 @@ import { createDb } from '../../db/client.js';
 import { rootCause } from '../../db/errors.js';
 import { lastRefreshRun, type RefreshRun } from '../../db/ops/refresh-runs.js';
 import { type DataStatus, readDataStatus } from '../../db/ops/status.js';
-import { createSyncQueue, pauseQueue, readPauseReason, resumeQueue } from '../../jobs/queue.js';
+import { createSyncQueue, readPauseReason } from '../../jobs/queue.js';
 import { createRedis } from '../../jobs/redis.js';
-import { createRefreshQueue, SCHEDULER_ID } from '../../jobs/refresh.js';
+import { progressOf } from '../../jobs/refresh-plan.js';
+import { createRefreshQueue, SCHEDULER_ID } from '../../jobs/refresh-queue.js';
 import type { Config } from '../config.js';
 import { describeDbError, ensureRedis, type Io } from './common.js';
-import { continueHaltedRefresh } from './refresh.js';
 
 export interface QueueStatus {
   prefix: string;
@@ -25,7 +25,7 @@ export interface QueueStatus {
   nightlyPattern: string | null;
 }
 
-async function withQueue<T>(
+export async function withQueue<T>(
   config: Config,
   fn: (q: ReturnType<typeof createSyncQueue>, r: ReturnType<typeof createRedis>) => Promise<T>,
 ) {
@@ -79,17 +79,40 @@ export async function readQueueStatus(config: Config): Promise<QueueStatus> {
   return withQueue(config, (queue, redis) => queueStatusOf(queue, redis, config.queuePrefix));
 }
 
+function formatPlan(r: RefreshRun): string[] {
+  const p = progressOf(r);
+  const lines: string[] = [];
+  if (p.planned !== null) {
+    const eta = p.etaAt ? `, ETA ${p.etaAt.toISOString()}` : '';
+    const rate = p.ratePerSec !== null ? ` at ${p.ratePerSec}/s` : '';
+    const budget = r.rateBudgetPerSec !== null ? ` (budget ${r.rateBudgetPerSec}/s)` : ' (no rate limit set)';
+    lines.push(`  progress: ${p.done} of ${p.planned} done${rate}${budget}${eta}`);
+  }
+  if (p.overrun) lines.push(`  WILL OVERRUN: ${p.overrun}`);
+  return lines;
+}
+
 function formatRefresh(r: RefreshRun): string {
   const head = `refresh run ${r.id} (${r.trigger}${r.staleBefore ? `, stale before ${r.staleBefore.toISOString()}` : ''})`;
   const counts =
     `${r.subscribersTotal} subscribers fanned out, ${r.enqueued} enqueued; succeeded ${r.succeeded}, failed ${r.failed}, ` +
     `not found ${r.notFound}, invalid ${r.invalid}; cards added ${r.cardsAdded}, removed ${r.cardsRemoved}`;
   if (r.status === 'halted')
-    return `${head}: HALTED by the mass-removal breaker: ${r.haltedReason ?? ''}\n  ${counts}`;
+    return [
+      `${head}: HALTED by the mass-removal breaker: ${r.haltedReason ?? ''}`,
+      `  ${counts}`,
+      ...formatPlan(r),
+    ].join('\n');
   if (r.status === 'running') {
     const phase = r.fanoutFinishedAt ? 'finishing its last jobs' : `fanning out (cursor ${r.cursor})`;
-    return `${head}: running since ${r.startedAt.toISOString()}, ${phase}\n  ${counts}`;
+    return [
+      `${head}: running since ${r.startedAt.toISOString()}, ${phase}`,
+      `  ${counts}`,
+      ...formatPlan(r),
+    ].join('\n');
   }
+  if (r.status === 'empty')
+    return `${head}: EMPTY at ${r.finishedAt?.toISOString() ?? '?'}: it matched no subscriber, nothing was synced (not a success)`;
   return `${head}: ${r.status} at ${r.finishedAt?.toISOString() ?? '?'} (started ${r.startedAt.toISOString()})\n  ${counts}`;
 }
 
@@ -150,34 +173,12 @@ export async function cmdStatus(config: Config, io: Io, opts: { json: boolean })
   } finally {
     await handle.close();
   }
-  if (opts.json) io.out(JSON.stringify({ queue, data }));
-  else for (const line of formatStatus(queue, data)) io.out(line);
+  if (opts.json) {
+    const refresh =
+      'error' in data || data.lastRefresh === null || !['running', 'halted'].includes(data.lastRefresh.status)
+        ? null
+        : progressOf(data.lastRefresh);
+    io.out(JSON.stringify({ queue, data, refreshProgress: refresh }));
+  } else for (const line of formatStatus(queue, data)) io.out(line);
   return 'error' in data ? 1 : 0;
-}
-
-/** `cards-sync pause`: stops every worker from taking new jobs; in-flight ones finish. */
-export async function cmdPause(config: Config, io: Io, opts: { reason?: string }): Promise<number> {
-  await withQueue(config, (queue, redis) =>
-    pauseQueue(queue, redis, { by: 'operator', reason: opts.reason ?? 'paused by an operator' }),
-  );
-  io.out('paused: workers finish their current jobs and take no new ones; `cards-sync resume` continues');
-  return 0;
-}
-
-/** `cards-sync resume`: resumes the queue and continues a refresh run the breaker halted. */
-export async function cmdResume(config: Config, io: Io): Promise<number> {
-  await withQueue(config, (queue, redis) => resumeQueue(queue, redis));
-  let continued: number | undefined;
-  try {
-    continued = await continueHaltedRefresh(config);
-  } catch (error) {
-    io.err(
-      `cards-sync: resumed the queue, but could not check for a halted refresh: ${describeDbError(error, config.databaseUrl) ?? 'database error'}`,
-    );
-    return 1;
-  }
-  io.out(
-    continued !== undefined ? `resumed; refresh run ${continued} continues from where it halted` : 'resumed',
-  );
-  return 0;
 }

@@ -105,6 +105,7 @@ export async function cmdWorker(config: Config, io: Io, opts: WorkerCliOptions):
       prefix: config.queuePrefix,
       maxWipeRatio: config.refreshMaxWipeRatio,
       retentionDays: config.syncRunsRetentionDays,
+      rateLimitPerSec: config.syncRateLimitPerSec,
     },
   );
   if (stopped !== undefined) {

@@ -1,0 +1,47 @@
+import type { Queue } from 'bullmq';
+import type { Redis } from 'ioredis';
+import type { Db } from '../db/client.js';
+import { resumeHaltedRun, setRefreshJobId } from '../db/ops/refresh-runs.js';
+import { type PauseReason, pauseQueue, readPauseReason, resumeQueue } from './queue.js';
+import type { RefreshJobData } from './refresh.js';
+
+/**
+ * What an operator does to the whole queue, from the CLI or the ops page: one code path for both,
+ * so that a pause from the browser and one from a shell behave alike.
+ */
+
+export type PauseOutcome = { paused: true } | { paused: false; already: PauseReason | undefined };
+
+/**
+ * Pauses every worker with a reason. A queue already paused keeps its first reason (it says why
+ * processing stopped, which a second pause must not hide) and the caller is told who paused it.
+ */
+export async function pauseProcessing(
+  deps: { syncQueue: Queue; redis: Redis },
+  reason: string,
+): Promise<PauseOutcome> {
+  if (await deps.syncQueue.isPaused()) {
+    return { paused: false, already: await readPauseReason(deps.syncQueue, deps.redis) };
+  }
+  await pauseQueue(deps.syncQueue, deps.redis, { by: 'operator', reason });
+  return { paused: true };
+}
+
+/**
+ * Resumes every worker and continues a refresh run the breaker halted (its breaker off for the rest
+ * of the run). Returns the id of the run that continues, if any.
+ */
+export async function resumeProcessing(deps: {
+  db: Db;
+  syncQueue: Queue;
+  refreshQueue: Queue<RefreshJobData>;
+  redis: Redis;
+}): Promise<{ wasPaused: boolean; continuedRefreshRunId: number | undefined }> {
+  const wasPaused = await deps.syncQueue.isPaused();
+  await resumeQueue(deps.syncQueue, deps.redis);
+  const run = await resumeHaltedRun(deps.db);
+  if (run === undefined) return { wasPaused, continuedRefreshRunId: undefined };
+  const job = await deps.refreshQueue.add('refresh', { trigger: run.trigger, refreshRunId: run.id });
+  if (job.id) await setRefreshJobId(deps.db, run.id, job.id);
+  return { wasPaused, continuedRefreshRunId: run.id };
+}

@@ -1,0 +1,47 @@
+import { Worker } from 'bullmq';
+import { rootCause } from '../db/errors.js';
+import { abandonRefreshRun } from '../db/ops/refresh-runs.js';
+import { createRedis } from './redis.js';
+import { createRefreshProcessor, type RefreshDeps, type RefreshOptions } from './refresh.js';
+import { createRefreshQueue, REFRESH_QUEUE_NAME, type RefreshJobData } from './refresh-queue.js';
+
+/** Starts the refresh worker: one fan-out at a time per process. */
+export async function startRefreshWorker(
+  deps: RefreshDeps,
+  options: RefreshOptions & { redisUrl: string; prefix?: string },
+): Promise<{ worker: Worker<RefreshJobData>; close(): Promise<void> }> {
+  const connection = createRedis(options.redisUrl, { blocking: true });
+  let stopping = false;
+  const ownQueue = deps.refreshQueue ? undefined : createRefreshQueue(deps.redis, options.prefix ?? 'bull');
+  const refreshQueue = deps.refreshQueue ?? ownQueue!;
+  const processor = createRefreshProcessor({ ...deps, refreshQueue, stopping: () => stopping }, options);
+  const worker = new Worker<RefreshJobData>(REFRESH_QUEUE_NAME, processor, {
+    connection,
+    prefix: options.prefix ?? 'bull',
+    concurrency: 1,
+    maxStalledCount: 5,
+    lockDuration: options.lockDurationMs ?? 30_000,
+    stalledInterval: Math.max(500, Math.round((options.lockDurationMs ?? 30_000) / 2)),
+  });
+  worker.on('error', (error) =>
+    deps.logger.warn({ err: { message: error.message } }, 'refresh worker connection problem'),
+  );
+  worker.on('failed', (job, error) => {
+    const reason = rootCause(error).message;
+    deps.logger.warn({ jobId: job?.id, reason }, 'refresh job failed');
+    const runId = job?.data?.refreshRunId;
+    if (job && runId !== undefined && job.attemptsMade >= (job.opts.attempts ?? 1)) {
+      abandonRefreshRun(deps.db, runId, `its refresh job failed for good: ${reason}`).catch(() => {});
+    }
+  });
+  await worker.waitUntilReady();
+  return {
+    worker,
+    async close() {
+      stopping = true;
+      await worker.close();
+      await ownQueue?.close();
+      await connection.quit().catch(() => connection.disconnect());
+    },
+  };
+}

@@ -1,0 +1,54 @@
+import { createDb } from '../../db/client.js';
+import { pauseProcessing, resumeProcessing } from '../../jobs/control.js';
+import { createRefreshQueue } from '../../jobs/refresh.js';
+import type { Config } from '../config.js';
+import { describeDbError, type Io } from './common.js';
+import { withQueue } from './status.js';
+
+/** `cards-sync pause`: stops every worker from taking new jobs; in-flight ones finish. */
+export async function cmdPause(config: Config, io: Io, opts: { reason?: string }): Promise<number> {
+  const outcome = await withQueue(config, (syncQueue, redis) =>
+    pauseProcessing({ syncQueue, redis }, opts.reason ?? 'paused by an operator'),
+  );
+  if (!outcome.paused) {
+    const a = outcome.already;
+    io.out(
+      `already paused${a ? ` by ${a.by} at ${a.at}: ${a.reason}` : ''}; the reason is kept. \`cards-sync resume\` continues`,
+    );
+    return 0;
+  }
+  io.out('paused: workers finish their current jobs and take no new ones; `cards-sync resume` continues');
+  return 0;
+}
+
+/** `cards-sync resume`: resumes the queue and continues a refresh run the breaker halted. */
+export async function cmdResume(config: Config, io: Io): Promise<number> {
+  const handle = createDb(config.databaseUrl, { max: 1, timeoutMs: config.databaseTimeoutMs });
+  try {
+    const outcome = await withQueue(config, async (syncQueue, redis) => {
+      const refreshQueue = createRefreshQueue(redis, config.queuePrefix);
+      try {
+        return await resumeProcessing({ db: handle.db, syncQueue, refreshQueue, redis });
+      } catch (error) {
+        // The queue may already be running again; say what could not be done.
+        io.err(
+          `cards-sync: could not check for a halted refresh: ${describeDbError(error, config.databaseUrl) ?? 'database error'}`,
+        );
+        return undefined;
+      } finally {
+        await refreshQueue.close().catch(() => {});
+      }
+    });
+    if (outcome === undefined) return 1;
+    io.out(
+      outcome.continuedRefreshRunId !== undefined
+        ? `resumed; refresh run ${outcome.continuedRefreshRunId} continues from where it halted`
+        : outcome.wasPaused
+          ? 'resumed'
+          : 'resumed (the queue was not paused)',
+    );
+    return 0;
+  } finally {
+    await handle.close();
+  }
+}
