@@ -98,6 +98,11 @@ describe('status', () => {
     expect(text.stdout).toContain('waiting 1,');
     const json = await statusJson(q.env);
     expect(json.queue).toMatchObject({ paused: true, pausedBecause: 'maintenance', pausedBy: 'operator' });
+    // A second pause keeps the first reason and says who paused, and why.
+    const again = await runCli(['pause', '--reason', 'something else'], q.env);
+    expect(again.code, again.stderr).toBe(0);
+    expect(again.stdout).toMatch(/^already paused by operator at \S+: maintenance; the reason is kept/);
+    expect((await statusJson(q.env)).queue.pausedBecause).toBe('maintenance');
 
     const resumed = await runCli(['resume'], q.env);
     expect(resumed.code, resumed.stderr).toBe(0);
