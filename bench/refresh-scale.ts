@@ -74,7 +74,7 @@ async function main() {
   for (;;) {
     peak = Math.max(peak, await usedMemory(redis));
     const c = await syncQueue.getJobCounts('waiting', 'prioritized', 'delayed');
-    peakWaiting = Math.max(peakWaiting, (c.waiting ?? 0) + (c.delayed ?? 0));
+    peakWaiting = Math.max(peakWaiting, (c.waiting ?? 0) + (c.prioritized ?? 0) + (c.delayed ?? 0));
     const run = await loadRefreshRun(handle.db, started.run.id);
     if (Date.now() - lastReport > 10_000) {
       lastReport = Date.now();

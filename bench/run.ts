@@ -2,12 +2,11 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import pg from 'pg';
-import { runMigrations } from '../db/migrate.js';
 import { createSyncQueue, enqueueSyncs } from '../jobs/queue.js';
 import { createRedis } from '../jobs/redis.js';
 import { lineChart } from './chart.js';
 import { postgresCpuMs, processCpuMs, redisCpuMs } from './cpu.js';
+import { resetDatabase, startMockApi } from './harness.js';
 
 // npm run bench [-- --subscribers 20000 --cards 5 --concurrency 64]
 //   Three pipelines over the same data (and f, the floor), in one run on one machine; the ratios are what counts.
@@ -60,40 +59,6 @@ const databaseUrl = values['database-url']!;
 const redisUrl = values['redis-url']!;
 const KEY = 'bench-key-0d9c2f1e';
 const here = new URL('.', import.meta.url).pathname;
-
-async function resetDatabase() {
-  const admin = new pg.Client({ connectionString: databaseUrl.replace(/\/[^/]+$/, '/postgres') });
-  await admin.connect();
-  await admin.query(`drop database if exists "${new URL(databaseUrl).pathname.slice(1)}" with (force)`);
-  await admin.end();
-  await runMigrations(databaseUrl);
-}
-
-async function startMockApi(): Promise<{ url: string; child: ChildProcess }> {
-  const child = spawn(
-    process.execPath,
-    [
-      `${here}../../bin/cards-sync.js`,
-      'mock-api',
-      '--port',
-      '0',
-      '--api-key',
-      KEY,
-      '--cards-per-subscriber',
-      String(k),
-    ],
-    {
-      stdio: ['ignore', 'pipe', 'inherit'],
-    },
-  );
-  let out = '';
-  for await (const chunk of child.stdout!) {
-    out += chunk;
-    const m = /listening on (http:\/\/\S+)/.exec(out);
-    if (m) return { url: m[1]!, child };
-  }
-  throw new Error('the mock API did not start');
-}
 
 const round = (x: number, d = 0) => Math.round(x * 10 ** d) / 10 ** d;
 
@@ -207,7 +172,7 @@ async function curve(mock: { url: string; child: ChildProcess }, sizes: number[]
     postgresCpuMs: number;
   }[] = [];
   for (const size of sizes) {
-    await resetDatabase();
+    await resetDatabase(databaseUrl);
     const r = await runPipeline('c-cards-sync', mock, size);
     const cpu = r.cpuMsPerSubscriber!;
     points.push({
@@ -266,7 +231,7 @@ async function curve(mock: { url: string; child: ChildProcess }, sizes: number[]
 }
 
 async function main() {
-  const mock = await startMockApi();
+  const mock = await startMockApi(KEY, k);
   if (values.curve !== undefined) {
     const sizes = (values.curve || '5000,10000,20000,40000,80000').split(',').map(Number);
     console.log(
@@ -297,7 +262,7 @@ async function main() {
         if (only && !only.includes(name.slice(0, 1))) continue;
         // b is six to eight times slower than c and far from its target: measured once.
         if (name === 'b-naive' && pass > 1) continue;
-        if (fresh) await resetDatabase();
+        if (fresh) await resetDatabase(databaseUrl);
         const r = await runPipeline(name, mock);
         results.push({ ...r, round: pass });
         console.log(`  ${name.padEnd(24)} ${round(r.subscribersPerSec)} subscribers/s`);

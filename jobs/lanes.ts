@@ -30,7 +30,12 @@ export const BULK_THRESHOLD = 100;
 /** The refresh's share of the slots while ops work is being served. */
 export const REFRESH_FLOOR_SHARE = 0.2;
 
-export const OPS_TRIGGERS: ReadonlySet<SyncTrigger> = new Set(['manual', 'api', 'cli']);
+const OPS_TRIGGERS: ReadonlySet<SyncTrigger> = new Set(['manual', 'api', 'cli']);
+
+/** Whether a job serves a person: theirs, or a refresh's job promoted for them (a manual refresh's own jobs are not). */
+export function isOpsJob(data: SyncJobData): boolean {
+  return data.refreshRunId === undefined ? OPS_TRIGGERS.has(data.trigger) : data.promoted === true;
+}
 
 const REFRESH_JOB_ID = /:r(\d+)$/;
 
@@ -54,7 +59,7 @@ export async function promoteRefreshJob(
   if (state !== 'prioritized' && state !== 'delayed') return false;
   if (state === 'prioritized' && (job.priority ?? 0) <= priority) return false;
   try {
-    await job.updateData({ ...job.data, trigger });
+    await job.updateData({ ...job.data, trigger, promoted: true });
     await job.changePriority({ priority });
     // A retry waiting out its backoff: the person asked for it now.
     if (state === 'delayed') await job.promote();

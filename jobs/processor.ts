@@ -5,7 +5,7 @@ import type { Metrics } from '../src/metrics.js';
 import { redactExcerpt } from '../src/redact.js';
 import type { SyncDeps } from '../src/sync/sync-subscriber.js';
 import { type SyncResult, syncSubscriber } from '../src/sync/sync-subscriber.js';
-import { countOpsServed, OPS_TRIGGERS } from './lanes.js';
+import { countOpsServed, isOpsJob } from './lanes.js';
 import { pauseQueue, type SyncJobData, type SyncJobResult, syncJobSchema } from './queue.js';
 import { countOutcome } from './refresh-tally.js';
 
@@ -109,7 +109,7 @@ export function createSyncProcessor(deps: ProcessorDeps) {
       );
     }
     const data = parsed.data;
-    if (OPS_TRIGGERS.has(data.trigger)) {
+    if (isOpsJob(data)) {
       // A slot went to ops work: the running refresh is owed its share (jobs/lanes.ts).
       countOpsServed(deps.redis, deps.queue.opts.prefix ?? 'bull').catch(() => {});
     }

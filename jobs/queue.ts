@@ -16,6 +16,8 @@ export const syncJobSchema = z.object({
   ]),
   trigger: z.enum(SYNC_TRIGGERS),
   refreshRunId: z.number().int().positive().optional(),
+  /** A refresh's job that a person's request moved into their lane (jobs/lanes.ts). */
+  promoted: z.literal(true).optional(),
 });
 export type SyncJobData = z.infer<typeof syncJobSchema>;
 

@@ -75,7 +75,12 @@ describe('the ops lane', () => {
     expect(counts.jobIds[0]).toBe(`id:250:r${runId}`);
     const promoted = await s.queue.getJob(`id:250:r${runId}`);
     expect(await promoted!.getState()).toBe('waiting');
-    expect(promoted!.data).toEqual({ target: { subscriberId: 250 }, trigger: 'manual', refreshRunId: runId });
+    expect(promoted!.data).toEqual({
+      target: { subscriberId: 250 },
+      trigger: 'manual',
+      refreshRunId: runId,
+      promoted: true,
+    });
     // Asking again changes nothing: it is already in the ops lane.
     expect(await enqueueSyncs(s.queue, [{ subscriberId: 250 }], 'api')).toMatchObject({
       enqueued: 0,

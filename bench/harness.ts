@@ -1,0 +1,37 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import pg from 'pg';
+import { runMigrations } from '../db/migrate.js';
+
+// What the benchmarks share: a database of their own, made anew, and the mock API as a process.
+
+const here = new URL('.', import.meta.url).pathname;
+/** The built CLI, as a user runs it. */
+export const CLI = `${here}../../bin/cards-sync.js`;
+
+/** Drops the benchmark's own database and migrates it afresh. */
+export async function resetDatabase(databaseUrl: string): Promise<void> {
+  const admin = new pg.Client({ connectionString: databaseUrl.replace(/\/[^/]+$/, '/postgres') });
+  await admin.connect();
+  await admin.query(`drop database if exists "${new URL(databaseUrl).pathname.slice(1)}" with (force)`);
+  await admin.end();
+  await runMigrations(databaseUrl);
+}
+
+/** `cards-sync mock-api` on a free loopback port; resolves once it listens. */
+export async function startMockApi(
+  key: string,
+  cardsPerSubscriber: number,
+): Promise<{ url: string; child: ChildProcess }> {
+  const child = spawn(
+    process.execPath,
+    [CLI, 'mock-api', '--port', '0', '--api-key', key, '--cards-per-subscriber', String(cardsPerSubscriber)],
+    { stdio: ['ignore', 'pipe', 'inherit'] },
+  );
+  let out = '';
+  for await (const chunk of child.stdout!) {
+    out += chunk;
+    const m = /listening on (http:\/\/\S+)/.exec(out);
+    if (m) return { url: m[1]!, child };
+  }
+  throw new Error('the mock API did not start');
+}
