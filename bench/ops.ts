@@ -23,8 +23,10 @@ const { values } = parseArgs({
     probes: { type: 'string', default: '20' },
     /** Between two probes, ms. */
     interval: { type: 'string', default: '2000' },
-    /** How long the refresh runs alone before the first probe, ms. */
-    warmup: { type: 'string', default: '8000' },
+    /** How long the refresh runs alone before the first probe, ms: its budget share is measured then. */
+    warmup: { type: 'string', default: '15000' },
+    /** SYNC_CONCURRENCY of the worker: enough jobs in flight to fill the budget. */
+    concurrency: { type: 'string', default: '32' },
     cards: { type: 'string', default: '3' },
     'database-url': {
       type: 'string',
@@ -49,6 +51,7 @@ const probes = wholeNumber('probes', values.probes, 1);
 const interval = wholeNumber('interval', values.interval, 100);
 const warmup = wholeNumber('warmup', values.warmup, 0);
 const cards = wholeNumber('cards', values.cards, 0);
+const concurrency = wholeNumber('concurrency', values.concurrency, 1);
 const databaseUrl = values['database-url']!;
 const redisUrl = values['redis-url']!;
 const KEY = 'bench-key-0d9c2f1e';
@@ -101,6 +104,7 @@ async function main() {
     CARDS_API_BASE_URL: mock.url,
     CARDS_API_KEY: KEY,
     SYNC_RATE_LIMIT_PER_SEC: String(rate),
+    SYNC_CONCURRENCY: String(concurrency),
     LOG_LEVEL: 'warn',
   };
   const worker: ChildProcess = spawn(process.execPath, [CLI, 'worker'], {
@@ -116,7 +120,11 @@ async function main() {
   const runId = Number(/started refresh run (\d+)/.exec(started.out)?.[1]);
   if (!runId) throw new Error(`refresh did not start: ${started.out}`);
   console.log(`refresh run ${runId} of ${n} subscribers at SYNC_RATE_LIMIT_PER_SEC=${rate}`);
-  await sleep(warmup);
+  // The refresh alone (after 3 s of start-up): its share of the budget while no ops work waits.
+  await sleep(Math.min(3000, warmup));
+  const aloneFrom = new Date();
+  await sleep(Math.max(0, warmup - 3000));
+  const aloneTo = new Date();
 
   const windowStart = new Date();
   const results: { id: number; backlog: number; queuedMs: number; fromCliStartMs: number }[] = [];
@@ -179,13 +187,15 @@ async function main() {
     return rows[0]!.n;
   }
   const probed = results.map((r) => r.id);
-  const refreshInWindow = await pool.query<{ n: number; probes: number }>(
-    `select count(*) filter (where refresh_run_id = $1 and subscriber_id <> all($4::bigint[]))::int as n,
-            count(*) filter (where subscriber_id = any($4::bigint[]))::int as probes
-     from sync_runs where finished_at >= $2 and finished_at < $3`,
-    [runId, windowStart, windowEnd, probed],
-  );
-  const seconds = (windowEnd.getTime() - windowStart.getTime()) / 1000;
+  /** Syncs of the refresh (not the probed subscribers) a second between two times, over the budget. */
+  const shareOf = async (from: Date, to: Date) => {
+    const r = await pool.query<{ n: number }>(
+      `select count(*)::int as n from sync_runs
+       where refresh_run_id = $1 and subscriber_id <> all($4::bigint[]) and finished_at >= $2 and finished_at < $3`,
+      [runId, from, to, probed],
+    );
+    return Math.round((r.rows[0]!.n / (((to.getTime() - from.getTime()) / 1000) * rate)) * 1000) / 1000;
+  };
   const twice = await pool.query<{ n: number }>(
     `select count(*)::int as n from (select subscriber_id from sync_runs where started_at >= (select started_at from refresh_runs where id = $1)
        group by 1 having count(*) > 1) t`,
@@ -215,10 +225,8 @@ async function main() {
         ),
       ),
     },
-    refreshBudgetShare: Math.round((refreshInWindow.rows[0]!.n / (seconds * rate)) * 1000) / 1000,
-    budgetShareWithProbes:
-      Math.round(((refreshInWindow.rows[0]!.n + refreshInWindow.rows[0]!.probes) / (seconds * rate)) * 1000) /
-      1000,
+    refreshBudgetShareAlone: await shareOf(aloneFrom, aloneTo),
+    refreshBudgetShareDuringProbes: await shareOf(windowStart, windowEnd),
     fetchedTwice: twice.rows[0]!.n,
     refreshSynced: await syncedByRefresh(),
     refreshFinished: expectedLeft < 180,
