@@ -286,7 +286,8 @@ describe('streaming', () => {
     p.process.stdin!.write(lines);
     await waitFor(
       '2000 waiting jobs while standard input is still open',
-      async () => (await q.queue.getJobCounts('waiting')).waiting! >= 2000,
+      // A file's lines take the bulk lane: BullMQ's prioritized set.
+      async () => (await q.queue.getJobCounts('prioritized')).prioritized! >= 2000,
     );
     expect(p.process.exitCode).toBeNull();
     expect(p.process.stdin!.writableEnded).toBe(false);
@@ -294,7 +295,7 @@ describe('streaming', () => {
     const run = await p.done;
     expect(run.code).toBe(0);
     expect(run.stdout.trim()).toBe('enqueued 2500, already queued 0, rejected 0');
-    expect((await q.queue.getJobCounts('waiting')).waiting).toBe(2500);
+    expect((await q.queue.getJobCounts('prioritized')).prioritized).toBe(2500);
   });
 
   it('prints periodic plain progress lines on a non-terminal stderr', async () => {

@@ -92,6 +92,10 @@ const DESIGN_COLUMNS: Record<string, string[]> = {
     'halted_reason',
     'breaker_overridden',
     'job_id',
+    'planned_subscribers',
+    'rate_budget_per_sec',
+    'expected_finish_at',
+    'next_refresh_at',
   ],
   saved_cards_active: [
     'id',
