@@ -1,13 +1,15 @@
-import { existsSync, mkdirSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync } from 'node:fs';
 import { type Browser, chromium } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { enqueueSyncs } from '../jobs/queue.js';
 import { createRefreshQueue } from '../jobs/refresh.js';
+import { type SyncWorker, startSyncWorker } from '../jobs/worker.js';
 import { createAdminApp } from '../src/admin/app.js';
 import { createApiClient } from '../src/api/client.js';
 import { createMetrics } from '../src/metrics.js';
+import { cardsFor } from '../src/mock-api/data.js';
 import { syncSubscriber } from '../src/sync/sync-subscriber.js';
-import { ADMIN_TOKEN, API_KEY, useScriptedApi } from './fixtures.js';
+import { ADMIN_TOKEN, API_KEY, makeCard, ok, useScriptedApi } from './fixtures.js';
 import { captureLogger, useTestDatabase } from './helpers.js';
 import { testQueue } from './queue-helpers.js';
 
@@ -116,4 +118,128 @@ describe('admin pages in a browser', () => {
     await page.screenshot({ path: `${ARTIFACTS}admin-dashboard.png`, fullPage: true });
     await context.close();
   }, 30_000);
+});
+
+describe('the ops page in a browser', () => {
+  const DOCS = new URL('../docs/', import.meta.url).pathname;
+  let worker: SyncWorker | undefined;
+  let workerApi: ReturnType<typeof createApiClient> | undefined;
+  afterAll(async () => {
+    await worker?.close(5000);
+    await workerApi?.close();
+  });
+
+  it('finds a subscriber, re-syncs it after an upstream change and watches the run land; pauses and resumes', async () => {
+    // A real worker on the test queue, against the scripted API, as in production.
+    workerApi = createApiClient({
+      baseUrl: upstream.url,
+      apiKey: API_KEY,
+      pathStyle: 'standard',
+      timeoutMs: 2000,
+    });
+    worker = await startSyncWorker(
+      {
+        db: database.handle.db,
+        api: workerApi,
+        logger: captureLogger().logger,
+        queue: q.queue,
+        redis: q.redis,
+      },
+      { redisUrl: inject('redisUrl'), prefix: q.prefix, concurrency: 2 },
+    );
+    const context = await browser.newContext({ httpCredentials: { username: 'ops', password: TOKEN } });
+    const page = await context.newPage();
+    const search = (text: string) =>
+      page.getByRole('searchbox', { name: 'subscriber id or e-mail' }).first().fill(text);
+    const find = () => page.getByRole('button', { name: 'Find subscriber' }).first().click();
+
+    // Find subscriber 901 by id: its four cards and its one run.
+    await page.goto(`${url}/admin`);
+    await search('901');
+    await find();
+    await page.waitForURL(/\/admin\/subscribers\/901$/);
+    const before = cardsFor(901);
+    await expect(page.locator('#subscriber-id').textContent()).resolves.toBe('901');
+    await expect(page.locator('table#cards tbody tr').count()).resolves.toBe(before.length);
+    await expect(page.locator('table#runs tbody tr').count()).resolves.toBe(1);
+    await expect(page.locator('#sub-active-cards').textContent()).resolves.toBe(String(before.length));
+    await page.screenshot({ path: `${ARTIFACTS}ops-search.png`, fullPage: true });
+
+    // Upstream: the first card changes bank, the last one goes away, a new one appears.
+    const [first, ...rest] = before;
+    const added = makeCard(901, { cardBankName: 'VAKIFBANK', binNumber: '4111-xxxx-xxxx-0007' });
+    const gone = rest.at(-1)!;
+    // The answer takes a moment, so the page is seen waiting before the run lands.
+    upstream.script.set('id:901', {
+      ...ok([{ ...first!, cardBankName: 'AKBANK T.A.S.' }, ...rest.slice(0, -1), added]),
+      delayMs: 1200,
+    });
+
+    await page.getByRole('button', { name: 'Re-sync now' }).click();
+    await page.waitForURL(/\/admin\/subscribers\/901\?since=\d+/);
+    await expect(page.locator('#resync-state').textContent()).resolves.toContain(
+      'Re-sync requested — waiting for the worker…',
+    );
+    // The page reloads itself until the worker's run is there.
+    const state = page.locator('#resync-state', { hasText: 'Re-sync finished' });
+    await state.waitFor({ timeout: 20_000 });
+    // The element shows while the reloaded page is still being parsed: let it finish.
+    await page.waitForLoadState('load');
+    const runId = await state.getAttribute('data-run-id');
+    await expect(state.textContent()).resolves.toContain(`run ${runId}, succeeded, +1 ~1 −1`);
+    await expect(page.locator(`table#runs tr.new[data-run-id="${runId}"]`).count()).resolves.toBe(1);
+    await expect(page.locator('table#runs tbody tr').count()).resolves.toBe(2);
+    const changed = (id: number) => page.locator(`table#cards tr.changed[data-card-id="${id}"]`);
+    await expect(changed(added.id).getAttribute('data-change')).resolves.toBe('added');
+    await expect(changed(first!.id).getAttribute('data-change')).resolves.toBe('updated');
+    await expect(changed(gone.id).getAttribute('data-change')).resolves.toBe('removed');
+    await expect(changed(added.id).textContent()).resolves.toContain('VAKIFBANK');
+    await expect(page.locator('#sub-active-cards').textContent()).resolves.toBe(String(before.length));
+    const html = await page.content();
+    for (const card of [...before, added]) expect(html).not.toContain(card.cardToken);
+    // The page stopped reloading: it is still the same document a few seconds later.
+    await page.evaluate(() => {
+      (globalThis as unknown as { marker: boolean }).marker = true;
+    });
+    await new Promise((r) => setTimeout(r, 2500));
+    await expect(page.evaluate(() => (globalThis as unknown as { marker?: boolean }).marker)).resolves.toBe(
+      true,
+    );
+    await page.screenshot({ path: `${ARTIFACTS}ops-subscriber.png`, fullPage: true });
+    mkdirSync(DOCS, { recursive: true });
+    copyFileSync(`${ARTIFACTS}ops-subscriber.png`, `${DOCS}ops-page.png`);
+
+    // An e-mail nobody has synced yet: not known, re-sync it, and land on its subscriber.
+    await search('subscriber-905@example.com');
+    await find();
+    await expect(page.locator('#unknown').textContent()).resolves.toContain('not known yet');
+    await page.getByRole('button', { name: 'Re-sync this e-mail' }).click();
+    await page.waitForURL(/\/admin\/subscribers\/905\?/, { timeout: 20_000 });
+    await page.locator('#resync-state', { hasText: 'Re-sync finished' }).waitFor({ timeout: 20_000 });
+    await page.waitForLoadState('load');
+    await expect(page.locator('#sub-email').textContent()).resolves.toBe('subscriber-905@example.com');
+    await expect(page.locator('table#cards tbody tr').count()).resolves.toBe(cardsFor(905).length);
+    // Now known: the same e-mail in another case goes straight to the subscriber.
+    await search('SUBSCRIBER-905@Example.COM');
+    await find();
+    await page.waitForURL(/\/admin\/subscribers\/905$/);
+
+    // Pause with a reason from the overview, see it, resume.
+    await page.goto(`${url}/admin`);
+    await page.getByLabel('Reason').fill('upstream maintenance until 06:00');
+    await page.getByRole('button', { name: 'Pause processing' }).click();
+    await page.waitForURL(/\/admin\?done=paused$/);
+    await expect(page.locator('#queue-state').textContent()).resolves.toBe('PAUSED');
+    await expect(page.locator('#pause-reason').textContent()).resolves.toContain(
+      'upstream maintenance until 06:00',
+    );
+    await expect(q.queue.isPaused()).resolves.toBe(true);
+    await page.screenshot({ path: `${ARTIFACTS}ops-paused.png`, fullPage: true });
+    await page.getByRole('button', { name: 'Resume processing' }).click();
+    await page.waitForURL(/\/admin\?done=resumed$/);
+    await expect(page.locator('#queue-state').textContent()).resolves.toBe('running');
+    await expect(page.locator('#flash').textContent()).resolves.toContain('Resumed');
+    await expect(q.queue.isPaused()).resolves.toBe(false);
+    await context.close();
+  }, 90_000);
 });

@@ -39,7 +39,7 @@ function setup() {
     cleanups.push(() => w.close());
     return w;
   };
-  const metricsText = async () => {
+  const page = async (path: string) => {
     const admin = createAdminApp({
       db: db(),
       redis: q.redis,
@@ -50,9 +50,11 @@ function setup() {
       adminToken: ADMIN_TOKEN,
       prefix: q.prefix,
     });
-    return (await admin.app.fetch(new Request('http://x/metrics'))).text();
+    const headers = { authorization: `Bearer ${ADMIN_TOKEN}` };
+    return (await admin.app.fetch(new Request(`http://x${path}`, { headers }))).text();
   };
-  return { ...q, refreshQueue, env, startRefresh, metricsText };
+  const metricsText = () => page('/metrics');
+  return { ...q, refreshQueue, env, startRefresh, metricsText, page };
 }
 
 async function startManual(refreshQueue: ReturnType<typeof setup>['refreshQueue'], staleBefore?: Date) {
@@ -98,6 +100,11 @@ describe('refresh plan', () => {
     expect(metrics).toContain('cards_sync_refresh_overrun 1');
     expect(metrics).toContain('cards_sync_refresh_subscribers{state="planned"} 600');
     expect(metrics).toMatch(/cards_sync_refresh_eta_timestamp_seconds [1-9]\d+/);
+    const overview = await s.page('/admin');
+    expect(overview).toMatch(
+      /<span id="refresh-done">0<\/span> of 600 done · no rate yet · budget 2\/s · ETA/,
+    );
+    expect(overview).toContain('id="refresh-overrun">Will overrun: refresh run');
   });
 
   it('a run that fits its budget before the next scheduled one is not flagged', async () => {
@@ -133,5 +140,8 @@ describe('refresh plan', () => {
     const text = await runCli(['status'], s.env);
     expect(text.stdout).toContain('EMPTY');
     expect(text.stdout).toContain('matched no subscriber, nothing was synced (not a success)');
+    const overview = await s.page('/admin');
+    expect(overview).toContain('It matched no subscriber');
+    expect(overview).toContain('<div class="bar"><div style="width:0%">');
   });
 });

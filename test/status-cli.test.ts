@@ -59,7 +59,9 @@ describe('status', () => {
       { target: { subscriberId: 1 }, trigger: 'manual' },
       { jobId: 'id:1:old', timestamp: Date.now() - 90_000 },
     );
-    expect(await enqueueSyncs(q.queue, [{ subscriberId: 2 }, { email: 'c@example.com' }], 'manual')).toMatchObject({
+    expect(
+      await enqueueSyncs(q.queue, [{ subscriberId: 2 }, { email: 'c@example.com' }], 'manual'),
+    ).toMatchObject({
       enqueued: 2,
       alreadyQueued: 0,
       promoted: 0,

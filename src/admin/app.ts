@@ -22,7 +22,9 @@ import type { Logger } from '../logger.js';
 import { type Metrics, setRefreshGauges } from '../metrics.js';
 import { parseEmail, parseSubscriberId, TargetError } from '../targets.js';
 import { requireToken } from './auth.js';
-import { renderOverview } from './overview.js';
+import { csrfToken } from './csrf.js';
+import { registerOpsRoutes } from './ops-routes.js';
+import { parseFlash, renderOverview } from './overview.js';
 
 /** Largest request body, bytes. */
 export const MAX_BODY_BYTES = 256 * 1024;
@@ -178,8 +180,19 @@ export function createAdminApp(deps: AdminDeps) {
       freshnessBuckets(deps.db),
       lastRefreshRun(deps.db),
     ]);
-    return c.html(renderOverview({ queue, data, freshness, lastRefresh: lastRefresh ?? null }));
+    return c.html(
+      renderOverview({
+        queue,
+        data,
+        freshness,
+        lastRefresh: lastRefresh ?? null,
+        csrf: csrfToken(deps.adminToken ?? ''),
+        flash: parseFlash(c.req.query()),
+      }),
+    );
   });
+
+  registerOpsRoutes(app, deps);
 
   const board = new HonoAdapter(serveStatic);
   createBullBoard({

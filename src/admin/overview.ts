@@ -1,13 +1,10 @@
 import type { FreshnessBuckets } from '../../db/ops/admin.js';
 import type { RefreshRun } from '../../db/ops/refresh-runs.js';
 import type { DataStatus } from '../../db/ops/status.js';
+import { progressOf } from '../../jobs/refresh-plan.js';
 import type { QueueStatus } from '../commands/status.js';
-
-const esc = (v: unknown) =>
-  String(v ?? '').replace(
-    /[&<>"']/g,
-    (ch) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[ch]!,
-  );
+import { csrfField } from './csrf.js';
+import { esc, layout, searchForm, time } from './html.js';
 
 function freshnessChart(b: FreshnessBuckets): string {
   const bars = [
@@ -32,60 +29,132 @@ function freshnessChart(b: FreshnessBuckets): string {
   return `<svg id="freshness-chart" role="img" aria-label="subscribers by time since their last successful sync" width="560" height="${bars.length * 34}" viewBox="0 0 560 ${bars.length * 34}">${rows}</svg>`;
 }
 
+/** The running refresh's plan: done of planned, its rate, the ETA, and whether it will overrun. */
+function planLine(r: RefreshRun): string {
+  if (r.status !== 'running' && r.status !== 'halted') return '';
+  const p = progressOf(r);
+  const parts = [
+    p.planned !== null ? `<span id="refresh-done">${p.done}</span> of ${p.planned} done` : `${p.done} done`,
+    p.ratePerSec !== null ? `${p.ratePerSec}/s` : 'no rate yet',
+    r.rateBudgetPerSec !== null ? `budget ${r.rateBudgetPerSec}/s` : 'no rate limit set',
+    p.etaAt ? `ETA <span id="refresh-eta">${time(p.etaAt)}</span>` : 'ETA unknown',
+  ];
+  const overrun = p.overrun
+    ? `<p class="alert" id="refresh-overrun">Will overrun: ${esc(p.overrun)}</p>`
+    : '';
+  return `<p id="refresh-plan">${parts.join(' · ')}</p>${overrun}`;
+}
+
 function refreshBlock(r: RefreshRun | null): string {
   if (!r) return '<p>No refresh has run yet.</p>';
   const done = r.succeeded + r.failed + r.notFound + r.invalid;
+  const total = r.plannedSubscribers ?? r.enqueued;
+  // An empty run (it matched nobody) is not a finished refresh: no full bar.
   const pct =
-    r.enqueued > 0
-      ? Math.min(100, Math.round((done / r.enqueued) * 100))
-      : r.status === 'completed'
-        ? 100
-        : 0;
+    total > 0 ? Math.min(100, Math.round((done / total) * 100)) : r.status === 'completed' ? 100 : 0;
   const halted =
     r.status === 'halted'
       ? `<p class="alert">Halted by the mass-removal breaker: ${esc(r.haltedReason)}</p>`
-      : '';
+      : r.status === 'empty'
+        ? '<p class="alert">It matched no subscriber: nothing was synced, and it is not a successful refresh.</p>'
+        : '';
   return (
-    `<p>Run <b>${r.id}</b> (${esc(r.trigger)}) — <b id="refresh-status">${esc(r.status)}</b>, started ${esc(r.startedAt.toISOString())}` +
-    `${r.finishedAt ? `, finished ${esc(r.finishedAt.toISOString())}` : ''}</p>${halted}` +
-    `<div class="bar"><div style="width:${pct}%"></div></div>` +
+    `<p>Run <b>${r.id}</b> (${esc(r.trigger)}) — <b id="refresh-status">${esc(r.status)}</b>, started ${time(r.startedAt)}` +
+    `${r.finishedAt ? `, finished ${time(r.finishedAt)}` : ''}</p>${halted}` +
+    `<div class="bar"><div style="width:${pct}%"></div></div>${planLine(r)}` +
     `<p>${r.subscribersTotal} subscribers fanned out · ${r.enqueued} enqueued · ${r.succeeded} succeeded · ${r.failed} failed · ` +
     `${r.notFound} not found · ${r.invalid} invalid · cards +${r.cardsAdded} / −${r.cardsRemoved}</p>`
   );
 }
 
-/** The overview page: what a person on call wants to see at a glance. */
-export function renderOverview(view: {
+/** What an operator's last pause or resume did, as carried by the redirect back to the overview. */
+export type OverviewFlash =
+  | { done: 'paused' }
+  | { done: 'already-paused' }
+  | { done: 'resumed' | 'not-paused'; continuedRefreshRunId: number | undefined };
+
+/** The flash of the overview's query (`?done=…&run=…`); only known values, so no text comes from the link. */
+export function parseFlash(query: Record<string, string>): OverviewFlash | undefined {
+  const done = query.done;
+  if (done === 'paused' || done === 'already-paused') return { done };
+  if (done !== 'resumed' && done !== 'not-paused') return undefined;
+  const run = /^\d{1,15}$/.test(query.run ?? '') ? Number(query.run) : undefined;
+  return { done, continuedRefreshRunId: run };
+}
+
+function flashBlock(f: OverviewFlash | undefined, q: QueueStatus): string {
+  if (f === undefined) return '';
+  let text: string;
+  if (f.done === 'paused') text = 'Paused: workers finish their current jobs and take no new ones.';
+  else if (f.done === 'already-paused') {
+    // The first reason is kept: it says why processing stopped.
+    text = q.paused
+      ? `The queue was already paused by ${esc(q.pausedBy ?? 'someone')} at ${time(q.pausedAt)}: ${esc(q.pausedBecause ?? '')}. That reason is kept.`
+      : 'The queue was already paused, and has been resumed since.';
+  } else {
+    const run =
+      f.continuedRefreshRunId !== undefined
+        ? ` Refresh run ${f.continuedRefreshRunId} continues from where the breaker halted it.`
+        : ' No halted refresh run to continue.';
+    text = `${f.done === 'resumed' ? 'Resumed: workers take jobs again.' : 'The queue was not paused.'}${run}`;
+  }
+  return `<p id="flash" class="flash" data-done="${esc(f.done)}">${text}</p>`;
+}
+
+function controlForms(q: QueueStatus, csrf: string): string {
+  if (q.paused) {
+    return `<form id="resume-form" method="post" action="/admin/resume">${csrfField(csrf)}<button type="submit">Resume processing</button> (also continues a refresh run the breaker halted)</form>`;
+  }
+  return (
+    `<form id="pause-form" method="post" action="/admin/pause">${csrfField(csrf)}` +
+    '<label>Reason <input type="text" name="reason" required maxlength="500" placeholder="why, for whoever looks next"></label> ' +
+    '<button type="submit">Pause processing</button></form>'
+  );
+}
+
+// Reloads every 15 s (to the bare URL, dropping a one-time message) unless someone is typing.
+const RELOAD = `<script>
+setInterval(function () {
+  var fields = document.querySelectorAll('input[type=text],input[type=search]');
+  for (var i = 0; i < fields.length; i++) if (fields[i].value !== '' || fields[i] === document.activeElement) return;
+  location.replace('/admin');
+}, 15000);
+</script><noscript><meta http-equiv="refresh" content="15"></noscript>`;
+
+/** What the overview shows; add fields here to add blocks. */
+export interface OverviewView {
   queue: QueueStatus;
   data: DataStatus;
   freshness: FreshnessBuckets;
   lastRefresh: RefreshRun | null;
-}): string {
+  /** The `_csrf` value for the pause and resume forms. */
+  csrf: string;
+  /** The outcome of the pause or resume that redirected here, if any. */
+  flash?: OverviewFlash | undefined;
+}
+
+/** The overview page: what a person on call wants to see at a glance. */
+export function renderOverview(view: OverviewView): string {
   const { queue: q, data: d } = view;
   const c = q.counts;
   const failures =
     d.failuresLast24h.length === 0
       ? '<p>No failures in the last 24 hours.</p>'
       : `<table id="failures"><tr><th>error code</th><th>count</th><th>last</th></tr>${d.failuresLast24h
-          .map((f) => `<tr><td>${esc(f.errorCode)}</td><td>${f.count}</td><td>${esc(f.lastAt)}</td></tr>`)
+          .map((f) => `<tr><td>${esc(f.errorCode)}</td><td>${f.count}</td><td>${time(f.lastAt)}</td></tr>`)
           .join('')}</table>`;
-  return `<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>cards-sync overview</title>
-<meta http-equiv="refresh" content="15">
-<style>
-body{font:15px/1.4 system-ui,sans-serif;margin:2rem;max-width:980px;color:#222}
-h1{font-size:1.5rem}h2{font-size:1.1rem;margin-top:1.8rem;border-bottom:1px solid #ddd}
-.tiles{display:flex;gap:1rem;flex-wrap:wrap}.tile{border:1px solid #ddd;border-radius:6px;padding:.6rem 1rem;min-width:7rem}
-.tile b{display:block;font-size:1.6rem}.alert{color:#b71c1c;font-weight:600}
-.bar{background:#eee;height:12px;border-radius:6px;overflow:hidden;width:560px}.bar div{background:#1565c0;height:12px}
-svg text{font-size:13px}svg text.n{font-weight:600}table{border-collapse:collapse}td,th{padding:.25rem .8rem;border-bottom:1px solid #eee;text-align:left}
-</style></head><body>
+  const body = `
 <h1>cards-sync</h1>
+<h2>Find a subscriber</h2>
+${searchForm()}
+<h2>Queue</h2>
 <p>Queue <b>saved-cards-sync</b> is <b id="queue-state">${q.paused ? 'PAUSED' : 'running'}</b>${
     q.paused
-      ? ` <span class="alert">(${esc(q.pausedBy)}: ${esc(q.pausedBecause)}) — <code>cards-sync resume</code></span>`
+      ? ` <span class="alert" id="pause-reason">(${esc(q.pausedBy)} at ${time(q.pausedAt)}: ${esc(q.pausedBecause)})</span>`
       : ''
   }. <a href="/admin/queues">Jobs dashboard →</a></p>
+${flashBlock(view.flash, q)}
+${controlForms(q, view.csrf)}
 <div class="tiles">
 <div class="tile">waiting<b id="count-waiting">${(c.waiting ?? 0) + (c.prioritized ?? 0)}</b></div>
 <div class="tile">active<b id="count-active">${c.active ?? 0}</b></div>
@@ -98,8 +167,8 @@ svg text{font-size:13px}svg text.n{font-weight:600}table{border-collapse:collaps
 ${freshnessChart(view.freshness)}
 <h2>Refresh</h2>
 ${refreshBlock(view.lastRefresh)}
-<p>Next nightly run: ${q.nextNightlyRefresh ? esc(q.nextNightlyRefresh) : 'not scheduled yet'}</p>
+<p>Next nightly run: ${q.nextNightlyRefresh ? time(q.nextNightlyRefresh) : 'not scheduled yet'}</p>
 <h2>Failures in the last 24 hours</h2>
-${failures}
-</body></html>`;
+${failures}`;
+  return layout({ title: 'cards-sync overview', head: RELOAD, body, nav: false });
 }

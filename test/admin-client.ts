@@ -1,0 +1,84 @@
+import { afterAll, beforeAll, expect } from 'vitest';
+import type { DbHandle } from '../db/client.js';
+import { createRefreshQueue } from '../jobs/refresh.js';
+import { createAdminApp } from '../src/admin/app.js';
+import { csrfToken } from '../src/admin/csrf.js';
+import { createMetrics } from '../src/metrics.js';
+import { ADMIN_TOKEN } from './fixtures.js';
+import { captureLogger } from './helpers.js';
+import { testQueue } from './queue-helpers.js';
+
+/** The `_csrf` value of the admin pages in tests. */
+export const CSRF = csrfToken(ADMIN_TOKEN);
+
+export interface RequestOptions {
+  /** The bearer token; null sends none. Default {@link ADMIN_TOKEN}. */
+  token?: string | null;
+  headers?: Record<string, string>;
+  /** `off`: the app without ADMIN_TOKEN. Default the app with it. */
+  app?: 'on' | 'off';
+}
+
+/**
+ * The admin app on the file's database and a queue of its own (no worker on it: jobs stay waiting),
+ * and a client that speaks to it through `app.fetch` as the admin page's links and forms do.
+ */
+export function useAdminApp(database: { handle: DbHandle }) {
+  const q = testQueue();
+  const { logger, lines } = captureLogger();
+  let on: ReturnType<typeof createAdminApp>;
+  let off: ReturnType<typeof createAdminApp>;
+  let refreshQueue: ReturnType<typeof createRefreshQueue>;
+  beforeAll(() => {
+    refreshQueue = createRefreshQueue(q.redis, q.prefix);
+    const deps = {
+      db: database.handle.db,
+      redis: q.redis,
+      syncQueue: q.queue,
+      refreshQueue,
+      metrics: createMetrics({ defaultMetrics: false }),
+      logger,
+      prefix: q.prefix,
+    };
+    on = createAdminApp({ ...deps, adminToken: ADMIN_TOKEN });
+    off = createAdminApp({ ...deps, adminToken: undefined });
+  });
+  afterAll(async () => {
+    await refreshQueue?.close();
+    await q.cleanup();
+  });
+
+  const send = (path: string, init: RequestOptions, extra: RequestInit = {}) => {
+    const headers = new Headers(init.headers);
+    if (init.token !== null) headers.set('authorization', `Bearer ${init.token ?? ADMIN_TOKEN}`);
+    for (const [k, v] of new Headers(extra.headers)) headers.set(k, v);
+    const app = init.app === 'off' ? off : on;
+    return app.app.fetch(new Request(`http://admin.test${path}`, { ...extra, headers }));
+  };
+  return {
+    q,
+    logger,
+    lines,
+    get: (path: string, init: RequestOptions = {}) => send(path, init),
+    /** Posts a form as the admin page does: urlencoded, with `_csrf` unless told otherwise. */
+    post: (
+      path: string,
+      fields: Record<string, string> = {},
+      init: RequestOptions & { csrf?: string | null; contentType?: string } = {},
+    ) => {
+      const body = new URLSearchParams(fields);
+      if (init.csrf !== null) body.set('_csrf', init.csrf ?? CSRF);
+      const contentType = init.contentType ?? 'application/x-www-form-urlencoded';
+      return send(path, init, {
+        method: 'POST',
+        body: body.toString(),
+        headers: { 'content-type': contentType },
+      });
+    },
+    /** Asserts that no sync job waits on the queue. */
+    async nothingQueued() {
+      const c = await q.queue.getJobCounts('waiting', 'prioritized');
+      expect((c.waiting ?? 0) + (c.prioritized ?? 0)).toBe(0);
+    },
+  };
+}
