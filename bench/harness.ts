@@ -35,3 +35,13 @@ export async function startMockApi(
   }
   throw new Error('the mock API did not start');
 }
+
+/** A whole-number flag of at least `min`, or a one-line refusal (exit 2). */
+export function wholeNumber(flag: string, value: string | undefined, min: number): number {
+  const x = Number(value);
+  if (!/^\d+$/.test(value ?? '') || !Number.isSafeInteger(x) || x < min) {
+    console.error(`--${flag} must be a whole number of at least ${min}, not "${value}"`);
+    process.exit(2);
+  }
+  return x;
+}

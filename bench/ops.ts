@@ -8,7 +8,7 @@ import { LANE_PRIORITY } from '../jobs/lanes.js';
 import { createSyncQueue } from '../jobs/queue.js';
 import { createRedis } from '../jobs/redis.js';
 import { createRefreshQueue } from '../jobs/refresh.js';
-import { CLI, resetDatabase, startMockApi } from './harness.js';
+import { CLI, resetDatabase, startMockApi, wholeNumber } from './harness.js';
 
 // npm run bench:ops [-- --subscribers 20000 --rate 250 --probes 20]
 //   A refresh of N known subscribers saturates SYNC_RATE_LIMIT_PER_SEC while an operator re-syncs
@@ -37,14 +37,6 @@ const { values } = parseArgs({
   },
 });
 
-function wholeNumber(flag: string, value: string | undefined, min: number): number {
-  const x = Number(value);
-  if (!/^\d+$/.test(value ?? '') || !Number.isSafeInteger(x) || x < min) {
-    console.error(`--${flag} must be a whole number of at least ${min}, not "${value}"`);
-    process.exit(2);
-  }
-  return x;
-}
 const n = wholeNumber('subscribers', values.subscribers, 100);
 const rate = wholeNumber('rate', values.rate, 1);
 const probes = wholeNumber('probes', values.probes, 1);

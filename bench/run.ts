@@ -6,7 +6,7 @@ import { createSyncQueue, enqueueSyncs } from '../jobs/queue.js';
 import { createRedis } from '../jobs/redis.js';
 import { lineChart } from './chart.js';
 import { postgresCpuMs, processCpuMs, redisCpuMs } from './cpu.js';
-import { resetDatabase, startMockApi } from './harness.js';
+import { resetDatabase, startMockApi, wholeNumber } from './harness.js';
 
 // npm run bench [-- --subscribers 20000 --cards 5 --concurrency 64]
 //   Three pipelines over the same data (and f, the floor), in one run on one machine; the ratios are what counts.
@@ -42,15 +42,6 @@ const { values } = parseArgs({
     'redis-url': { type: 'string', default: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379' },
   },
 });
-/** A whole-number flag of at least `min`, or a one-line refusal (exit 2). */
-function wholeNumber(flag: string, value: string | undefined, min: number): number {
-  const x = Number(value);
-  if (!/^\d+$/.test(value ?? '') || !Number.isSafeInteger(x) || x < min) {
-    console.error(`--${flag} must be a whole number of at least ${min}, not "${value}"`);
-    process.exit(2);
-  }
-  return x;
-}
 const n = wholeNumber('subscribers', values.subscribers, 1);
 const rounds = wholeNumber('rounds', values.rounds, 1);
 const k = wholeNumber('cards', values.cards, 0);

@@ -1,6 +1,7 @@
 import { desc, eq, sql } from 'drizzle-orm';
 import type { Db } from '../client.js';
 import { subscribers, syncRuns } from '../schema.js';
+import { runColumns } from './subscriber-page.js';
 
 export interface FreshnessBuckets {
   within1h: number;
@@ -34,22 +35,7 @@ export async function freshnessBuckets(db: Db): Promise<FreshnessBuckets> {
 export async function subscriberDetail(db: Db, subscriberId: number) {
   const [subscriber] = await db.select().from(subscribers).where(eq(subscribers.subscriberId, subscriberId));
   const runs = await db
-    .select({
-      id: syncRuns.id,
-      trigger: syncRuns.trigger,
-      status: syncRuns.status,
-      startedAt: syncRuns.startedAt,
-      finishedAt: syncRuns.finishedAt,
-      cardsSeen: syncRuns.cardsSeen,
-      inserted: syncRuns.inserted,
-      updated: syncRuns.updated,
-      unchanged: syncRuns.unchanged,
-      removed: syncRuns.removed,
-      restored: syncRuns.restored,
-      errorCode: syncRuns.errorCode,
-      errorMessage: syncRuns.errorMessage,
-      refreshRunId: syncRuns.refreshRunId,
-    })
+    .select({ ...runColumns, refreshRunId: syncRuns.refreshRunId })
     .from(syncRuns)
     .where(eq(syncRuns.subscriberId, subscriberId))
     .orderBy(desc(syncRuns.id))

@@ -13,7 +13,8 @@ export const PAGE_RUNS = 20;
 /** History rows the page lists, newest first. */
 export const PAGE_CHANGES = 50;
 
-const runColumns = {
+/** The columns of a run as the admin pages and API show it. */
+export const runColumns = {
   id: syncRuns.id,
   trigger: syncRuns.trigger,
   status: syncRuns.status,
