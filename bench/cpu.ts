@@ -1,5 +1,5 @@
 import { readdirSync, readFileSync } from 'node:fs';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../jobs/redis.js';
 
 // CPU time of the parts of a pipeline, so that the benchmark can say where each subscriber's cost
 // goes. Linux /proc only (the build machine); elsewhere the figures read 0.
@@ -51,7 +51,7 @@ export function postgresCpuMs(): number {
 }
 
 /** CPU ms Redis reports having used (user + system). */
-export async function redisCpuMs(redis: Redis): Promise<number> {
+export async function redisCpuMs(redis: RedisClient): Promise<number> {
   const info = await redis.info('cpu');
   const read = (name: string) => Number(new RegExp(`${name}:([\\d.]+)`).exec(info)?.[1] ?? 0);
   return (read('used_cpu_user') + read('used_cpu_sys')) * 1000;

@@ -1,8 +1,8 @@
 import type { Queue } from 'bullmq';
-import type { Redis } from 'ioredis';
 import type { Db } from '../db/client.js';
 import { resumeHaltedRun, setRefreshJobId } from '../db/ops/refresh-runs.js';
 import { type PauseReason, pauseQueue, readPauseReason, resumeQueue } from './queue.js';
+import type { RedisClient } from './redis.js';
 import type { RefreshJobData } from './refresh.js';
 
 /**
@@ -17,7 +17,7 @@ export type PauseOutcome = { paused: true } | { paused: false; already: PauseRea
  * processing stopped, which a second pause must not hide) and the caller is told who paused it.
  */
 export async function pauseProcessing(
-  deps: { syncQueue: Queue; redis: Redis },
+  deps: { syncQueue: Queue; redis: RedisClient },
   reason: string,
 ): Promise<PauseOutcome> {
   if (await deps.syncQueue.isPaused()) {
@@ -35,7 +35,7 @@ export async function resumeProcessing(deps: {
   db: Db;
   syncQueue: Queue;
   refreshQueue: Queue<RefreshJobData>;
-  redis: Redis;
+  redis: RedisClient;
 }): Promise<{ wasPaused: boolean; continuedRefreshRunId: number | undefined }> {
   const wasPaused = await deps.syncQueue.isPaused();
   await resumeQueue(deps.syncQueue, deps.redis);

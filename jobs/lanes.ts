@@ -1,7 +1,7 @@
 import type { Queue } from 'bullmq';
-import type { Redis } from 'ioredis';
 import type { SyncTrigger } from '../db/schema.js';
 import type { SyncJobData, SyncJobResult } from './queue.js';
+import type { RedisClient } from './redis.js';
 
 /**
  * Lanes of the one sync queue. A BullMQ worker takes the next job from the wait list first and
@@ -75,7 +75,7 @@ export function opsServedKey(prefix: string): string {
   return `${prefix}:saved-cards-sync:cards-sync:ops-served`;
 }
 
-export async function countOpsServed(redis: Redis, prefix: string): Promise<void> {
+export async function countOpsServed(redis: RedisClient, prefix: string): Promise<void> {
   await redis.incr(opsServedKey(prefix));
 }
 
@@ -87,7 +87,7 @@ export async function countOpsServed(redis: Redis, prefix: string): Promise<void
  */
 export function createFairShare(
   queue: Queue<SyncJobData, SyncJobResult>,
-  redis: Redis,
+  redis: RedisClient,
   share = REFRESH_FLOOR_SHARE,
 ) {
   const prefix = queue.opts.prefix ?? 'bull';

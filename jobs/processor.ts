@@ -1,5 +1,4 @@
 import { type Job, type Queue, UnrecoverableError, Worker } from 'bullmq';
-import type { Redis } from 'ioredis';
 import { isConnectionError, rootCause } from '../db/errors.js';
 import type { Metrics } from '../src/metrics.js';
 import { redactExcerpt } from '../src/redact.js';
@@ -7,6 +6,7 @@ import type { SyncDeps } from '../src/sync/sync-subscriber.js';
 import { type SyncResult, syncSubscriber } from '../src/sync/sync-subscriber.js';
 import { countOpsServed, isOpsJob } from './lanes.js';
 import { pauseQueue, type SyncJobData, type SyncJobResult, syncJobSchema } from './queue.js';
+import type { RedisClient } from './redis.js';
 import { countOutcome } from './refresh-tally.js';
 
 /** Raised for a transient failure: BullMQ retries it with backoff. */
@@ -22,7 +22,7 @@ export class TransientSyncError extends Error {
 
 export interface ProcessorDeps extends SyncDeps {
   queue: Queue<SyncJobData, SyncJobResult>;
-  redis: Redis;
+  redis: RedisClient;
   /** Where outcomes, API latencies and card counts are observed, if anywhere. */
   metrics?: Metrics;
 }

@@ -1,9 +1,9 @@
 import { type JobsOptions, Queue } from 'bullmq';
-import type { Redis } from 'ioredis';
 import { z } from 'zod';
 import { SYNC_TRIGGERS, type SyncTrigger } from '../db/schema.js';
 import type { Target } from '../src/api/client.js';
 import { LANE_PRIORITY, type Lane, promoteRefreshJob } from './lanes.js';
+import type { RedisClient } from './redis.js';
 
 export const QUEUE_NAME = 'saved-cards-sync';
 export const JOB_NAME = 'sync';
@@ -64,7 +64,7 @@ export function defaultJobOptions(attempts: number, backoffDelayMs = 2000): Jobs
 }
 
 export function createSyncQueue(
-  connection: Redis,
+  connection: RedisClient,
   options: SyncQueueOptions = {},
 ): Queue<SyncJobData, SyncJobResult> {
   const queue = new Queue<SyncJobData, SyncJobResult>(QUEUE_NAME, {
@@ -150,7 +150,11 @@ export interface PauseReason {
   at: string;
 }
 
-export async function pauseQueue(queue: Queue, redis: Redis, reason: Omit<PauseReason, 'at'>): Promise<void> {
+export async function pauseQueue(
+  queue: Queue,
+  redis: RedisClient,
+  reason: Omit<PauseReason, 'at'>,
+): Promise<void> {
   await redis.set(
     pauseReasonKey(queue.opts.prefix ?? 'bull'),
     JSON.stringify({ ...reason, at: new Date().toISOString() }),
@@ -158,12 +162,12 @@ export async function pauseQueue(queue: Queue, redis: Redis, reason: Omit<PauseR
   await queue.pause();
 }
 
-export async function resumeQueue(queue: Queue, redis: Redis): Promise<void> {
+export async function resumeQueue(queue: Queue, redis: RedisClient): Promise<void> {
   await queue.resume();
   await redis.del(pauseReasonKey(queue.opts.prefix ?? 'bull'));
 }
 
-export async function readPauseReason(queue: Queue, redis: Redis): Promise<PauseReason | undefined> {
+export async function readPauseReason(queue: Queue, redis: RedisClient): Promise<PauseReason | undefined> {
   const raw = await redis.get(pauseReasonKey(queue.opts.prefix ?? 'bull'));
   if (raw === null) return undefined;
   try {

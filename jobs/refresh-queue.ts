@@ -1,9 +1,9 @@
 import { Queue } from 'bullmq';
-import type { Redis } from 'ioredis';
 import { z } from 'zod';
 import type { Db } from '../db/client.js';
 import { abandonRefreshRun, type RefreshRun, startRefreshRun } from '../db/ops/refresh-runs.js';
 import { REFRESH_TRIGGERS } from '../db/schema.js';
+import type { RedisClient } from './redis.js';
 
 // The refresh queue, its nightly scheduler and the opening of a run; the fan-out is jobs/refresh.ts.
 
@@ -16,7 +16,7 @@ export const refreshJobSchema = z.object({
 });
 export type RefreshJobData = z.infer<typeof refreshJobSchema>;
 
-export function createRefreshQueue(connection: Redis, prefix = 'bull'): Queue<RefreshJobData> {
+export function createRefreshQueue(connection: RedisClient, prefix = 'bull'): Queue<RefreshJobData> {
   const queue = new Queue<RefreshJobData>(REFRESH_QUEUE_NAME, {
     connection,
     prefix,

@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from './redis.js';
 
 /**
  * Live counts of a refresh run, kept in Redis by the sync processor as each job reaches its final
@@ -33,7 +33,7 @@ const FIELDS: (keyof RefreshTally)[] = [
 ];
 
 export async function countOutcome(
-  redis: Redis,
+  redis: RedisClient,
   prefix: string,
   runId: number,
   outcome: {
@@ -52,7 +52,7 @@ export async function countOutcome(
   await multi.exec();
 }
 
-export async function readTally(redis: Redis, prefix: string, runId: number): Promise<RefreshTally> {
+export async function readTally(redis: RedisClient, prefix: string, runId: number): Promise<RefreshTally> {
   const raw = await redis.hgetall(tallyKey(prefix, runId));
   return Object.fromEntries(FIELDS.map((f) => [f, Number(raw[f] ?? 0)])) as unknown as RefreshTally;
 }

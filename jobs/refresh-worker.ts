@@ -1,6 +1,7 @@
 import { Worker } from 'bullmq';
 import { rootCause } from '../db/errors.js';
 import { abandonRefreshRun } from '../db/ops/refresh-runs.js';
+import type { RedisConfig } from '../src/config-redis.js';
 import { createRedis } from './redis.js';
 import { createRefreshProcessor, type RefreshDeps, type RefreshOptions } from './refresh.js';
 import { createRefreshQueue, REFRESH_QUEUE_NAME, type RefreshJobData } from './refresh-queue.js';
@@ -8,7 +9,7 @@ import { createRefreshQueue, REFRESH_QUEUE_NAME, type RefreshJobData } from './r
 /** Starts the refresh worker: one fan-out at a time per process. */
 export async function startRefreshWorker(
   deps: RefreshDeps,
-  options: RefreshOptions & { redisUrl: string; prefix?: string },
+  options: RefreshOptions & { redisUrl: string | RedisConfig; prefix?: string },
 ): Promise<{ worker: Worker<RefreshJobData>; close(): Promise<void> }> {
   const connection = createRedis(options.redisUrl, { blocking: true });
   let stopping = false;

@@ -1,6 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { DelayedError, type Job, type Queue } from 'bullmq';
-import type { Redis } from 'ioredis';
 import type { Db } from '../db/client.js';
 import {
   applyTally,
@@ -18,6 +17,7 @@ import {
 import type { Logger } from '../src/logger.js';
 import { createFairShare, LANE_PRIORITY } from './lanes.js';
 import { enqueueSyncs, pauseQueue, type SyncJobData, type SyncJobResult } from './queue.js';
+import type { RedisClient } from './redis.js';
 import { planRun } from './refresh-plan.js';
 import { openRefreshRun, type RefreshJobData, refreshJobSchema } from './refresh-queue.js';
 import { readTally } from './refresh-tally.js';
@@ -53,7 +53,7 @@ export interface RefreshDeps {
   db: Db;
   logger: Logger;
   syncQueue: Queue<SyncJobData, SyncJobResult>;
-  redis: Redis;
+  redis: RedisClient;
   /** The refresh queue, to tell a live run from one whose job is gone. */
   refreshQueue?: Queue<RefreshJobData>;
   /** True once the process is shutting down: the fan-out hands its job back between pages. */

@@ -1,18 +1,19 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type Queue, Worker } from 'bullmq';
-import type { Redis } from 'ioredis';
 import type { Db } from '../db/client.js';
 import type { ApiClient } from '../src/api/client.js';
+import type { RedisConfig } from '../src/config-redis.js';
 import type { Logger } from '../src/logger.js';
 import type { Metrics } from '../src/metrics.js';
 import { createGroupCommitter } from '../src/sync/group-commit.js';
 import { createSyncProcessor } from './processor.js';
 import { QUEUE_NAME, type SyncJobData, type SyncJobResult } from './queue.js';
-import { createRedis, evictionPolicy } from './redis.js';
+import { createRedis, evictionPolicy, type RedisClient } from './redis.js';
 
 /** Options of {@link startSyncWorker}. */
 export interface SyncWorkerOptions {
-  redisUrl: string;
+  /** `REDIS_URL`, or the whole topology (`Config.redis`). */
+  redisUrl: string | RedisConfig;
   /** BullMQ key prefix. Default `bull`. */
   prefix?: string;
   /** Jobs in flight in this process (`SYNC_CONCURRENCY`). Default 16. */
@@ -38,7 +39,7 @@ export async function startSyncWorker(
     api: ApiClient;
     logger: Logger;
     queue: Queue<SyncJobData, SyncJobResult>;
-    redis: Redis;
+    redis: RedisClient;
     metrics?: Metrics;
   },
   options: SyncWorkerOptions,

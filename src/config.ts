@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
+import { type RedisConfig, redisTopology, redisVariables } from './config-redis.js';
 import { ConfigError } from './errors.js';
 
 export type PathStyle = 'standard' | 'sandbox';
@@ -29,6 +30,8 @@ export interface Config {
   databaseTimeoutMs: number;
   /** `REDIS_URL`. Default `redis://127.0.0.1:6379`. */
   redisUrl: string;
+  /** The Redis topology (`REDIS_URL` with `REDIS_SENTINELS…` or `REDIS_CLUSTER_NODES`, TLS). */
+  redis: RedisConfig;
   /** API settings; `undefined` when `CARDS_API_BASE_URL` and the key are both unset. */
   api: ApiConfig | undefined;
   /** `SYNC_CONCURRENCY`: jobs in flight per worker process. Default 16. */
@@ -110,6 +113,7 @@ const variables = {
     echo: true,
   },
   REDIS_URL: { schema: urlOf('redis:', 'rediss:'), expect: 'a URL like redis://host:6379', echo: false },
+  ...redisVariables,
   CARDS_API_BASE_URL: {
     schema: urlOf('http:', 'https:'),
     expect: 'an http(s) URL like https://api.example.com',
@@ -250,10 +254,13 @@ export function loadConfig(env: Env): Config {
   }
   const apiKey = e.CARDS_API_KEY_FILE !== undefined ? readApiKeyFile(e.CARDS_API_KEY_FILE) : e.CARDS_API_KEY;
   const baseUrl = e.CARDS_API_BASE_URL;
+  const redisUrl = e.REDIS_URL ?? DEFAULT_REDIS_URL;
+  const queuePrefix = e.QUEUE_PREFIX ?? 'bull';
   return {
     databaseUrl: e.DATABASE_URL ?? DEFAULT_DATABASE_URL,
     databaseTimeoutMs: e.DATABASE_TIMEOUT_MS ?? 30_000,
-    redisUrl: e.REDIS_URL ?? DEFAULT_REDIS_URL,
+    redisUrl,
+    redis: redisTopology({ ...e, url: redisUrl, queuePrefix }),
     api:
       baseUrl === undefined && apiKey === undefined
         ? undefined
@@ -270,7 +277,7 @@ export function loadConfig(env: Env): Config {
     refreshTz: e.REFRESH_TZ ?? 'UTC',
     refreshMaxWipeRatio: e.REFRESH_MAX_WIPE_RATIO ?? 0.2,
     syncRunsRetentionDays: e.SYNC_RUNS_RETENTION_DAYS ?? 90,
-    queuePrefix: e.QUEUE_PREFIX ?? 'bull',
+    queuePrefix,
     adminHost: e.ADMIN_HOST ?? '127.0.0.1',
     adminPort: e.ADMIN_PORT ?? 3000,
     adminToken: e.ADMIN_TOKEN,

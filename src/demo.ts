@@ -2,7 +2,6 @@ import { randomBytes } from 'node:crypto';
 import { parseArgs } from 'node:util';
 import cliProgress from 'cli-progress';
 import { sql } from 'drizzle-orm';
-import { Redis } from 'ioredis';
 import pg from 'pg';
 import { createDb } from '../db/client.js';
 import { runMigrations } from '../db/migrate.js';
@@ -11,8 +10,10 @@ import { createSyncQueue, enqueueSyncs } from '../jobs/queue.js';
 import { createRedis } from '../jobs/redis.js';
 import { queueIsIdle, startSyncWorker } from '../jobs/worker.js';
 import { createApiClient } from './api/client.js';
+import { ensureRedis } from './commands/common.js';
 import { startAdmin } from './commands/serve.js';
 import { loadConfig } from './config.js';
+import type { RedisConfig } from './config-redis.js';
 import { ConfigError } from './errors.js';
 import { createLogger } from './logger.js';
 import { createMetrics } from './metrics.js';
@@ -41,21 +42,13 @@ async function postgresProblem(url: string): Promise<string | undefined> {
   }
 }
 
-async function redisProblem(url: string): Promise<string | undefined> {
-  const redis = new Redis(url, {
-    lazyConnect: true,
-    connectTimeout: 3000,
-    maxRetriesPerRequest: 0,
-    retryStrategy: () => null,
-  });
-  redis.on('error', () => {});
+async function redisProblem(target: RedisConfig): Promise<string | undefined> {
+  const redis = createRedis(target);
   try {
-    await redis.connect();
-    await redis.ping();
+    await ensureRedis(redis, target);
     return undefined;
   } catch (error) {
-    const u = new URL(url);
-    return `Redis does not answer at ${u.hostname}:${u.port || 6379} (${(error as { code?: string }).code ?? (error as Error).message})`;
+    return `Redis does not answer: ${(error as Error).message}`;
   } finally {
     redis.disconnect();
   }
@@ -78,7 +71,7 @@ async function main(): Promise<number> {
   const { values } = parseArgs({ options: { 'no-wait': { type: 'boolean', default: false } } });
   const config = loadConfig(process.env);
   const problems = (
-    await Promise.all([postgresProblem(config.databaseUrl), redisProblem(config.redisUrl)])
+    await Promise.all([postgresProblem(config.databaseUrl), redisProblem(config.redis)])
   ).filter(Boolean);
   if (problems.length > 0) {
     for (const p of problems) console.error(`demo: ${p}`);
@@ -101,7 +94,7 @@ async function main(): Promise<number> {
   const logger = createLogger({ level: 'error' });
   const metrics = createMetrics();
   const handle = createDb(config.databaseUrl, { max: 20, timeoutMs: config.databaseTimeoutMs });
-  const redis = createRedis(config.redisUrl, { blocking: true });
+  const redis = createRedis(config.redis, { blocking: true });
   const queue = createSyncQueue(redis, { prefix: PREFIX, attempts: 3 });
   const api = createApiClient({ baseUrl: apiUrl, apiKey, pathStyle: 'standard', timeoutMs: 10_000 });
   const ids = Array.from({ length: SUBSCRIBERS }, (_, i) => 100_001 + i);
@@ -130,7 +123,7 @@ async function main(): Promise<number> {
   console.log(`3. enqueued ${SUBSCRIBERS} subscribers (queue prefix ${PREFIX}); the worker syncs them:`);
   worker = await startSyncWorker(
     { db: handle.db, api, logger, queue, redis, metrics },
-    { redisUrl: config.redisUrl, prefix: PREFIX, concurrency: 16 },
+    { redisUrl: config.redis, prefix: PREFIX, concurrency: 16 },
   );
   const bar = process.stdout.isTTY
     ? new cliProgress.SingleBar(

@@ -50,6 +50,7 @@ describe('defaults (DESIGN §2)', () => {
       databaseUrl: 'postgres://postgres:postgres@127.0.0.1:5432/cards_sync',
       databaseTimeoutMs: 30_000,
       redisUrl: 'redis://127.0.0.1:6379',
+      redis: { url: 'redis://127.0.0.1:6379', topology: 'single' },
       api: undefined,
       syncConcurrency: 16,
       syncRateLimitPerSec: 0,
@@ -161,6 +162,7 @@ describe('accepted values', () => {
       databaseUrl: 'postgresql://u:p@db.internal:6543/cards',
       databaseTimeoutMs: 5000,
       redisUrl: 'rediss://cache.internal:6380',
+      redis: { url: 'rediss://cache.internal:6380', topology: 'single' },
       api: {
         baseUrl: 'https://api.example.com/v2',
         apiKey: API_KEY,

@@ -3,10 +3,9 @@ import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Queue } from 'bullmq';
-import type { Redis } from 'ioredis';
 import { inject } from 'vitest';
 import { createSyncQueue, type SyncJobData, type SyncJobResult } from '../jobs/queue.js';
-import { createRedis } from '../jobs/redis.js';
+import { createRedis, type RedisClient } from '../jobs/redis.js';
 import { archiveLog } from './log-archive.js';
 
 export const CLI = new URL('../bin/cards-sync.js', import.meta.url).pathname;
@@ -14,7 +13,7 @@ export const CLI = new URL('../bin/cards-sync.js', import.meta.url).pathname;
 /** A queue under its own prefix, obliterated by `cleanup()`. */
 export function testQueue(options: { attempts?: number; backoffDelayMs?: number; redisUrl?: string } = {}): {
   prefix: string;
-  redis: Redis;
+  redis: RedisClient;
   queue: Queue<SyncJobData, SyncJobResult>;
   cleanup(): Promise<void>;
 } {

@@ -7,7 +7,6 @@ import { serveStatic } from '@hono/node-server/serve-static';
 import { sql } from 'drizzle-orm';
 import { Hono } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
-import type { Redis } from 'ioredis';
 import { z } from 'zod';
 import type { Db } from '../../db/client.js';
 import { freshnessBuckets, lastRefreshCompletedAt, subscriberDetail } from '../../db/ops/admin.js';
@@ -15,6 +14,7 @@ import { inProgressRun, lastRefreshRun } from '../../db/ops/refresh-runs.js';
 import { readDataStatus } from '../../db/ops/status.js';
 import { BULK_THRESHOLD } from '../../jobs/lanes.js';
 import { type createSyncQueue, enqueueSyncs } from '../../jobs/queue.js';
+import type { RedisClient } from '../../jobs/redis.js';
 import type { createRefreshQueue } from '../../jobs/refresh.js';
 import type { Target } from '../api/client.js';
 import { queueStatusOf } from '../commands/status.js';
@@ -33,7 +33,7 @@ export const MAX_RESYNC_ITEMS = 10_000;
 
 export interface AdminDeps {
   db: Db;
-  redis: Redis;
+  redis: RedisClient;
   syncQueue: ReturnType<typeof createSyncQueue>;
   refreshQueue: ReturnType<typeof createRefreshQueue>;
   metrics: Metrics;

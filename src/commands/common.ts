@@ -1,6 +1,6 @@
-import type { Redis } from 'ioredis';
 import { rootCause } from '../../db/errors.js';
-import { lastRedisError } from '../../jobs/redis.js';
+import { lastRedisError, type RedisClient } from '../../jobs/redis.js';
+import type { HostPort, RedisConfig } from '../config-redis.js';
 import { CliError } from '../errors.js';
 
 /** Where a command writes; tests pass their own. */
@@ -42,14 +42,18 @@ export function describeDbError(error: unknown, databaseUrl: string): string | u
 }
 
 /** Fails fast, with the fix, when Redis does not answer. */
-export async function ensureRedis(redis: Redis, redisUrl: string): Promise<void> {
+export async function ensureRedis(redis: RedisClient, target: RedisConfig): Promise<void> {
   try {
     await redis.ping();
   } catch (error) {
     const code = lastRedisError(redis) ?? (error as { code?: string }).code ?? (error as Error).message;
-    throw new CliError(
-      `cannot reach Redis at ${where(redisUrl, '6379')} (${code}); start it (docker compose up -d redis) or set REDIS_URL`,
-      1,
-    );
+    const list = (nodes: HostPort[] | undefined) => (nodes ?? []).map((n) => `${n.host}:${n.port}`).join(',');
+    const what =
+      target.topology === 'sentinel'
+        ? `the Redis master "${target.sentinelName}" through the Sentinels at ${list(target.sentinels)} (${code}); check REDIS_SENTINELS and REDIS_SENTINEL_NAME`
+        : target.topology === 'cluster'
+          ? `the Redis Cluster at ${list(target.clusterNodes)} (${code}); check REDIS_CLUSTER_NODES`
+          : `Redis at ${where(target.url, '6379')} (${code}); start it (docker compose up -d redis) or set REDIS_URL`;
+    throw new CliError(`cannot reach ${what}`, 1);
   }
 }

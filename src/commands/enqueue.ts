@@ -128,7 +128,7 @@ export async function cmdEnqueue(
     source = path === '-' ? { stream: streams.stdin } : await openFile(path);
   }
 
-  const redis = createRedis(config.redisUrl);
+  const redis = createRedis(config.redis);
   const queue = createSyncQueue(redis, { prefix: config.queuePrefix, attempts: config.syncAttempts });
   const tally: Tally = {
     lines: 0,
@@ -141,7 +141,7 @@ export async function cmdEnqueue(
   };
   let bar: cliProgress.SingleBar | undefined;
   try {
-    await ensureRedis(redis, config.redisUrl);
+    await ensureRedis(redis, config.redis);
     const direct: Target[] = [
       ...opts.ids.map((subscriberId) => ({ subscriberId })),
       ...opts.emails.map((email) => ({ email })),

@@ -29,11 +29,11 @@ export function parseDuration(raw: string): number {
 /** `cards-sync refresh [--stale DURATION]`: opens a manual refresh run and hands it to the workers. */
 export async function cmdRefresh(config: Config, io: Io, opts: { stale?: string }): Promise<number> {
   const staleMs = opts.stale !== undefined ? parseDuration(opts.stale) : undefined;
-  const redis = createRedis(config.redisUrl);
+  const redis = createRedis(config.redis);
   const queue = createRefreshQueue(redis, config.queuePrefix);
   const handle = createDb(config.databaseUrl, { max: 1, timeoutMs: config.databaseTimeoutMs });
   try {
-    await ensureRedis(redis, config.redisUrl);
+    await ensureRedis(redis, config.redis);
     const staleBefore = staleMs !== undefined ? new Date(Date.now() - staleMs) : undefined;
     let matching: number;
     try {

@@ -17,7 +17,7 @@ export async function startAdmin(
   shared: { logger: Logger; metrics: Metrics },
   listen: { host?: string; port?: number } = {},
 ): Promise<{ url: string; stop(): Promise<void> }> {
-  const redis = createRedis(config.redisUrl, { blocking: true });
+  const redis = createRedis(config.redis, { blocking: true });
   const syncQueue = createSyncQueue(redis, { prefix: config.queuePrefix, attempts: config.syncAttempts });
   const refreshQueue = createRefreshQueue(redis, config.queuePrefix);
   const handle = createDb(config.databaseUrl, {

@@ -29,10 +29,10 @@ export async function withQueue<T>(
   config: Config,
   fn: (q: ReturnType<typeof createSyncQueue>, r: ReturnType<typeof createRedis>) => Promise<T>,
 ) {
-  const redis = createRedis(config.redisUrl);
+  const redis = createRedis(config.redis);
   const queue = createSyncQueue(redis, { prefix: config.queuePrefix, attempts: config.syncAttempts });
   try {
-    await ensureRedis(redis, config.redisUrl);
+    await ensureRedis(redis, config.redis);
     return await fn(queue, redis);
   } finally {
     await queue.close().catch(() => {});

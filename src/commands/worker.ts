@@ -33,13 +33,13 @@ export async function cmdWorker(config: Config, io: Io, opts: WorkerCliOptions):
   const logger = createLogger({ level: config.logLevel });
   const metrics = createMetrics();
   // A blocking connection waits forever for Redis: check on a fail-fast one first.
-  const probe = createRedis(config.redisUrl);
+  const probe = createRedis(config.redis);
   try {
-    await ensureRedis(probe, config.redisUrl);
+    await ensureRedis(probe, config.redis);
   } finally {
     probe.disconnect();
   }
-  const redis = createRedis(config.redisUrl, { blocking: true });
+  const redis = createRedis(config.redis, { blocking: true });
   const queue = createSyncQueue(redis, { prefix: config.queuePrefix, attempts: config.syncAttempts });
   const handle = createDb(config.databaseUrl, {
     max: Math.min(concurrency + 2, 50),
@@ -87,7 +87,7 @@ export async function cmdWorker(config: Config, io: Io, opts: WorkerCliOptions):
   sync = await startSyncWorker(
     { db: handle.db, api, logger, queue, redis, metrics },
     {
-      redisUrl: config.redisUrl,
+      redisUrl: config.redis,
       prefix: config.queuePrefix,
       concurrency,
       rateLimitPerSec: config.syncRateLimitPerSec,
@@ -101,7 +101,7 @@ export async function cmdWorker(config: Config, io: Io, opts: WorkerCliOptions):
   refresh = await startRefreshWorker(
     { db: refreshHandle.db, logger, syncQueue: queue, redis },
     {
-      redisUrl: config.redisUrl,
+      redisUrl: config.redis,
       prefix: config.queuePrefix,
       maxWipeRatio: config.refreshMaxWipeRatio,
       retentionDays: config.syncRunsRetentionDays,
