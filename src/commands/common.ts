@@ -36,8 +36,11 @@ export function describeDbError(error: unknown, databaseUrl: string): string | u
   }
   if (code === '3D000') return `${pg} does not exist; run \`cards-sync migrate\` first`;
   if (code === '42P01') return `the tables are missing in ${pg}; run \`cards-sync migrate\` first`;
-  if (code === '28P01' || code === '28000')
-    return `${pg} refused the login; check the user and password in DATABASE_URL`;
+  if (code === '28P01') return `${pg} refused the login; check the user and password in DATABASE_URL`;
+  // pg_hba.conf said no (e.g. "no encryption": add sslmode=verify-full to DATABASE_URL); the server's
+  // own words say which rule, and hold no secret.
+  if (code === '28000')
+    return `${pg} refused the connection: ${rootCause(error).message}; check pg_hba.conf and the sslmode in DATABASE_URL`;
   return undefined;
 }
 
