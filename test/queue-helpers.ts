@@ -6,19 +6,25 @@ import type { Queue } from 'bullmq';
 import { inject } from 'vitest';
 import { createSyncQueue, type SyncJobData, type SyncJobResult } from '../jobs/queue.js';
 import { createRedis, type RedisClient } from '../jobs/redis.js';
+import type { RedisConfig } from '../src/config-redis.js';
 import { archiveLog } from './log-archive.js';
 
 export const CLI = new URL('../bin/cards-sync.js', import.meta.url).pathname;
 
 /** A queue under its own prefix, obliterated by `cleanup()`. */
-export function testQueue(options: { attempts?: number; backoffDelayMs?: number; redisUrl?: string } = {}): {
+export function testQueue(
+  options: { attempts?: number; backoffDelayMs?: number; redisUrl?: string | RedisConfig } = {},
+): {
   prefix: string;
   redis: RedisClient;
   queue: Queue<SyncJobData, SyncJobResult>;
   cleanup(): Promise<void>;
 } {
-  const prefix = `t${randomBytes(5).toString('hex')}`;
-  const redis = createRedis(options.redisUrl ?? inject('redisUrl'), { blocking: true });
+  const target = options.redisUrl ?? inject('redisUrl');
+  // On a Cluster every key of the queue must share one slot: a {hash tag} prefix.
+  const tag = `t${randomBytes(5).toString('hex')}`;
+  const prefix = typeof target !== 'string' && target.topology === 'cluster' ? `{${tag}}` : tag;
+  const redis = createRedis(target, { blocking: true });
   const queue = createSyncQueue(redis, {
     prefix,
     attempts: options.attempts ?? 3,

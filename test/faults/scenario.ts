@@ -4,6 +4,7 @@ import type { CardRow } from '../../db/ops/batch-read.js';
 import { enqueueSyncs } from '../../jobs/queue.js';
 import { queueIsIdle } from '../../jobs/worker.js';
 import type { SavedCard } from '../../src/api/schema.js';
+import type { RedisConfig } from '../../src/config-redis.js';
 import { cardsFor } from '../../src/mock-api/data.js';
 import { API_KEY } from '../fixtures.js';
 import { type CliProcess, startCli, testQueue, waitFor } from '../queue-helpers.js';
@@ -28,7 +29,8 @@ export interface ScenarioOptions {
    * started, and `api()`/`restartApi()` are not available.
    */
   apiUrl?: string;
-  redisUrl?: string;
+  /** The Redis to use: a URL, or a Sentinel or Cluster topology (then `env` names it to the workers). */
+  redisUrl?: string | RedisConfig;
   /** Attempts per job. Default 5 (retries are 50 ms, doubled each time). */
   attempts?: number;
   env?: Record<string, string>;
@@ -102,7 +104,7 @@ export async function startScenario(o: ScenarioOptions): Promise<Scenario> {
   }
   const env = {
     DATABASE_URL: o.db.url,
-    REDIS_URL: redisUrl,
+    REDIS_URL: typeof redisUrl === 'string' ? redisUrl : redisUrl.url,
     QUEUE_PREFIX: q.prefix,
     CARDS_API_BASE_URL: apiUrl,
     CARDS_API_KEY: API_KEY,
