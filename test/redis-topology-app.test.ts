@@ -20,7 +20,7 @@ const upstream = useScriptedApi();
 const { logger } = captureLogger('info');
 
 describe('on a single Redis node', () => {
-  it('enqueue → worker → rows, pause/resume with status, a 429, a refresh with its tally', async () => {
+  it('enqueue → worker → rows, pause/resume with status, a 429, the scheduler, a refresh with its tally and a promotion, Bull Board', async () => {
     const url = inject('redisUrl');
     await exerciseTopology({
       redis: { url, topology: 'single' },
@@ -45,7 +45,7 @@ describe.skipIf(!redisServerAvailable())(
     }, 90_000);
     afterAll(() => cluster?.stop());
 
-    it('enqueue → worker → rows, pause/resume with status, a 429, a refresh with its tally', async () => {
+    it('enqueue → worker → rows, pause/resume with status, a 429, the scheduler, a refresh with its tally and a promotion, Bull Board', async () => {
       const url = `redis://:${PASSWORD}@127.0.0.1:6379`;
       // Two seed nodes are enough: the client discovers the rest.
       const seeds = cluster!.nodes.slice(0, 2);
@@ -70,7 +70,7 @@ describe.skipIf(!redisServerAvailable())(
     }, 90_000);
     afterAll(() => group?.stop());
 
-    it('enqueue → worker → rows, pause/resume with status, a 429, a refresh with its tally', async () => {
+    it('enqueue → worker → rows, pause/resume with status, a 429, the scheduler, a refresh with its tally and a promotion, Bull Board', async () => {
       const url = `redis://:${PASSWORD}@127.0.0.1:6379`;
       await exerciseTopology({
         redis: {
@@ -104,7 +104,7 @@ describe.skipIf(!redisServerAvailable())(
     }, 60_000);
     afterAll(() => tls?.stop());
 
-    it('enqueue → worker → rows, pause/resume with status, a 429, a refresh with its tally', async () => {
+    it('enqueue → worker → rows, pause/resume with status, a 429, the scheduler, a refresh with its tally and a promotion, Bull Board', async () => {
       const url = `rediss://:${PASSWORD}@localhost:${tls!.port}`;
       const { readFileSync } = await import('node:fs');
       await exerciseTopology({

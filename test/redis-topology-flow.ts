@@ -4,20 +4,24 @@ import { expect } from 'vitest';
 import type { DbHandle } from '../db/client.js';
 import { loadRefreshRun, startRefreshRun } from '../db/ops/refresh-runs.js';
 import { pauseProcessing, resumeProcessing } from '../jobs/control.js';
+import { LANE_PRIORITY } from '../jobs/lanes.js';
 import { createSyncQueue, enqueueSyncs } from '../jobs/queue.js';
 import { createRedis } from '../jobs/redis.js';
-import { createRefreshQueue, startRefreshWorker } from '../jobs/refresh.js';
+import { createRefreshQueue, registerNightlyScheduler, startRefreshWorker } from '../jobs/refresh.js';
 import { startSyncWorker } from '../jobs/worker.js';
+import { createAdminApp } from '../src/admin/app.js';
 import { createApiClient } from '../src/api/client.js';
 import type { RedisConfig } from '../src/config-redis.js';
 import type { Logger } from '../src/logger.js';
-import { API_KEY, type useScriptedApi } from './fixtures.js';
+import { createMetrics } from '../src/metrics.js';
+import { ADMIN_TOKEN, API_KEY, type useScriptedApi } from './fixtures.js';
 import { runCli, waitFor } from './queue-helpers.js';
 
 /**
  * The whole path on one Redis topology, as a user runs it: enqueue → worker → rows, pause and
  * resume (the CLI's `status` shows it), a 429 that holds every worker without using an attempt,
- * and a refresh whose tally closes with the right counts. Every Lua script, multi-key command and
+ * the nightly scheduler, a refresh whose tally closes with the right counts while an ops request
+ * promotes one of its jobs, and Bull Board. Every Lua script, multi-key command and
  * pipeline of ours and BullMQ's runs against the topology given.
  */
 export async function exerciseTopology(options: {
@@ -111,13 +115,28 @@ export async function exerciseTopology(options: {
     );
     expect(job?.attemptsMade).toBe(1);
 
-    // 4. a refresh of the known subscribers of this run, with its tally.
+    // 4. the nightly scheduler registers, and status reads it back.
+    await registerNightlyScheduler(refreshQueue, '0 2 * * *', 'UTC');
+    const scheduled = JSON.parse((await runCli(['status', '--json'], env)).stdout) as {
+      queue: { nextNightlyRefresh: string | null };
+    };
+    expect(scheduled.queue.nextNightlyRefresh).toMatch(/T02:00:00/);
+
+    // 5. a refresh of the known subscribers of this run, with its tally; an ops request for one of
+    // them while it waits in the refresh's lane promotes it, and it still syncs once.
     await db.execute(sql`delete from subscribers where not (${inRange})`);
     const known = (await db.execute<{ n: number }>(sql`select count(*)::int as n from subscribers`)).rows[0]!
       .n;
-    const started = await startRefreshRun(db, { trigger: 'manual' });
+    await queue.pause();
+    const started = await startRefreshRun(db, { trigger: 'nightly' });
     if (!started.started) throw new Error('a refresh is in progress');
-    await refreshQueue.add('refresh', { trigger: 'manual', refreshRunId: started.run.id });
+    await refreshQueue.add('refresh', { trigger: 'nightly', refreshRunId: started.run.id });
+    await waitFor('the fan-out', async () => {
+      const lanes = await queue.getCountsPerPriority([LANE_PRIORITY.refresh]);
+      return lanes[LANE_PRIORITY.refresh] === known;
+    });
+    expect(await enqueueSyncs(queue, [{ subscriberId: base }], 'manual')).toMatchObject({ promoted: 1 });
+    await queue.resume();
     const run = await waitFor(
       'the refresh to complete',
       async () => {
@@ -127,6 +146,30 @@ export async function exerciseTopology(options: {
       60_000,
     );
     expect(run).toMatchObject({ subscribersTotal: known, succeeded: known, failed: 0 });
+    const promoted = await db.execute<{ trigger: string }>(
+      sql`select trigger from sync_runs where subscriber_id = ${base} and refresh_run_id = ${started.run.id}`,
+    );
+    expect(promoted.rows).toEqual([{ trigger: 'manual' }]);
+
+    // 6. Bull Board lists both queues and their counts through the admin server.
+    const admin = createAdminApp({
+      db,
+      redis,
+      syncQueue: queue,
+      refreshQueue,
+      metrics: createMetrics({ defaultMetrics: false }),
+      logger,
+      adminToken: ADMIN_TOKEN,
+      prefix,
+    });
+    const board = await admin.app.fetch(
+      new Request('http://x/admin/queues/api/queues?page=1', {
+        headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
+      }),
+    );
+    expect(board.status).toBe(200);
+    const names = ((await board.json()) as { queues: { name: string }[] }).queues.map((q) => q.name);
+    expect(names).toEqual(expect.arrayContaining(['saved-cards-sync', 'saved-cards-refresh']));
   } finally {
     for (const close of closers.reverse()) await close().catch(() => {});
     for (const q of [queue, refreshQueue]) {
