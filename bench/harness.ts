@@ -1,6 +1,8 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import pg from 'pg';
 import { runMigrations } from '../db/migrate.js';
+import { loadConfig } from '../src/config.js';
+import type { RedisConfig } from '../src/config-redis.js';
 
 // What the benchmarks share: a database of their own, made anew, and the mock API as a process.
 
@@ -44,4 +46,29 @@ export function wholeNumber(flag: string, value: string | undefined, min: number
     process.exit(2);
   }
   return x;
+}
+
+/**
+ * The Redis a benchmark uses, through the one connection factory: `--redis-url` if given, else the
+ * topology of the environment (`REDIS_URL`, `REDIS_SENTINELS…`, `REDIS_CLUSTER_NODES`, TLS), as
+ * every cards-sync command reads it. `tag` makes a prefix a {hash tag} on a Cluster; `env` names the
+ * topology to a child process.
+ */
+export function benchRedis(flag: string | undefined): {
+  target: string | RedisConfig;
+  env: Record<string, string>;
+  tag(prefix: string): string;
+} {
+  if (flag !== undefined) return { target: flag, env: { REDIS_URL: flag }, tag: (p) => p };
+  const config = loadConfig(process.env).redis;
+  const env = Object.fromEntries(
+    Object.entries(process.env).filter(
+      (e): e is [string, string] => /^REDIS_/.test(e[0]) && typeof e[1] === 'string',
+    ),
+  );
+  return {
+    target: config,
+    env: { ...env, REDIS_URL: config.url },
+    tag: (p) => (config.topology === 'cluster' ? `{${p}}` : p),
+  };
 }

@@ -8,7 +8,7 @@ import { LANE_PRIORITY } from '../jobs/lanes.js';
 import { createSyncQueue } from '../jobs/queue.js';
 import { createRedis } from '../jobs/redis.js';
 import { createRefreshQueue } from '../jobs/refresh.js';
-import { CLI, resetDatabase, startMockApi, wholeNumber } from './harness.js';
+import { benchRedis, CLI, resetDatabase, startMockApi, wholeNumber } from './harness.js';
 
 // npm run bench:ops [-- --subscribers 20000 --rate 250 --probes 20]
 //   A refresh of N known subscribers saturates SYNC_RATE_LIMIT_PER_SEC while an operator re-syncs
@@ -33,7 +33,8 @@ const { values } = parseArgs({
       default:
         process.env.BENCH_DATABASE_URL ?? 'postgres://postgres:postgres@127.0.0.1:5432/cards_sync_bench_ops',
     },
-    'redis-url': { type: 'string', default: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379' },
+    /** Default: the topology of the environment (REDIS_URL, REDIS_SENTINELS…, REDIS_CLUSTER_NODES). */
+    'redis-url': { type: 'string' },
   },
 });
 
@@ -45,7 +46,7 @@ const warmup = wholeNumber('warmup', values.warmup, 0);
 const cards = wholeNumber('cards', values.cards, 0);
 const concurrency = wholeNumber('concurrency', values.concurrency, 1);
 const databaseUrl = values['database-url']!;
-const redisUrl = values['redis-url']!;
+const bench = benchRedis(values['redis-url']);
 const KEY = 'bench-key-0d9c2f1e';
 
 const quantile = (xs: number[], q: number) => {
@@ -87,11 +88,11 @@ async function main() {
     await res.body.text();
     trips.push(performance.now() - t);
   }
-  const prefix = `bench-ops-${Date.now().toString(36)}`;
+  const prefix = bench.tag(`bench-ops-${Date.now().toString(36)}`);
   const env: Record<string, string> = {
     PATH: process.env.PATH ?? '',
     DATABASE_URL: databaseUrl,
-    REDIS_URL: redisUrl,
+    ...bench.env,
     QUEUE_PREFIX: prefix,
     CARDS_API_BASE_URL: mock.url,
     CARDS_API_KEY: KEY,
@@ -103,7 +104,7 @@ async function main() {
     env,
     stdio: ['ignore', 'ignore', 'inherit'],
   });
-  const redis = createRedis(redisUrl);
+  const redis = createRedis(bench.target);
   const syncQueue = createSyncQueue(redis, { prefix });
   const refreshQueue = createRefreshQueue(redis, prefix);
   while ((await syncQueue.getWorkersCount()) === 0) await sleep(100);

@@ -10,6 +10,7 @@ import { startSyncWorker } from '../jobs/worker.js';
 import { createApiClient } from '../src/api/client.js';
 import type { SavedCard } from '../src/api/schema.js';
 import { createLogger } from '../src/logger.js';
+import { benchRedis } from './harness.js';
 
 // One pipeline of the benchmark, in its own process so that its peak RSS is its own.
 //   a: fetch and validate, write nothing (the ceiling)
@@ -81,7 +82,8 @@ function floorWriter(pool: pg.Pool) {
 const total = Number(values.jobs);
 const concurrency = Number(values.concurrency);
 const prefix = values.prefix!;
-const redisUrl = values.redis!;
+// The child inherits the environment: without --redis it reads the topology from it.
+const redisUrl = benchRedis(values.redis).target;
 
 async function main() {
   const api = createApiClient(

@@ -9,6 +9,7 @@ import { createSyncQueue, QUEUE_NAME } from '../jobs/queue.js';
 import { createRedis } from '../jobs/redis.js';
 import { createRefreshQueue, startRefreshWorker } from '../jobs/refresh.js';
 import { createLogger } from '../src/logger.js';
+import { benchRedis } from './harness.js';
 
 // How much Redis a refresh of N subscribers needs: the fan-out's backpressure should keep it flat.
 // Syncs are stood in for by a worker that completes each job at once, so the fan-out, not the
@@ -21,12 +22,14 @@ const { values } = parseArgs({
       type: 'string',
       default: 'postgres://postgres:postgres@127.0.0.1:5432/cards_sync_bench_refresh',
     },
-    'redis-url': { type: 'string', default: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379' },
+    /** Default: the topology of the environment (REDIS_URL, REDIS_SENTINELS…, REDIS_CLUSTER_NODES). */
+    'redis-url': { type: 'string' },
   },
 });
 const n = Number(values.subscribers);
 const databaseUrl = values['database-url']!;
-const redisUrl = values['redis-url']!;
+const bench = benchRedis(values['redis-url']);
+const redisUrl = bench.target;
 
 async function usedMemory(redis: ReturnType<typeof createRedis>): Promise<number> {
   const info = await redis.info('memory');
@@ -48,7 +51,7 @@ async function main() {
   );
   console.log(`seeded ${n} subscribers in ${((Date.now() - seeded) / 1000).toFixed(1)} s`);
 
-  const prefix = `bench${Date.now().toString(36)}`;
+  const prefix = bench.tag(`bench${Date.now().toString(36)}`);
   const redis = createRedis(redisUrl, { blocking: true });
   const syncQueue = createSyncQueue(redis, { prefix });
   const refreshQueue = createRefreshQueue(redis, prefix);

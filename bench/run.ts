@@ -6,7 +6,7 @@ import { createSyncQueue, enqueueSyncs } from '../jobs/queue.js';
 import { createRedis } from '../jobs/redis.js';
 import { lineChart } from './chart.js';
 import { postgresCpuMs, processCpuMs, redisCpuMs } from './cpu.js';
-import { resetDatabase, startMockApi, wholeNumber } from './harness.js';
+import { benchRedis, resetDatabase, startMockApi, wholeNumber } from './harness.js';
 
 // npm run bench [-- --subscribers 20000 --cards 5 --concurrency 64]
 //   Three pipelines over the same data (and f, the floor), in one run on one machine; the ratios are what counts.
@@ -39,7 +39,8 @@ const { values } = parseArgs({
       default:
         process.env.BENCH_DATABASE_URL ?? 'postgres://postgres:postgres@127.0.0.1:5432/cards_sync_bench',
     },
-    'redis-url': { type: 'string', default: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379' },
+    /** Default: the topology of the environment (REDIS_URL, REDIS_SENTINELS…, REDIS_CLUSTER_NODES). */
+    'redis-url': { type: 'string' },
   },
 });
 const n = wholeNumber('subscribers', values.subscribers, 1);
@@ -47,7 +48,7 @@ const rounds = wholeNumber('rounds', values.rounds, 1);
 const k = wholeNumber('cards', values.cards, 0);
 wholeNumber('concurrency', values.concurrency, 1);
 const databaseUrl = values['database-url']!;
-const redisUrl = values['redis-url']!;
+const bench = benchRedis(values['redis-url']);
 const KEY = 'bench-key-0d9c2f1e';
 const here = new URL('.', import.meta.url).pathname;
 
@@ -76,8 +77,8 @@ async function runPipeline(
   count = n,
 ): Promise<Result> {
   const apiUrl = api.url;
-  const prefix = `bench-${pipeline}-${Date.now().toString(36)}`;
-  const redis = createRedis(redisUrl, { blocking: true });
+  const prefix = bench.tag(`bench-${pipeline}-${Date.now().toString(36)}`);
+  const redis = createRedis(bench.target, { blocking: true });
   const queue = createSyncQueue(redis, { prefix });
   for (let i = 0; i < count; i += 1000) {
     const ids = Array.from({ length: Math.min(1000, count - i) }, (_, j) => 1 + i + j);
@@ -117,8 +118,7 @@ async function runPipeline(
       KEY,
       '--db',
       databaseUrl,
-      '--redis',
-      redisUrl,
+      ...(values['redis-url'] ? ['--redis', values['redis-url']] : []),
       '--jobs',
       String(count),
       '--concurrency',
