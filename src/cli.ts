@@ -1,117 +1,12 @@
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
-import { createDb } from '../db/client.js';
 import { rootCause } from '../db/errors.js';
-import { runMigrations } from '../db/migrate.js';
-import { createApiClient, type Target } from './api/client.js';
-import { describeDbError, type Io } from './commands/common.js';
-import { type Config, loadConfig, requireApi } from './config.js';
+import type { Target } from './api/client.js';
+import type { Io } from './commands/common.js';
+import type { MockApiCliOptions } from './commands/mock-api.js';
+import { loadConfig } from './config.js';
 import { CliError, ConfigError } from './errors.js';
-import { createLogger } from './logger.js';
-import { createMockApi, type MockFaults, parseFaults } from './mock-api/server.js';
-import { onShutdown } from './shutdown.js';
-import { type SyncResult, syncSubscriber } from './sync/sync-subscriber.js';
+import { parseFaults } from './mock-api/server.js';
 import { parseEmail, parseSubscriberId, TargetError } from './targets.js';
-
-export async function cmdMigrate(config: Config, io: Io): Promise<number> {
-  try {
-    const { createdDatabase, applied } = await runMigrations(config.databaseUrl);
-    const what =
-      applied === 0 ? 'migrations are up to date' : `applied ${applied} migration${applied === 1 ? '' : 's'}`;
-    io.out(createdDatabase ? `created the database; ${what}` : what);
-    return 0;
-  } catch (error) {
-    throw new CliError(
-      describeDbError(error, config.databaseUrl) ?? `migrate failed: ${rootCause(error).message}`,
-      1,
-    );
-  }
-}
-
-function formatResult(result: SyncResult, target: Target): string {
-  const who =
-    result.subscriberId !== null ? `subscriber ${result.subscriberId}` : 'subscriber (unknown e-mail)';
-  const run = `sync run ${result.syncRunId}, ${result.durationMs} ms`;
-  if (result.status === 'succeeded') {
-    const c = result.counts;
-    return (
-      `succeeded  ${who}: ${c.cardsSeen} cards seen; inserted ${c.inserted}, updated ${c.updated}, ` +
-      `unchanged ${c.unchanged}, removed ${c.removed}, restored ${c.restored}  (${run})`
-    );
-  }
-  const hint =
-    result.status === 'auth_rejected'
-      ? '; fix CARDS_API_KEY (or CARDS_API_KEY_FILE) and try again'
-      : result.retryable
-        ? '; transient, worth retrying'
-        : '';
-  void target;
-  return `${result.status}  ${who}: ${result.errorMessage ?? result.errorCode}${hint}  (${run})`;
-}
-
-export async function cmdSync(
-  config: Config,
-  io: Io,
-  target: Target,
-  options: { json?: boolean },
-): Promise<number> {
-  const apiConfig = requireApi(config);
-  const logger = createLogger({ level: config.logLevel });
-  const api = createApiClient(apiConfig, { connections: 1 });
-  const handle = createDb(config.databaseUrl, { max: 2, timeoutMs: config.databaseTimeoutMs });
-  try {
-    const result = await syncSubscriber({ db: handle.db, api, logger }, { target, trigger: 'cli' });
-    io.out(options.json ? JSON.stringify(result) : formatResult(result, target));
-    return result.status === 'succeeded' || result.status === 'superseded' ? 0 : 1;
-  } catch (error) {
-    throw new CliError(
-      describeDbError(error, config.databaseUrl) ?? `sync failed: ${rootCause(error).message}`,
-      1,
-    );
-  } finally {
-    await Promise.all([api.close(), handle.close()]);
-  }
-}
-
-export interface MockApiCliOptions {
-  port: number;
-  host: string;
-  apiKey?: string;
-  latencyMs: number;
-  failRate: number;
-  notFoundEvery: number;
-  cardsPerSubscriber?: number;
-  generation: number;
-  faults?: MockFaults;
-}
-
-export async function cmdMockApi(io: Io, options: MockApiCliOptions): Promise<number> {
-  // The key the sandbox accepts: --api-key, else CARDS_API_KEY or CARDS_API_KEY_FILE, else any.
-  const apiKey = options.apiKey ?? loadConfig(io.env).api?.apiKey ?? undefined;
-  const mock = createMockApi({
-    ...(apiKey ? { apiKey } : {}),
-    latencyMs: options.latencyMs,
-    failRate: options.failRate,
-    notFoundEvery: options.notFoundEvery,
-    ...(options.cardsPerSubscriber !== undefined ? { cardsPerSubscriber: options.cardsPerSubscriber } : {}),
-    generation: options.generation,
-    ...(options.faults ? { faults: options.faults } : {}),
-  });
-  try {
-    await mock.start(options.port, options.host);
-  } catch (error) {
-    throw new CliError(
-      `mock API cannot listen on ${options.host}:${options.port}: ${(error as Error).message}`,
-      1,
-    );
-  }
-  io.out(`mock API listening on ${mock.url} (${apiKey ? 'checks the API key' : 'accepts any API key'})`);
-  return new Promise<number>(() => {
-    onShutdown(async () => {
-      await mock.stop();
-      return 0;
-    }, 5000);
-  });
-}
 
 const intArg =
   (name: string, min: number, max: number) =>
@@ -145,6 +40,7 @@ export function buildProgram(io: Io, state: { exitCode: number }): Command {
     .command('migrate')
     .description('apply database migrations (creates the database if missing)')
     .action(async () => {
+      const { cmdMigrate } = await import('./commands/sync.js');
       state.exitCode = await cmdMigrate(loadConfig(io.env), io);
     });
 
@@ -161,6 +57,7 @@ export function buildProgram(io: Io, state: { exitCode: number }): Command {
         throw new CliError('sync needs --id N or --email E', 2);
       }
       const target: Target = opts.id !== undefined ? { subscriberId: opts.id } : { email: opts.email! };
+      const { cmdSync } = await import('./commands/sync.js');
       state.exitCode = await cmdSync(loadConfig(io.env), io, target, { json: opts.json ?? false });
     });
 
@@ -211,6 +108,7 @@ export function buildProgram(io: Io, state: { exitCode: number }): Command {
       },
     )
     .action(async (opts: MockApiCliOptions) => {
+      const { cmdMockApi } = await import('./commands/mock-api.js');
       state.exitCode = await cmdMockApi(io, opts);
     });
 

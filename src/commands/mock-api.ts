@@ -1,0 +1,46 @@
+import { loadConfig } from '../config.js';
+import { CliError } from '../errors.js';
+import { createMockApi, type MockFaults } from '../mock-api/server.js';
+import { onShutdown } from '../shutdown.js';
+import type { Io } from './common.js';
+
+export interface MockApiCliOptions {
+  port: number;
+  host: string;
+  apiKey?: string;
+  latencyMs: number;
+  failRate: number;
+  notFoundEvery: number;
+  cardsPerSubscriber?: number;
+  generation: number;
+  faults?: MockFaults;
+}
+
+export async function cmdMockApi(io: Io, options: MockApiCliOptions): Promise<number> {
+  // The key the sandbox accepts: --api-key, else CARDS_API_KEY or CARDS_API_KEY_FILE, else any.
+  const apiKey = options.apiKey ?? loadConfig(io.env).api?.apiKey ?? undefined;
+  const mock = createMockApi({
+    ...(apiKey ? { apiKey } : {}),
+    latencyMs: options.latencyMs,
+    failRate: options.failRate,
+    notFoundEvery: options.notFoundEvery,
+    ...(options.cardsPerSubscriber !== undefined ? { cardsPerSubscriber: options.cardsPerSubscriber } : {}),
+    generation: options.generation,
+    ...(options.faults ? { faults: options.faults } : {}),
+  });
+  try {
+    await mock.start(options.port, options.host);
+  } catch (error) {
+    throw new CliError(
+      `mock API cannot listen on ${options.host}:${options.port}: ${(error as Error).message}`,
+      1,
+    );
+  }
+  io.out(`mock API listening on ${mock.url} (${apiKey ? 'checks the API key' : 'accepts any API key'})`);
+  return new Promise<number>(() => {
+    onShutdown(async () => {
+      await mock.stop();
+      return 0;
+    }, 5000);
+  });
+}

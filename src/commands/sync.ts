@@ -1,0 +1,69 @@
+import { createDb } from '../../db/client.js';
+import { rootCause } from '../../db/errors.js';
+import { runMigrations } from '../../db/migrate.js';
+import { createApiClient, type Target } from '../api/client.js';
+import { type Config, requireApi } from '../config.js';
+import { CliError } from '../errors.js';
+import { createLogger } from '../logger.js';
+import { type SyncResult, syncSubscriber } from '../sync/sync-subscriber.js';
+import { describeDbError, type Io } from './common.js';
+
+export async function cmdMigrate(config: Config, io: Io): Promise<number> {
+  try {
+    const { createdDatabase, applied } = await runMigrations(config.databaseUrl);
+    const what =
+      applied === 0 ? 'migrations are up to date' : `applied ${applied} migration${applied === 1 ? '' : 's'}`;
+    io.out(createdDatabase ? `created the database; ${what}` : what);
+    return 0;
+  } catch (error) {
+    throw new CliError(
+      describeDbError(error, config.databaseUrl) ?? `migrate failed: ${rootCause(error).message}`,
+      1,
+    );
+  }
+}
+
+function formatResult(result: SyncResult, target: Target): string {
+  const who =
+    result.subscriberId !== null ? `subscriber ${result.subscriberId}` : 'subscriber (unknown e-mail)';
+  const run = `sync run ${result.syncRunId}, ${result.durationMs} ms`;
+  if (result.status === 'succeeded') {
+    const c = result.counts;
+    return (
+      `succeeded  ${who}: ${c.cardsSeen} cards seen; inserted ${c.inserted}, updated ${c.updated}, ` +
+      `unchanged ${c.unchanged}, removed ${c.removed}, restored ${c.restored}  (${run})`
+    );
+  }
+  const hint =
+    result.status === 'auth_rejected'
+      ? '; fix CARDS_API_KEY (or CARDS_API_KEY_FILE) and try again'
+      : result.retryable
+        ? '; transient, worth retrying'
+        : '';
+  void target;
+  return `${result.status}  ${who}: ${result.errorMessage ?? result.errorCode}${hint}  (${run})`;
+}
+
+export async function cmdSync(
+  config: Config,
+  io: Io,
+  target: Target,
+  options: { json?: boolean },
+): Promise<number> {
+  const apiConfig = requireApi(config);
+  const logger = createLogger({ level: config.logLevel });
+  const api = createApiClient(apiConfig, { connections: 1 });
+  const handle = createDb(config.databaseUrl, { max: 2, timeoutMs: config.databaseTimeoutMs });
+  try {
+    const result = await syncSubscriber({ db: handle.db, api, logger }, { target, trigger: 'cli' });
+    io.out(options.json ? JSON.stringify(result) : formatResult(result, target));
+    return result.status === 'succeeded' || result.status === 'superseded' ? 0 : 1;
+  } catch (error) {
+    throw new CliError(
+      describeDbError(error, config.databaseUrl) ?? `sync failed: ${rootCause(error).message}`,
+      1,
+    );
+  } finally {
+    await Promise.all([api.close(), handle.close()]);
+  }
+}
