@@ -81,3 +81,37 @@ export async function evictionPolicy(redis: RedisClient): Promise<string | undef
     return undefined;
   }
 }
+
+/**
+ * Closes a connection politely (QUIT) but never waits long for it: on a Cluster one of whose nodes
+ * died, QUIT to that node waits in the offline queue for good. Past `ms` the connection is dropped.
+ */
+export async function closeRedis(redis: RedisClient, ms = 2000): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([
+    redis.quit().catch(() => {}),
+    new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, ms);
+      timer.unref();
+    }),
+  ]);
+  clearTimeout(timer);
+  redis.disconnect();
+}
+
+/** Whether `promise` settled within `ms` (its outcome is not waited for past that). */
+export async function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const settled = await Promise.race([
+    promise.then(
+      () => true,
+      () => true,
+    ),
+    new Promise<boolean>((resolve) => {
+      timer = setTimeout(() => resolve(false), ms);
+      timer.unref();
+    }),
+  ]);
+  clearTimeout(timer);
+  return settled;
+}

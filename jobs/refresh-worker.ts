@@ -2,7 +2,7 @@ import { Worker } from 'bullmq';
 import { rootCause } from '../db/errors.js';
 import { abandonRefreshRun } from '../db/ops/refresh-runs.js';
 import type { RedisConfig } from '../src/config-redis.js';
-import { createRedis } from './redis.js';
+import { closeRedis, createRedis, settlesWithin } from './redis.js';
 import { createRefreshProcessor, type RefreshDeps, type RefreshOptions } from './refresh.js';
 import { createRefreshQueue, REFRESH_QUEUE_NAME, type RefreshJobData } from './refresh-queue.js';
 
@@ -40,9 +40,11 @@ export async function startRefreshWorker(
     worker,
     async close() {
       stopping = true;
-      await worker.close();
-      await ownQueue?.close();
-      await connection.quit().catch(() => connection.disconnect());
+      // The fan-out hands its job back between pages; a close stuck on QUIT to a dead Cluster node
+      // is not waited for past that (the job's lock runs out and another worker carries on).
+      await settlesWithin(worker.close(), 10_000);
+      if (ownQueue) await settlesWithin(ownQueue.close(), 2000);
+      await closeRedis(connection);
     },
   };
 }

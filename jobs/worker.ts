@@ -8,7 +8,7 @@ import type { Metrics } from '../src/metrics.js';
 import { createGroupCommitter } from '../src/sync/group-commit.js';
 import { createSyncProcessor } from './processor.js';
 import { QUEUE_NAME, type SyncJobData, type SyncJobResult } from './queue.js';
-import { createRedis, evictionPolicy, type RedisClient } from './redis.js';
+import { closeRedis, createRedis, evictionPolicy, type RedisClient, settlesWithin } from './redis.js';
 
 /** Options of {@link startSyncWorker}. */
 export interface SyncWorkerOptions {
@@ -59,9 +59,19 @@ export async function startSyncWorker(
     maxBatch: Math.max(1, options.concurrency ?? 16),
     ...(deps.metrics ? { onBatch: (size: number) => deps.metrics?.writeBatchSize.observe(size) } : {}),
   });
+  const processor = createSyncProcessor({ ...deps, writer });
+  // Jobs running in this process: shutdown waits for these, not for Redis to say goodbye.
+  let inFlight = 0;
   const worker = new Worker<SyncJobData, SyncJobResult>(
     QUEUE_NAME,
-    createSyncProcessor({ ...deps, writer }),
+    async (job, token, signal) => {
+      inFlight++;
+      try {
+        return await processor(job, token, signal);
+      } finally {
+        inFlight--;
+      }
+    },
     {
       connection,
       prefix: options.prefix ?? 'bull',
@@ -93,14 +103,23 @@ export async function startSyncWorker(
   const close = (deadlineMs = 30_000): Promise<boolean> => {
     closing ??= (async () => {
       const graceful = worker.close().then(() => true);
-      const finished = await Promise.race([graceful, sleep(deadlineMs, false, { ref: false })]);
+      // BullMQ's close ends with QUIT on its connections, which waits for good for a Cluster node
+      // that died: once no job runs here any more, a few seconds of that is enough.
+      const jobsDone = (async () => {
+        for (;;) {
+          while (inFlight > 0) await sleep(50, undefined, { ref: false });
+          // A job fetched just as the close began may still start: look again after the wait.
+          if ((await settlesWithin(graceful, 3000)) || inFlight === 0) return true;
+        }
+      })();
+      const finished = await Promise.race([graceful, jobsDone, sleep(deadlineMs, false, { ref: false })]);
       if (!finished) {
         // Past the deadline: abort in-flight requests so their jobs end (and retry elsewhere), and
         // give them a last moment; a job stuck past that is left to the stalled-job check.
         worker.cancelAllJobs('shutdown deadline passed');
-        await Promise.race([graceful, sleep(5000, false, { ref: false })]);
+        await settlesWithin(graceful, 5000);
       }
-      await connection.quit().catch(() => connection.disconnect());
+      await closeRedis(connection);
       return finished;
     })();
     return closing;

@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createDb } from '../../db/client.js';
 import { createSyncQueue, readPauseReason } from '../../jobs/queue.js';
-import { createRedis } from '../../jobs/redis.js';
+import { createRedis, settlesWithin } from '../../jobs/redis.js';
 import {
   createRefreshQueue,
   refreshIsIdle,
@@ -67,8 +67,8 @@ export async function cmdWorker(config: Config, io: Io, opts: WorkerCliOptions):
       await admin?.stop();
       const [finished] = await Promise.all([sync?.close(opts.shutdownTimeoutMs) ?? true, refresh?.close()]);
       await Promise.allSettled([
-        queue.close(),
-        refreshQueue.close(),
+        settlesWithin(queue.close(), 2000),
+        settlesWithin(refreshQueue.close(), 2000),
         api.close(),
         handle.close(),
         refreshHandle.close(),
