@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { makeCa, makeServerCert } from './certificates.js';
 import { API_KEY, useScriptedApi } from './fixtures.js';
 import { runCli } from './queue-helpers.js';
 
@@ -30,11 +31,6 @@ function pgBin(name: string, args: string[]) {
   if (r.status !== 0) throw new Error(`${name} failed: ${r.stderr || r.stdout}`);
 }
 
-function openssl(args: string[]) {
-  const r = spawnSync('openssl', args, { cwd: dir, encoding: 'utf8' });
-  if (r.status !== 0) throw new Error(`openssl ${args[0]} failed: ${r.stderr}`);
-}
-
 async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const s = createServer();
@@ -53,69 +49,10 @@ beforeAll(async () => {
   if (!available) return;
   dir = mkdtempSync(join(tmpdir(), 'cards-sync-pgtls-'));
   chmodSync(dir, 0o755);
-  // A CA, a server certificate for localhost signed by it, and a second CA that signed nothing.
-  openssl([
-    'req',
-    '-x509',
-    '-newkey',
-    'rsa:2048',
-    '-nodes',
-    '-days',
-    '2',
-    '-subj',
-    '/CN=cards-sync test CA',
-    '-keyout',
-    'ca.key',
-    '-out',
-    'ca.pem',
-  ]);
-  openssl([
-    'req',
-    '-x509',
-    '-newkey',
-    'rsa:2048',
-    '-nodes',
-    '-days',
-    '2',
-    '-subj',
-    '/CN=other CA',
-    '-keyout',
-    'other.key',
-    '-out',
-    'other.pem',
-  ]);
-  openssl([
-    'req',
-    '-newkey',
-    'rsa:2048',
-    '-nodes',
-    '-subj',
-    '/CN=localhost',
-    '-keyout',
-    'server.key',
-    '-out',
-    'server.csr',
-  ]);
-  writeFileSync(join(dir, 'san.ext'), 'subjectAltName=DNS:localhost\n');
-  openssl([
-    'x509',
-    '-req',
-    '-in',
-    'server.csr',
-    '-CA',
-    'ca.pem',
-    '-CAkey',
-    'ca.key',
-    '-CAcreateserial',
-    '-days',
-    '2',
-    '-extfile',
-    'san.ext',
-    '-out',
-    'server.crt',
-  ]);
-  caFile = join(dir, 'ca.pem');
-  otherCaFile = join(dir, 'other.pem');
+  // A CA, a server certificate for localhost (only) signed by it, and a second CA that signed nothing.
+  caFile = makeCa(dir, 'ca', 'cards-sync test CA');
+  otherCaFile = makeCa(dir, 'other', 'other CA');
+  makeServerCert(dir, 'ca', 'DNS:localhost');
   chmodSync(join(dir, 'server.key'), 0o600);
   if (asRoot) {
     const { uid, gid } = {
