@@ -9,12 +9,14 @@ export function redactExcerpt(body: string, secrets: readonly string[] = [], max
   for (const secret of secrets) {
     if (secret.length >= 4) text = text.split(secret).join('[redacted]');
   }
+  const cut = text.length > max * 4;
   text = text
     .slice(0, max * 4)
     // 12 to 19 digits, possibly grouped by spaces or hyphens: could be a card number.
     .replace(/\d(?:[ -]?\d){11,18}/g, '[number]')
     // A run of digits cut at the edge of the excerpt: drop it rather than show part of a number.
-    .replace(/\d[\d -]*$/, '')
+    // Only where something was cut: `connect ECONNREFUSED 127.0.0.1:5432` keeps its port.
+    .replace(cut ? /\d[\d -]*$/ : /(?!)/, '')
     // Long hex or base64-ish runs: tokens, keys.
     .replace(/[A-Za-z0-9_+/=-]{24,}/g, '[token]')
     // biome-ignore lint/suspicious/noControlCharactersInRegex: folding control characters is the point
