@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import { rootCause } from '../db/errors.js';
 import type { Target } from './api/client.js';
@@ -32,6 +33,7 @@ const targetArg =
 export function buildProgram(io: Io, state: { exitCode: number }): Command {
   const program = new Command('cards-sync')
     .description('Keeps a Postgres copy of every subscriber’s saved cards from the Saved Cards Lookup API')
+    .version(packageVersion(), '--version', 'print the version')
     .showHelpAfterError('(run cards-sync --help for usage)')
     .configureOutput({ writeOut: (s) => io.out(s.trimEnd()), writeErr: (s) => io.err(s.trimEnd()) })
     .exitOverride();
@@ -223,7 +225,25 @@ export function buildProgram(io: Io, state: { exitCode: number }): Command {
       state.exitCode = await cmdResume(loadConfig(io.env), io);
     });
 
+  // A mistake in a command's options points at that command's help, not the program's.
+  for (const command of program.commands) {
+    command.showHelpAfterError(`(run cards-sync ${command.name()} --help for usage)`);
+  }
   return program;
+}
+
+/** The version in the package.json above this file (src/ when run from source, dist/src/ when built). */
+function packageVersion(): string {
+  for (let dir = new URL('.', import.meta.url); dir.pathname !== '/'; dir = new URL('..', dir)) {
+    try {
+      const pkg = JSON.parse(readFileSync(new URL('package.json', dir), 'utf8')) as {
+        name?: string;
+        version?: string;
+      };
+      if (pkg.name === 'cards-sync' && pkg.version) return pkg.version;
+    } catch {}
+  }
+  return 'unknown';
 }
 
 /** Runs the CLI; returns the exit code (0 success, 1 runtime failure, 2 usage or configuration). */

@@ -14,7 +14,7 @@ import { adminQuery, useTestDatabase, withDatabase } from './helpers.js';
 // The CLI as a user runs it: `node bin/cards-sync.js …` in a child process with a minimal env.
 
 const BIN = fileURLToPath(new URL('../bin/cards-sync.js', import.meta.url));
-const HELP_HINT = '(run cards-sync --help for usage)';
+const HELP_HINT = /^\(run cards-sync( [a-z-]+)? --help for usage\)$/;
 
 interface Run {
   code: number | null;
@@ -71,7 +71,7 @@ function theMessage(run: Run): string {
 function expectUsageError(run: Run, pattern: RegExp): void {
   expect(run.code, run.stderr).toBe(2);
   expect(run.stdout).toBe('');
-  const plain = plainLines(run.stderr).filter((l) => l !== HELP_HINT);
+  const plain = plainLines(run.stderr).filter((l) => !HELP_HINT.test(l));
   expect(plain, `stderr: ${run.stderr}`).toHaveLength(1);
   expect(plain[0]).toMatch(pattern);
   expect(run.stderr).not.toMatch(/^\s+at /m);
@@ -182,7 +182,7 @@ describe.concurrent('sync against a working API', () => {
     const expected = cardsFor(4242);
     expect(run.stdout).toMatch(
       new RegExp(
-        `^succeeded\\s+subscriber 4242: ${expected.length} cards seen; inserted ${expected.length},`,
+        `^succeeded\\s+subscriber 4242: ${expected.length} cards? seen; inserted ${expected.length},`,
       ),
     );
     const rows = await query<{ n: number }>(
@@ -388,6 +388,24 @@ describe.concurrent('database problems exit 1 with a message that says what to d
     const run = await cli(['sync', '--id', '4848'], { ...env, DATABASE_URL: url });
     expect(run.code, run.stderr).toBe(1);
     expect(theMessage(run)).toMatch(/cards-sync migrate/);
+  });
+});
+
+describe('rough edges', () => {
+  it('--version prints the package version and exits 0', async () => {
+    const { version } = JSON.parse(
+      (await import('node:fs')).readFileSync(new URL('../package.json', import.meta.url), 'utf8'),
+    ) as { version: string };
+    const run = await cli(['--version'], baseEnv());
+    expect(run.code).toBe(0);
+    expect(run.stdout.trim()).toBe(version);
+  });
+
+  it("a mistake in a command's options points at that command's help", async () => {
+    const run = await cli(['sync', '--idd', '4'], baseEnv());
+    expect(run.code).toBe(2);
+    expect(run.stderr).toContain('(run cards-sync sync --help for usage)');
+    expect(run.stderr).not.toContain('(run cards-sync --help for usage)');
   });
 });
 

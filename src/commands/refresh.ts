@@ -13,15 +13,15 @@ import { describeDbError, ensureRedis, type Io } from './common.js';
 
 const UNITS: Record<string, number> = { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000 };
 
-/** `36h`, `7d`, `90m`, `2w` → milliseconds. */
+/** `36h`, `7d`, `90m`, `2w`, `1.5d` (units in either case) → milliseconds. */
 export function parseDuration(raw: string): number {
-  const m = /^(\d{1,6})(s|m|h|d|w)$/.exec(raw.trim());
+  const m = /^(\d{1,6}(?:\.\d{1,3})?)([smhdw])$/i.exec(raw.trim());
   if (!m)
     throw new CliError(
-      `--stale takes a duration such as 36h, 7d or 90m (got ${JSON.stringify(raw.slice(0, 40))})`,
+      `--stale takes a duration such as 36h, 1.5d, 7d or 90m (got ${JSON.stringify(raw.slice(0, 40))})`,
       2,
     );
-  const ms = Number(m[1]) * UNITS[m[2]!]!;
+  const ms = Math.round(Number(m[1]) * UNITS[m[2]!.toLowerCase()]!);
   if (ms <= 0) throw new CliError('--stale must be longer than zero', 2);
   return ms;
 }

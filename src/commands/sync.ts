@@ -23,14 +23,14 @@ export async function cmdMigrate(config: Config, io: Io): Promise<number> {
   }
 }
 
-function formatResult(result: SyncResult, target: Target): string {
+export function formatResult(result: SyncResult, target: Target): string {
   const who =
     result.subscriberId !== null ? `subscriber ${result.subscriberId}` : 'subscriber (unknown e-mail)';
   const run = `sync run ${result.syncRunId}, ${result.durationMs} ms`;
   if (result.status === 'succeeded') {
     const c = result.counts;
     return (
-      `succeeded  ${who}: ${c.cardsSeen} cards seen; inserted ${c.inserted}, updated ${c.updated}, ` +
+      `succeeded  ${who}: ${c.cardsSeen} ${c.cardsSeen === 1 ? 'card' : 'cards'} seen; inserted ${c.inserted}, updated ${c.updated}, ` +
       `unchanged ${c.unchanged}, removed ${c.removed}, restored ${c.restored}  (${run})`
     );
   }
