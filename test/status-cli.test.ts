@@ -160,7 +160,7 @@ describe('status', () => {
     const run = await runCli(['status'], q.env);
     expect(run.code, run.stderr).toBe(0);
     expect(run.stdout).toContain('syncs in the last 24 h: failed 4');
-    expect(run.stdout).toContain('failures in the last 24 h by error code:');
+    expect(run.stdout).toContain('failed attempts in the last 24 h by error code (sync_runs):');
     expect(run.stdout).toMatch(/^\s+timeout\s+3\s+last \S/m);
     expect(run.stdout).toMatch(/^\s+http_5xx\s+1\s+last \S/m);
     // Most frequent first.

@@ -159,7 +159,7 @@ ${controlForms(q, view.csrf)}
 <div class="tile">waiting<b id="count-waiting">${(c.waiting ?? 0) + (c.prioritized ?? 0)}</b></div>
 <div class="tile">active<b id="count-active">${c.active ?? 0}</b></div>
 <div class="tile">delayed<b>${c.delayed ?? 0}</b></div>
-<div class="tile">failed<b>${c.failed ?? 0}</b></div>
+<div class="tile" title="jobs that failed for good and are still kept in Redis (a week at most); every failed attempt is in sync_runs, below">failed jobs (kept)<b id="count-failed">${c.failed ?? 0}</b></div>
 <div class="tile">oldest waiting<b>${q.oldestWaitingSeconds === null ? '—' : `${q.oldestWaitingSeconds} s`}</b></div>
 </div>
 <h2>Freshness</h2>
@@ -168,7 +168,7 @@ ${freshnessChart(view.freshness)}
 <h2>Refresh</h2>
 ${refreshBlock(view.lastRefresh)}
 <p>Next nightly run: ${q.nextNightlyRefresh ? time(q.nextNightlyRefresh) : 'not scheduled yet'}</p>
-<h2>Failures in the last 24 hours</h2>
+<h2>Failed attempts in the last 24 hours (sync_runs)</h2>
 ${failures}`;
   return layout({ title: 'cards-sync overview', head: RELOAD, body, nav: false });
 }

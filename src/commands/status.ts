@@ -128,7 +128,7 @@ function formatStatus(
     );
   if (q.paused) lines.push('  resume with: cards-sync resume');
   lines.push(
-    `  waiting ${(c.waiting ?? 0) + (c.prioritized ?? 0)}, active ${c.active ?? 0}, delayed ${c.delayed ?? 0}, failed ${c.failed ?? 0}, completed ${c.completed ?? 0} (kept)`,
+    `  waiting ${(c.waiting ?? 0) + (c.prioritized ?? 0)}, active ${c.active ?? 0}, delayed ${c.delayed ?? 0}, failed ${c.failed ?? 0}, completed ${c.completed ?? 0} (jobs kept in Redis)`,
   );
   lines.push(
     `  oldest waiting job: ${q.oldestWaitingSeconds === null ? 'none' : `${q.oldestWaitingSeconds} s`}`,
@@ -150,7 +150,7 @@ function formatStatus(
   const runs = Object.entries(d.runsLast24h).map(([k, v]) => `${k} ${v}`);
   lines.push(`  syncs in the last 24 h: ${runs.length ? runs.join(', ') : 'none'}`);
   if (d.failuresLast24h.length > 0) {
-    lines.push('  failures in the last 24 h by error code:');
+    lines.push('  failed attempts in the last 24 h by error code (sync_runs):');
     for (const f of d.failuresLast24h)
       lines.push(`    ${f.errorCode.padEnd(18)} ${String(f.count).padStart(7)}  last ${f.lastAt}`);
   }
