@@ -2,6 +2,7 @@ import type { Queue } from 'bullmq';
 import type { Db } from '../db/client.js';
 import { countRefreshable, type RefreshRun, savePlan } from '../db/ops/refresh-runs.js';
 import type { Logger } from '../src/logger.js';
+import { formatTime } from '../src/time.js';
 import { type RefreshJobData, SCHEDULER_ID } from './refresh-queue.js';
 
 /**
@@ -72,10 +73,10 @@ export function judge(
   const needs =
     run.expectedFinishAt !== null && budget !== null
       ? `${run.plannedSubscribers} subscribers at SYNC_RATE_LIMIT_PER_SEC ${budget} take ${hours(run.expectedFinishAt.getTime() - run.startedAt.getTime())}`
-      : `at its rate it ends at ${etaAt.toISOString()}`;
+      : `at its rate it ends at ${formatTime(etaAt)}`;
   return {
     overrun:
-      `refresh run ${run.id} cannot finish before the next scheduled refresh at ${run.nextRefreshAt.toISOString()}: ` +
+      `refresh run ${run.id} cannot finish before the next scheduled refresh at ${formatTime(run.nextRefreshAt)}: ` +
       `${needs}. Raise SYNC_RATE_LIMIT_PER_SEC if the API allows it, refresh only stale subscribers ` +
       '(refresh --stale), or schedule refreshes further apart (REFRESH_CRON)',
   };

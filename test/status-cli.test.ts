@@ -94,7 +94,7 @@ describe('status', () => {
     const text = await runCli(['status'], q.env);
     expect(text.code, text.stderr).toBe(0);
     expect(text.stdout).toContain(': PAUSED');
-    expect(text.stdout).toMatch(/paused by operator at \S+: maintenance/);
+    expect(text.stdout).toMatch(/paused by operator at \d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ: maintenance/);
     expect(text.stdout).toContain('cards-sync resume');
     // Pausing keeps the waiting job waiting.
     expect(text.stdout).toContain('waiting 1,');
@@ -103,7 +103,9 @@ describe('status', () => {
     // A second pause keeps the first reason and says who paused, and why.
     const again = await runCli(['pause', '--reason', 'something else'], q.env);
     expect(again.code, again.stderr).toBe(0);
-    expect(again.stdout).toMatch(/^already paused by operator at \S+: maintenance; the reason is kept/);
+    expect(again.stdout).toMatch(
+      /^already paused by operator at \d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ: maintenance; the reason is kept/,
+    );
     expect((await statusJson(q.env)).queue.pausedBecause).toBe('maintenance');
 
     const resumed = await runCli(['resume'], q.env);
@@ -172,5 +174,25 @@ describe('status', () => {
       { errorCode: 'timeout', count: 3 },
       { errorCode: 'http_5xx', count: 1 },
     ]);
+  });
+
+  it('one time format: ISO 8601 in JSON, one readable form for people, never Postgres text', async () => {
+    const q = setup();
+    await database.handle.db.execute(
+      sql`insert into subscribers (subscriber_id, last_success_at) values (990, '2026-11-23 05:16:26.577+00')`,
+    );
+    await database.handle.db.execute(sql`
+      insert into sync_runs (subscriber_id, trigger, started_at, finished_at, status, error_code)
+      values (990, 'manual', now(), now(), 'failed', 'timeout')`);
+    const json = (await statusJson(q.env)) as unknown as {
+      data: { oldestSuccessAt: string; lastSuccessAt: string; failuresLast24h: { lastAt: string }[] };
+    };
+    expect(json.data.oldestSuccessAt).toBe('2026-11-23T05:16:26.577Z');
+    expect(json.data.lastSuccessAt).toBe('2026-11-23T05:16:26.577Z');
+    expect(json.data.failuresLast24h[0]!.lastAt).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+    const text = await runCli(['status'], q.env);
+    expect(text.stdout).toContain('oldest last success 2026-11-23 05:16:26Z');
+    expect(text.stdout).not.toMatch(/\+00\b|\.\d{3}Z/);
+    await database.handle.db.execute(sql`truncate subscribers, sync_runs`);
   });
 });

@@ -1,4 +1,7 @@
 /** What every admin page shares: escaping, the one time format, the page frame. */
+import { formatTime, type Moment, toDate } from '../time.js';
+
+export { formatTime };
 
 /** Escapes text for HTML content and double- or single-quoted attributes. */
 export const esc = (v: unknown) =>
@@ -6,25 +9,6 @@ export const esc = (v: unknown) =>
     /[&<>"']/g,
     (ch) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[ch]!,
   );
-
-type Moment = Date | string | null | undefined;
-
-function toDate(value: Moment): Date | undefined {
-  if (value === null || value === undefined || value === '') return undefined;
-  const date = value instanceof Date ? value : new Date(value);
-  return Number.isNaN(date.getTime()) ? undefined : date;
-}
-
-/**
- * The one way the admin pages write a moment: ISO 8601 in UTC to the second, `2026-11-23 05:17:00Z`.
- * Takes a Date or anything `Date` reads (Postgres `::text` timestamps included); `—` for none, and
- * a value it cannot read is shown as it is.
- */
-export function formatTime(value: Moment): string {
-  const date = toDate(value);
-  if (date === undefined) return value ? String(value) : '—';
-  return `${date.toISOString().slice(0, 19).replace('T', ' ')}Z`;
-}
 
 /** A moment as HTML: {@link formatTime} in a `<time>` element carrying the exact instant. */
 export function time(value: Moment): string {

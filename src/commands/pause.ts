@@ -2,6 +2,7 @@ import { createDb } from '../../db/client.js';
 import { pauseProcessing, resumeProcessing } from '../../jobs/control.js';
 import { createRefreshQueue } from '../../jobs/refresh.js';
 import type { Config } from '../config.js';
+import { formatTime } from '../time.js';
 import { describeDbError, type Io } from './common.js';
 import { withQueue } from './status.js';
 
@@ -13,7 +14,7 @@ export async function cmdPause(config: Config, io: Io, opts: { reason?: string }
   if (!outcome.paused) {
     const a = outcome.already;
     io.out(
-      `already paused${a ? ` by ${a.by} at ${a.at}: ${a.reason}` : ''}; the reason is kept. \`cards-sync resume\` continues`,
+      `already paused${a ? ` by ${a.by} at ${formatTime(a.at)}: ${a.reason}` : ''}; the reason is kept. \`cards-sync resume\` continues`,
     );
     return 0;
   }

@@ -9,6 +9,7 @@ import { createRedis } from '../../jobs/redis.js';
 import { createRefreshQueue, openRefreshRun } from '../../jobs/refresh.js';
 import type { Config } from '../config.js';
 import { CliError } from '../errors.js';
+import { formatTime } from '../time.js';
 import { describeDbError, ensureRedis, type Io } from './common.js';
 
 const UNITS: Record<string, number> = { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000 };
@@ -45,7 +46,7 @@ export async function cmdRefresh(config: Config, io: Io, opts: { stale?: string 
       // Not a run: an empty one would read as a successful refresh to status and to alerts.
       io.out(
         staleBefore
-          ? `nothing to refresh: every known subscriber synced successfully since ${staleBefore.toISOString()}; no run started`
+          ? `nothing to refresh: every known subscriber synced successfully since ${formatTime(staleBefore)}; no run started`
           : 'nothing to refresh: no subscriber is known yet (enqueue or sync some first); no run started',
       );
       return 0;
@@ -59,7 +60,7 @@ export async function cmdRefresh(config: Config, io: Io, opts: { stale?: string 
     if (!started.started) {
       const r = started.inProgress;
       io.err(
-        `cards-sync: refresh run ${r.id} (${r.trigger}) is already ${r.status}, started ${r.startedAt.toISOString()}; ` +
+        `cards-sync: refresh run ${r.id} (${r.trigger}) is already ${r.status}, started ${formatTime(r.startedAt)}; ` +
           (r.status === 'halted' ? '`cards-sync resume` continues it' : 'follow it with `cards-sync status`'),
       );
       return 1;
@@ -72,7 +73,7 @@ export async function cmdRefresh(config: Config, io: Io, opts: { stale?: string 
       throw error;
     }
     io.out(
-      `started refresh run ${started.run.id}${staleBefore ? ` of subscribers not synced since ${staleBefore.toISOString()}` : ' of every known subscriber'}; ` +
+      `started refresh run ${started.run.id}${staleBefore ? ` of subscribers not synced since ${formatTime(staleBefore)}` : ' of every known subscriber'}; ` +
         'the workers fan it out — follow it with `cards-sync status`',
     );
     return 0;

@@ -7,6 +7,7 @@ import { createRedis } from '../../jobs/redis.js';
 import { progressOf } from '../../jobs/refresh-plan.js';
 import { createRefreshQueue, SCHEDULER_ID } from '../../jobs/refresh-queue.js';
 import type { Config } from '../config.js';
+import { formatTime } from '../time.js';
 import { describeDbError, ensureRedis, type Io } from './common.js';
 
 export interface QueueStatus {
@@ -83,7 +84,7 @@ function formatPlan(r: RefreshRun): string[] {
   const p = progressOf(r);
   const lines: string[] = [];
   if (p.planned !== null) {
-    const eta = p.etaAt ? `, ETA ${p.etaAt.toISOString()}` : '';
+    const eta = p.etaAt ? `, ETA ${formatTime(p.etaAt)}` : '';
     const rate = p.ratePerSec !== null ? ` at ${p.ratePerSec}/s` : '';
     const budget = r.rateBudgetPerSec !== null ? ` (budget ${r.rateBudgetPerSec}/s)` : ' (no rate limit set)';
     lines.push(`  progress: ${p.done} of ${p.planned} done${rate}${budget}${eta}`);
@@ -93,7 +94,7 @@ function formatPlan(r: RefreshRun): string[] {
 }
 
 function formatRefresh(r: RefreshRun): string {
-  const head = `refresh run ${r.id} (${r.trigger}${r.staleBefore ? `, stale before ${r.staleBefore.toISOString()}` : ''})`;
+  const head = `refresh run ${r.id} (${r.trigger}${r.staleBefore ? `, stale before ${formatTime(r.staleBefore)}` : ''})`;
   const counts =
     `${r.subscribersTotal} subscribers fanned out, ${r.enqueued} enqueued; succeeded ${r.succeeded}, failed ${r.failed}, ` +
     `not found ${r.notFound}, invalid ${r.invalid}; cards added ${r.cardsAdded}, removed ${r.cardsRemoved}`;
@@ -106,14 +107,14 @@ function formatRefresh(r: RefreshRun): string {
   if (r.status === 'running') {
     const phase = r.fanoutFinishedAt ? 'finishing its last jobs' : `fanning out (cursor ${r.cursor})`;
     return [
-      `${head}: running since ${r.startedAt.toISOString()}, ${phase}`,
+      `${head}: running since ${formatTime(r.startedAt)}, ${phase}`,
       `  ${counts}`,
       ...formatPlan(r),
     ].join('\n');
   }
   if (r.status === 'empty')
-    return `${head}: EMPTY at ${r.finishedAt?.toISOString() ?? '?'}: it matched no subscriber, nothing was synced (not a success)`;
-  return `${head}: ${r.status} at ${r.finishedAt?.toISOString() ?? '?'} (started ${r.startedAt.toISOString()})\n  ${counts}`;
+    return `${head}: EMPTY at ${formatTime(r.finishedAt)}: it matched no subscriber, nothing was synced (not a success)`;
+  return `${head}: ${r.status} at ${formatTime(r.finishedAt)} (started ${formatTime(r.startedAt)})\n  ${counts}`;
 }
 
 function formatStatus(
@@ -124,7 +125,7 @@ function formatStatus(
   const lines = [`queue saved-cards-sync (prefix ${q.prefix}): ${q.paused ? 'PAUSED' : 'running'}`];
   if (q.paused)
     lines.push(
-      `  paused by ${q.pausedBy ?? 'someone'}${q.pausedAt ? ` at ${q.pausedAt}` : ''}${q.pausedBecause ? `: ${q.pausedBecause}` : ''}`,
+      `  paused by ${q.pausedBy ?? 'someone'}${q.pausedAt ? ` at ${formatTime(q.pausedAt)}` : ''}${q.pausedBecause ? `: ${q.pausedBecause}` : ''}`,
     );
   if (q.paused) lines.push('  resume with: cards-sync resume');
   lines.push(
@@ -135,7 +136,7 @@ function formatStatus(
   );
   if (q.rateLimitedForMs > 0) lines.push(`  rate limited by the API for another ${q.rateLimitedForMs} ms`);
   lines.push(
-    `nightly refresh: ${q.nextNightlyRefresh ? `next at ${q.nextNightlyRefresh}, cron ${q.nightlyPattern}` : 'not scheduled yet (a worker registers it at start)'}`,
+    `nightly refresh: ${q.nextNightlyRefresh ? `next at ${formatTime(q.nextNightlyRefresh)}, cron ${q.nightlyPattern}` : 'not scheduled yet (a worker registers it at start)'}`,
   );
   if ('error' in d) {
     lines.push(`data: ${d.error}`);
@@ -145,14 +146,16 @@ function formatStatus(
     `data: ${d.subscribers} subscribers, ${d.activeCards} active cards; ${d.syncedWithin24h} synced within 24 h, ${d.neverSucceeded} never synced successfully`,
   );
   lines.push(
-    `  last success ${d.lastSuccessAt ?? 'never'}, oldest last success ${d.oldestSuccessAt ?? 'n/a'}`,
+    `  last success ${d.lastSuccessAt ? formatTime(d.lastSuccessAt) : 'never'}, oldest last success ${d.oldestSuccessAt ? formatTime(d.oldestSuccessAt) : 'n/a'}`,
   );
   const runs = Object.entries(d.runsLast24h).map(([k, v]) => `${k} ${v}`);
   lines.push(`  syncs in the last 24 h: ${runs.length ? runs.join(', ') : 'none'}`);
   if (d.failuresLast24h.length > 0) {
     lines.push('  failed attempts in the last 24 h by error code (sync_runs):');
     for (const f of d.failuresLast24h)
-      lines.push(`    ${f.errorCode.padEnd(18)} ${String(f.count).padStart(7)}  last ${f.lastAt}`);
+      lines.push(
+        `    ${f.errorCode.padEnd(18)} ${String(f.count).padStart(7)}  last ${formatTime(f.lastAt)}`,
+      );
   }
   lines.push(d.lastRefresh ? formatRefresh(d.lastRefresh) : 'refresh: none has run yet');
   return lines;
