@@ -20,7 +20,17 @@ export interface Metrics {
   refreshRate: Gauge;
   refreshEta: Gauge;
   refreshOverrun: Gauge;
+  freshness: Gauge<'age'>;
+  oldestSuccess: Gauge;
+  staleSubscribers: Gauge;
+  paused: Gauge;
+  pausedSince: Gauge;
+  keyRejected: Gauge;
+  workers: Gauge;
 }
+
+/** A subscriber counts as stale (`cards_sync_stale_subscribers`) with no successful sync for this long. */
+export const STALE_AFTER_HOURS = 36;
 
 export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metrics {
   const registry = new Registry();
@@ -90,6 +100,42 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
     refreshEta: new Gauge({
       name: 'cards_sync_refresh_eta_timestamp_seconds',
       help: 'The refresh in progress: when it should end at its rate (Unix time; 0 when unknown or none runs)',
+      registers: [registry],
+    }),
+    freshness: new Gauge({
+      name: 'cards_sync_subscribers_by_freshness',
+      help: 'Subscribers by time since their last successful sync (age: within_1h, within_24h, within_7d, older, never)',
+      labelNames: ['age'],
+      registers: [registry],
+    }),
+    oldestSuccess: new Gauge({
+      name: 'cards_sync_oldest_success_timestamp_seconds',
+      help: "The oldest of the subscribers' last successful syncs (Unix time; 0 when none has succeeded)",
+      registers: [registry],
+    }),
+    staleSubscribers: new Gauge({
+      name: 'cards_sync_stale_subscribers',
+      help: `Subscribers with no successful sync for ${STALE_AFTER_HOURS} hours, or never`,
+      registers: [registry],
+    }),
+    paused: new Gauge({
+      name: 'cards_sync_queue_paused',
+      help: '1 while the sync queue is paused (by an operator, the breaker or a rejected API key)',
+      registers: [registry],
+    }),
+    pausedSince: new Gauge({
+      name: 'cards_sync_queue_paused_since_timestamp_seconds',
+      help: 'When the sync queue was paused (Unix time; 0 while it runs)',
+      registers: [registry],
+    }),
+    keyRejected: new Gauge({
+      name: 'cards_sync_api_key_rejected',
+      help: '1 while processing is paused because the Saved Cards API rejected the key (401/403)',
+      registers: [registry],
+    }),
+    workers: new Gauge({
+      name: 'cards_sync_workers',
+      help: 'Worker connections on the sync queue, as Redis counts them',
       registers: [registry],
     }),
     refreshOverrun: new Gauge({

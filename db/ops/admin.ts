@@ -9,17 +9,32 @@ export interface FreshnessBuckets {
   within7d: number;
   older: number;
   never: number;
+  /** No successful sync for `staleAfterHours`, or never. */
+  stale: number;
+  /** The oldest of the last successes, or null when none has succeeded. */
+  oldestSuccessAt: Date | null;
 }
 
 /** How many subscribers last synced successfully within 1 h, 24 h, 7 d, longer ago, or never. */
-export async function freshnessBuckets(db: Db): Promise<FreshnessBuckets> {
+export async function freshnessBuckets(db: Db, staleAfterHours = 36): Promise<FreshnessBuckets> {
   const [row] = (
-    await db.execute<{ h1: number; h24: number; d7: number; older: number; never: number }>(sql`
+    await db.execute<{
+      h1: number;
+      h24: number;
+      d7: number;
+      older: number;
+      never: number;
+      stale: number;
+      oldest: Date | string | null;
+    }>(sql`
       select count(*) filter (where last_success_at > now() - interval '1 hour')::int as h1,
              count(*) filter (where last_success_at <= now() - interval '1 hour' and last_success_at > now() - interval '24 hours')::int as h24,
              count(*) filter (where last_success_at <= now() - interval '24 hours' and last_success_at > now() - interval '7 days')::int as d7,
              count(*) filter (where last_success_at <= now() - interval '7 days')::int as older,
-             count(*) filter (where last_success_at is null)::int as never
+             count(*) filter (where last_success_at is null)::int as never,
+             count(*) filter (where last_success_at is null
+                              or last_success_at <= now() - make_interval(hours => ${staleAfterHours}))::int as stale,
+             min(last_success_at) as oldest
       from subscribers`)
   ).rows;
   return {
@@ -28,6 +43,8 @@ export async function freshnessBuckets(db: Db): Promise<FreshnessBuckets> {
     within7d: row?.d7 ?? 0,
     older: row?.older ?? 0,
     never: row?.never ?? 0,
+    stale: row?.stale ?? 0,
+    oldestSuccessAt: row?.oldest ? new Date(row.oldest) : null,
   };
 }
 

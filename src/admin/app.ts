@@ -9,8 +9,8 @@ import { Hono } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import { z } from 'zod';
 import type { Db } from '../../db/client.js';
-import { freshnessBuckets, lastRefreshCompletedAt, subscriberDetail } from '../../db/ops/admin.js';
-import { inProgressRun, lastRefreshRun } from '../../db/ops/refresh-runs.js';
+import { freshnessBuckets, subscriberDetail } from '../../db/ops/admin.js';
+import { lastRefreshRun } from '../../db/ops/refresh-runs.js';
 import { readDataStatus } from '../../db/ops/status.js';
 import { BULK_THRESHOLD } from '../../jobs/lanes.js';
 import { type createSyncQueue, enqueueSyncs } from '../../jobs/queue.js';
@@ -19,12 +19,13 @@ import type { createRefreshQueue } from '../../jobs/refresh.js';
 import type { Target } from '../api/client.js';
 import { queueStatusOf } from '../commands/status.js';
 import type { Logger } from '../logger.js';
-import { type Metrics, setRefreshGauges } from '../metrics.js';
+import type { Metrics } from '../metrics.js';
 import { parseEmail, parseSubscriberId, TargetError } from '../targets.js';
 import { requireToken } from './auth.js';
 import { csrfToken } from './csrf.js';
 import { registerOpsRoutes } from './ops-routes.js';
 import { parseFlash, renderOverview } from './overview.js';
+import { collectGauges } from './scrape.js';
 
 /** Largest request body, bytes. */
 export const MAX_BODY_BYTES = 256 * 1024;
@@ -97,14 +98,7 @@ export function createAdminApp(deps: AdminDeps) {
   });
 
   app.get('/metrics', async (c) => {
-    const [counts, lastRefresh, current] = await Promise.all([
-      deps.syncQueue.getJobCounts('waiting', 'active', 'delayed', 'prioritized', 'completed', 'failed'),
-      lastRefreshCompletedAt(deps.db).catch(() => null),
-      inProgressRun(deps.db).catch(() => undefined),
-    ]);
-    for (const [state, n] of Object.entries(counts)) deps.metrics.jobs.set({ state }, n);
-    deps.metrics.lastRefreshSuccess.set(lastRefresh ? lastRefresh.getTime() / 1000 : 0);
-    setRefreshGauges(deps.metrics, current);
+    await collectGauges(deps);
     return c.body(await deps.metrics.registry.metrics(), 200, {
       'content-type': deps.metrics.registry.contentType,
     });

@@ -1,0 +1,48 @@
+import { freshnessBuckets, lastRefreshCompletedAt } from '../../db/ops/admin.js';
+import { inProgressRun } from '../../db/ops/refresh-runs.js';
+import { readPauseReason } from '../../jobs/queue.js';
+import { type Metrics, STALE_AFTER_HOURS, setRefreshGauges } from '../metrics.js';
+import type { AdminDeps } from './app.js';
+
+/**
+ * The gauges read at scrape time, from Redis and Postgres: queue counts and state, workers,
+ * freshness and the refresh. A source that does not answer leaves its gauges as they were rather
+ * than failing the scrape (the process metrics still come through).
+ */
+export async function collectGauges(
+  deps: Pick<AdminDeps, 'db' | 'redis' | 'syncQueue' | 'metrics'>,
+): Promise<void> {
+  const m: Metrics = deps.metrics;
+  const [counts, lastRefresh, current, fresh, paused, workers] = await Promise.all([
+    deps.syncQueue
+      .getJobCounts('waiting', 'active', 'delayed', 'prioritized', 'completed', 'failed')
+      .catch(() => undefined),
+    lastRefreshCompletedAt(deps.db).catch(() => null),
+    inProgressRun(deps.db).catch(() => undefined),
+    freshnessBuckets(deps.db, STALE_AFTER_HOURS).catch(() => undefined),
+    deps.syncQueue.isPaused().catch(() => undefined),
+    deps.syncQueue.getWorkersCount().catch(() => undefined),
+  ]);
+  if (counts) for (const [state, n] of Object.entries(counts)) m.jobs.set({ state }, n);
+  m.lastRefreshSuccess.set(lastRefresh ? lastRefresh.getTime() / 1000 : 0);
+  setRefreshGauges(m, current);
+  if (fresh) {
+    m.freshness.set({ age: 'within_1h' }, fresh.within1h);
+    m.freshness.set({ age: 'within_24h' }, fresh.within24h);
+    m.freshness.set({ age: 'within_7d' }, fresh.within7d);
+    m.freshness.set({ age: 'older' }, fresh.older);
+    m.freshness.set({ age: 'never' }, fresh.never);
+    m.staleSubscribers.set(fresh.stale);
+    m.oldestSuccess.set(fresh.oldestSuccessAt ? Math.round(fresh.oldestSuccessAt.getTime() / 1000) : 0);
+  }
+  if (paused !== undefined) {
+    const reason = paused
+      ? await readPauseReason(deps.syncQueue, deps.redis).catch(() => undefined)
+      : undefined;
+    m.paused.set(paused ? 1 : 0);
+    const since = reason ? Date.parse(reason.at) : Number.NaN;
+    m.pausedSince.set(paused && Number.isFinite(since) ? Math.round(since / 1000) : 0);
+    m.keyRejected.set(reason?.by === 'auth_rejected' ? 1 : 0);
+  }
+  if (workers !== undefined) m.workers.set(workers);
+}
