@@ -54,11 +54,17 @@ export function buildProgram(io: Io, state: { exitCode: number }): Command {
     )
     .addOption(new Option('--email <email>', 'subscriber e-mail').argParser(targetArg(parseEmail)))
     .option('--json', 'print the outcome as one JSON line')
-    .action(async (opts: { id?: number; email?: string; json?: boolean }) => {
+    .option('--dry-run', 'fetch, validate and print what would change; write nothing')
+    .action(async (opts: { id?: number; email?: string; json?: boolean; dryRun?: boolean }) => {
       if (opts.id === undefined && opts.email === undefined) {
         throw new CliError('sync needs --id N or --email E', 2);
       }
       const target: Target = opts.id !== undefined ? { subscriberId: opts.id } : { email: opts.email! };
+      if (opts.dryRun) {
+        const { cmdDryRun } = await import('./commands/dry-run.js');
+        state.exitCode = await cmdDryRun(loadConfig(io.env), io, target, { json: opts.json ?? false });
+        return;
+      }
       const { cmdSync } = await import('./commands/sync.js');
       state.exitCode = await cmdSync(loadConfig(io.env), io, target, { json: opts.json ?? false });
     });

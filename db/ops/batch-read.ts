@@ -114,3 +114,16 @@ export async function lockAndReread(
   );
   return result.rows.map(storedCard);
 }
+
+/** What reconciling one subscriber would read, outside any transaction and without a lock (`sync --dry-run`). */
+export async function readStoredCards(
+  pool: pg.Pool,
+  subscriberId: number,
+  cardIds: readonly number[],
+): Promise<StoredCard[]> {
+  const result = await pool.query<CardRow>(
+    `select ${CARD_COLUMNS} from saved_cards where subscriber_id = $1 or id = any($2::bigint[]) order by id`,
+    [subscriberId, [...cardIds]],
+  );
+  return result.rows.map(storedCard);
+}
