@@ -1,4 +1,4 @@
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { drizzle } from 'drizzle-orm/node-postgres';
@@ -61,11 +61,19 @@ export interface MigrateResult {
   applied: number;
 }
 
-async function appliedCount(client: pg.Client): Promise<number> {
+export async function appliedCount(client: pg.ClientBase): Promise<number> {
   const exists = await client.query(`select to_regclass('drizzle.__drizzle_migrations') is not null as ok`);
   if (!exists.rows[0]?.ok) return 0;
   const r = await client.query('select count(*)::int as n from drizzle.__drizzle_migrations');
   return r.rows[0]?.n ?? 0;
+}
+
+/** How many migrations this release ships (db/migrations/meta/_journal.json). */
+export function shippedCount(): number {
+  const journal = JSON.parse(readFileSync(join(migrationsFolder(), 'meta', '_journal.json'), 'utf8')) as {
+    entries: unknown[];
+  };
+  return journal.entries.length;
 }
 
 /**

@@ -202,6 +202,14 @@ export function buildProgram(io: Io, state: { exitCode: number }): Command {
     });
 
   program
+    .command('doctor')
+    .description('check configuration, Postgres, migrations, the clock, Redis and the API key')
+    .action(async () => {
+      const { cmdDoctor } = await import('./commands/doctor.js');
+      state.exitCode = await cmdDoctor(loadConfig(io.env), io);
+    });
+
+  program
     .command('status')
     .description('queue counts, paused or not, failures and data freshness')
     .option('--json', 'print one JSON object')

@@ -1,0 +1,219 @@
+import pg from 'pg';
+import { rootCause } from '../../db/errors.js';
+import { appliedCount, shippedCount } from '../../db/migrate.js';
+import { createRedis, evictionPolicy, type RedisClient } from '../../jobs/redis.js';
+import { createApiClient } from '../api/client.js';
+import type { Config } from '../config.js';
+import type { Io } from './common.js';
+import { describeDbError, ensureRedis } from './common.js';
+
+type Verdict = 'ok' | 'WARN' | 'FAIL';
+interface Check {
+  verdict: Verdict;
+  name: string;
+  /** What was found, and for WARN and FAIL what to do. Never a secret. */
+  says: string;
+}
+
+/** Skew between this host's clock and Postgres's that fails the check, ms. */
+const MAX_SKEW_MS = 2000;
+
+function where(url: string): string {
+  try {
+    const u = new URL(url);
+    return `${u.hostname}:${u.port || 5432}${u.pathname}`;
+  } catch {
+    return 'the configured database';
+  }
+}
+
+async function postgresChecks(config: Config): Promise<Check[]> {
+  const client = new pg.Client({ connectionString: config.databaseUrl, connectionTimeoutMillis: 5000 });
+  client.on('error', () => {});
+  const at = `Postgres at ${where(config.databaseUrl)}`;
+  try {
+    await client.connect();
+  } catch (error) {
+    const fix = describeDbError(error, config.databaseUrl) ?? `cannot connect: ${rootCause(error).message}`;
+    return [
+      { verdict: 'FAIL', name: 'postgres', says: fix },
+      { verdict: 'FAIL', name: 'migrations', says: 'not checked: Postgres does not answer' },
+      { verdict: 'FAIL', name: 'clock', says: 'not checked: Postgres does not answer' },
+    ];
+  }
+  try {
+    const checks: Check[] = [];
+    const version =
+      (await client.query<{ v: string }>("select current_setting('server_version') as v")).rows[0]?.v ?? '?';
+    const ssl = (
+      await client.query<{ ssl: boolean }>('select ssl from pg_stat_ssl where pid = pg_backend_pid()')
+    ).rows[0]?.ssl;
+    checks.push({
+      verdict: 'ok',
+      name: 'postgres',
+      says: `${at} answers (PostgreSQL ${version}${ssl ? ', TLS' : ''})`,
+    });
+    const applied = await appliedCount(client);
+    const shipped = shippedCount();
+    checks.push(
+      applied >= shipped
+        ? { verdict: 'ok', name: 'migrations', says: `all ${shipped} applied` }
+        : {
+            verdict: 'FAIL',
+            name: 'migrations',
+            says: `${applied} of ${shipped} applied; run \`cards-sync migrate\``,
+          },
+    );
+    const t0 = Date.now();
+    const pgNow = Number(
+      (await client.query<{ ms: string }>('select extract(epoch from clock_timestamp()) * 1000 as ms'))
+        .rows[0]!.ms,
+    );
+    const skew = Math.round(pgNow - (t0 + Date.now()) / 2);
+    checks.push(
+      Math.abs(skew) <= MAX_SKEW_MS
+        ? { verdict: 'ok', name: 'clock', says: `within ${Math.abs(skew)} ms of Postgres's` }
+        : {
+            verdict: 'FAIL',
+            name: 'clock',
+            says: `${(skew / 1000).toFixed(1)} s off Postgres's clock (more than ${MAX_SKEW_MS / 1000} s): run time sync (chrony, systemd-timesyncd) on this host or the database's`,
+          },
+    );
+    return checks;
+  } finally {
+    await client.end().catch(() => {});
+  }
+}
+
+async function redisChecks(config: Config): Promise<Check[]> {
+  const redis: RedisClient = createRedis(config.redis);
+  try {
+    try {
+      await ensureRedis(redis, config.redis);
+    } catch (error) {
+      return [{ verdict: 'FAIL', name: 'redis', says: (error as Error).message }];
+    }
+    const checks: Check[] = [{ verdict: 'ok', name: 'redis', says: `answers (${config.redis.topology})` }];
+    const policy = await evictionPolicy(redis);
+    checks.push(
+      policy === 'noeviction'
+        ? { verdict: 'ok', name: 'redis eviction', says: 'maxmemory-policy noeviction' }
+        : policy === undefined
+          ? {
+              verdict: 'WARN',
+              name: 'redis eviction',
+              says: 'CONFIG is not allowed here: make sure your provider sets maxmemory-policy noeviction',
+            }
+          : {
+              verdict: 'FAIL',
+              name: 'redis eviction',
+              says: `maxmemory-policy is ${policy}: Redis may drop queued jobs under memory pressure; set maxmemory-policy noeviction`,
+            },
+    );
+    const read = async (key: string) =>
+      ((await redis.config('GET', key).catch(() => undefined)) as string[] | undefined)?.[1];
+    const [aof, save] = [await read('appendonly'), await read('save')];
+    checks.push(
+      aof === 'yes'
+        ? { verdict: 'ok', name: 'redis persistence', says: 'appendonly yes' }
+        : aof === undefined
+          ? {
+              verdict: 'WARN',
+              name: 'redis persistence',
+              says: 'CONFIG is not allowed here: make sure your provider keeps data across restarts (AOF)',
+            }
+          : {
+              verdict: 'WARN',
+              name: 'redis persistence',
+              says: save
+                ? 'snapshots only: jobs queued since the last one are lost on a restart; set appendonly yes'
+                : 'none: a Redis restart loses every queued job; set appendonly yes (appendfsync everysec)',
+            },
+    );
+    return checks;
+  } finally {
+    redis.disconnect();
+  }
+}
+
+/** One request with the configured key: 200 or 404 means the API took it. */
+async function apiCheck(config: Config): Promise<Check> {
+  if (config.api === undefined || config.api.baseUrl === '' || config.api.apiKey === '') {
+    return {
+      verdict: 'WARN',
+      name: 'api key',
+      says: 'CARDS_API_BASE_URL and CARDS_API_KEY (or CARDS_API_KEY_FILE) are not both set: nothing can sync',
+    };
+  }
+  const api = createApiClient(config.api, { connections: 1 });
+  try {
+    const outcome = await api.fetchCards({ subscriberId: 1 });
+    switch (outcome.kind) {
+      case 'ok':
+      case 'not_found':
+        return {
+          verdict: 'ok',
+          name: 'api key',
+          says: `accepted by ${new URL(config.api.baseUrl).host} (HTTP ${outcome.status})`,
+        };
+      case 'auth_rejected':
+        return {
+          verdict: 'FAIL',
+          name: 'api key',
+          says: `rejected (HTTP ${outcome.status}): fix CARDS_API_KEY or the file CARDS_API_KEY_FILE names`,
+        };
+      case 'rate_limited':
+        return {
+          verdict: 'WARN',
+          name: 'api key',
+          says: 'the API answered 429: not checked, try again later',
+        };
+      case 'transient':
+        return {
+          verdict: 'FAIL',
+          name: 'api key',
+          says: `cannot reach the API (${outcome.code}): check CARDS_API_BASE_URL and the network`,
+        };
+      default:
+        return {
+          verdict: 'FAIL',
+          name: 'api key',
+          says: `the API answered HTTP ${outcome.status}: ${outcome.message}`,
+        };
+    }
+  } finally {
+    await api.close();
+  }
+}
+
+/**
+ * `cards-sync doctor`: configuration (already loaded and valid, or the command stopped with exit 2),
+ * Postgres, migrations, the clock against Postgres's, Redis with its eviction policy and persistence,
+ * and the API key (one request). One line per check, with the fix; exit 1 if any fails.
+ */
+export async function cmdDoctor(config: Config, io: Io): Promise<number> {
+  const topology =
+    config.redis.topology === 'single'
+      ? 'one Redis node'
+      : config.redis.topology === 'sentinel'
+        ? 'Redis Sentinel'
+        : 'Redis Cluster';
+  const checks: Check[] = [
+    {
+      verdict: 'ok',
+      name: 'config',
+      says: `valid; ${topology}, queue prefix ${config.queuePrefix}, ${config.syncRateLimitPerSec > 0 ? `${config.syncRateLimitPerSec} API requests/s` : 'no rate limit'}`,
+    },
+    ...(await postgresChecks(config)),
+    ...(await redisChecks(config)),
+    await apiCheck(config),
+  ];
+  for (const c of checks) io.out(`${c.verdict.padEnd(4)}  ${c.name.padEnd(17)}  ${c.says}`);
+  const failed = checks.filter((c) => c.verdict === 'FAIL').length;
+  io.out(
+    failed === 0
+      ? 'doctor: every check passed'
+      : `doctor: ${failed} ${failed === 1 ? 'check' : 'checks'} failed`,
+  );
+  return failed === 0 ? 0 : 1;
+}
