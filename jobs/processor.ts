@@ -1,4 +1,5 @@
 import { type Job, type Queue, UnrecoverableError, Worker } from 'bullmq';
+import { sql } from 'drizzle-orm';
 import { isConnectionError, rootCause } from '../db/errors.js';
 import type { Metrics } from '../src/metrics.js';
 import { redactExcerpt } from '../src/redact.js';
@@ -97,6 +98,13 @@ export const AUTH_FIX =
  */
 export function createSyncProcessor(deps: ProcessorDeps) {
   let authPauseLogged = false;
+  // After Postgres was found away, each job asks it first, until it answers: a sync that cannot be
+  // written must not spend a request of the rate-limited API. While Postgres is healthy, no probe.
+  let dbSuspect = false;
+  const hold = async (code: string | undefined): Promise<never> => {
+    dbSuspect = true;
+    return holdForDatabase(deps, code);
+  };
   return async (
     job: Job<SyncJobData, SyncJobResult>,
     _token?: string,
@@ -112,6 +120,14 @@ export function createSyncProcessor(deps: ProcessorDeps) {
     if (isOpsJob(data)) {
       // A slot went to ops work: the running refresh is owed its share (jobs/lanes.ts).
       countOpsServed(deps.redis, deps.queue.opts.prefix ?? 'bull').catch(() => {});
+    }
+    if (dbSuspect) {
+      try {
+        await deps.db.execute(sql`select 1`);
+        dbSuspect = false;
+      } catch (error) {
+        await hold(rootCause(error).code);
+      }
     }
     let result: Awaited<ReturnType<typeof syncSubscriber>>;
     // Set once the 429's rate limit is in place (done before the attempt is recorded).
@@ -132,11 +148,11 @@ export function createSyncProcessor(deps: ProcessorDeps) {
       // The database could not even record the attempt. Only the root cause travels on: the
       // wrapper's message quotes the query's parameters.
       const root = rootCause(error);
-      if (isConnectionError(root.code)) await holdForDatabase(deps, root.code);
+      if (isConnectionError(root.code)) await hold(root.code);
       throw new TransientSyncError(`db_error: ${redactExcerpt(root.message, [], 200)}`, 'db_error');
     }
     observe(deps.metrics, result);
-    if (result.errorCode === 'db_unavailable') await holdForDatabase(deps, result.errorCode);
+    if (result.errorCode === 'db_unavailable') await hold(result.errorCode);
     if (data.refreshRunId !== undefined) await countForRefresh(deps, job, data.refreshRunId, result);
     switch (result.status) {
       case 'superseded':

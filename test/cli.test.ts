@@ -361,6 +361,8 @@ describe.concurrent('database problems exit 1 with a message that says what to d
     expect(message).toMatch(/Postgres/);
     expect(message).toMatch(/DATABASE_URL/);
     expectNoSecrets(run, ['pg-pass-not-shown', API_KEY]);
+    // Postgres is asked first: not one request of the rate-limited API was spent.
+    expect(mock.requests.filter((r) => r.path.endsWith('/4646'))).toEqual([]);
   });
 
   describe('with an empty database (never migrated)', () => {

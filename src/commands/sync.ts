@@ -55,6 +55,8 @@ export async function cmdSync(
   const api = createApiClient(apiConfig, { connections: 1 });
   const handle = createDb(config.databaseUrl, { max: 2, timeoutMs: config.databaseTimeoutMs });
   try {
+    // Postgres first: a sync that cannot be written must not spend a request of a rate-limited API.
+    await handle.pool.query('select 1');
     const result = await syncSubscriber({ db: handle.db, api, logger }, { target, trigger: 'cli' });
     io.out(options.json ? JSON.stringify(result) : formatResult(result, target));
     return result.status === 'succeeded' || result.status === 'superseded' ? 0 : 1;
