@@ -1,4 +1,5 @@
 import { type DestinationStream, type Logger, pino } from 'pino';
+import pretty from 'pino-pretty';
 import type { LogLevel } from './config.js';
 
 export type { Logger };
@@ -34,6 +35,11 @@ export interface LoggerOptions {
   level?: LogLevel;
   /** Where lines go. Default standard error, so that command output on standard out stays clean. */
   destination?: DestinationStream;
+  /**
+   * Readable text instead of JSON lines: for a person at a terminal. Default: when standard error is
+   * a terminal (and no destination is given). Redaction applies either way.
+   */
+  pretty?: boolean;
 }
 
 /** The one root logger of a process; modules take children of it. */
@@ -45,6 +51,14 @@ export function createLogger(options: LoggerOptions = {}): Logger {
       redact: { paths: REDACT_PATHS, censor: '[redacted]' },
       base: { pid: process.pid },
     },
-    options.destination ?? pino.destination({ fd: 2, sync: true }),
+    (options.pretty ?? (options.destination === undefined && process.stderr.isTTY === true))
+      ? pretty({
+          destination: options.destination ?? 2,
+          sync: true,
+          colorize: options.destination === undefined,
+          ignore: 'pid,hostname,name',
+          translateTime: 'SYS:HH:MM:ss',
+        })
+      : (options.destination ?? pino.destination({ fd: 2, sync: true })),
   );
 }
