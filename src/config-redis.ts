@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
+import { blankToUndefined } from './config-schemas.js';
 import { ConfigError } from './errors.js';
 
 /** A `host:port` of a Sentinel or a cluster seed node. */
@@ -28,8 +29,6 @@ export interface RedisConfig {
   tlsCa?: string;
 }
 
-const blank = (v: unknown) => (typeof v === 'string' && v.trim() !== '' ? v.trim() : undefined);
-
 /** `host:port[,host:port…]`: a host name, IPv4, or [IPv6], and a port from 1 to 65535. */
 export function parseHostPorts(raw: string): HostPort[] | undefined {
   const out: HostPort[] = [];
@@ -44,7 +43,7 @@ export function parseHostPorts(raw: string): HostPort[] | undefined {
 }
 
 const hostPorts = z.preprocess(
-  blank,
+  blankToUndefined,
   z
     .string()
     .refine((v) => parseHostPorts(v) !== undefined)
@@ -60,7 +59,7 @@ export const redisVariables = {
   },
   REDIS_SENTINEL_NAME: {
     schema: z.preprocess(
-      blank,
+      blankToUndefined,
       z
         .string()
         .regex(/^[\w.-]{1,128}$/)
@@ -70,7 +69,7 @@ export const redisVariables = {
     echo: true,
   },
   REDIS_SENTINEL_PASSWORD: {
-    schema: z.preprocess(blank, z.string().optional()),
+    schema: z.preprocess(blankToUndefined, z.string().optional()),
     expect: 'a password',
     echo: false,
   },
@@ -80,7 +79,7 @@ export const redisVariables = {
     echo: true,
   },
   REDIS_TLS_CA_FILE: {
-    schema: z.preprocess(blank, z.string().optional()),
+    schema: z.preprocess(blankToUndefined, z.string().optional()),
     expect: 'a file path',
     echo: true,
   },

@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { type RedisConfig, redisTopology, redisVariables } from './config-redis.js';
+import { blankToUndefined, isTimeZone, text, urlOf, whole } from './config-schemas.js';
 import { ConfigError } from './errors.js';
 
 export type PathStyle = 'standard' | 'sandbox';
@@ -64,38 +65,6 @@ export const DEFAULT_DATABASE_URL = 'postgres://postgres:postgres@127.0.0.1:5432
 export const DEFAULT_REDIS_URL = 'redis://127.0.0.1:6379';
 
 type Env = Record<string, string | undefined>;
-
-/** An empty or all-blank value counts as unset; surrounding blanks are dropped. */
-const blankToUndefined = (v: unknown) => (typeof v === 'string' && v.trim() !== '' ? v.trim() : undefined);
-const text = z.preprocess(
-  (v) => (typeof v === 'string' && v.trim() !== '' ? v.trim() : undefined),
-  z.string().optional(),
-);
-
-const whole = (min: number, max: number) =>
-  z.preprocess(
-    (v) => (typeof v === 'string' && v.trim() !== '' ? v.trim() : undefined),
-    z.string().regex(/^\d+$/).transform(Number).pipe(z.number().int().min(min).max(max)).optional(),
-  );
-
-const urlOf = (...protocols: string[]) =>
-  text.refine((v) => {
-    if (v === undefined) return true;
-    try {
-      return protocols.includes(new URL(v).protocol);
-    } catch {
-      return false;
-    }
-  });
-
-const isTimeZone = (tz: string) => {
-  try {
-    new Intl.DateTimeFormat('en', { timeZone: tz });
-    return true;
-  } catch {
-    return false;
-  }
-};
 
 /**
  * Every variable of DESIGN §2: its schema, what a good value looks like (for the error line) and

@@ -1,0 +1,33 @@
+import { z } from 'zod';
+
+// The building blocks of the environment's schema (src/config.ts, src/config-redis.ts).
+
+/** An empty or all-blank value counts as unset; surrounding blanks are dropped. */
+export const blankToUndefined = (v: unknown) =>
+  typeof v === 'string' && v.trim() !== '' ? v.trim() : undefined;
+export const text = z.preprocess(blankToUndefined, z.string().optional());
+
+export const whole = (min: number, max: number) =>
+  z.preprocess(
+    blankToUndefined,
+    z.string().regex(/^\d+$/).transform(Number).pipe(z.number().int().min(min).max(max)).optional(),
+  );
+
+export const urlOf = (...protocols: string[]) =>
+  text.refine((v) => {
+    if (v === undefined) return true;
+    try {
+      return protocols.includes(new URL(v).protocol);
+    } catch {
+      return false;
+    }
+  });
+
+export const isTimeZone = (tz: string) => {
+  try {
+    new Intl.DateTimeFormat('en', { timeZone: tz });
+    return true;
+  } catch {
+    return false;
+  }
+};
