@@ -4,6 +4,7 @@ import { fileURLToPath } from 'node:url';
 import { drizzle } from 'drizzle-orm/node-postgres';
 import { migrate } from 'drizzle-orm/node-postgres/migrator';
 import pg from 'pg';
+import { databaseName, onMaintenanceDb } from './databases.js';
 
 /** Arbitrary constant: the advisory lock that serialises concurrent `migrate` runs. */
 const MIGRATION_LOCK_KEY = 7_246_118_502;
@@ -20,14 +21,9 @@ export function migrationsFolder(): string {
   throw new Error('db/migrations not found next to the installed cards-sync');
 }
 
-function quoteIdent(name: string): string {
-  return `"${name.replace(/"/g, '""')}"`;
-}
-
 /** Creates the database named in the URL when it does not exist; safe under concurrent callers. */
 export async function ensureDatabase(databaseUrl: string): Promise<boolean> {
-  const url = new URL(databaseUrl);
-  const name = decodeURIComponent(url.pathname.replace(/^\//, ''));
+  const name = databaseName(databaseUrl);
   if (name === '') return false;
   const probe = new pg.Client({ connectionString: databaseUrl });
   try {
@@ -38,20 +34,14 @@ export async function ensureDatabase(databaseUrl: string): Promise<boolean> {
   } finally {
     await probe.end().catch(() => {});
   }
-  const adminUrl = new URL(databaseUrl);
-  adminUrl.pathname = '/postgres';
-  const admin = new pg.Client({ connectionString: adminUrl.toString() });
-  await admin.connect();
   try {
-    await admin.query(`CREATE DATABASE ${quoteIdent(name)}`);
+    await onMaintenanceDb(databaseUrl, `CREATE DATABASE ${pg.escapeIdentifier(name)}`);
     return true;
   } catch (error) {
     // 42P04: created meanwhile by another process; 23505: the same race seen on the catalog index.
     const code = (error as { code?: string }).code;
     if (code === '42P04' || code === '23505') return false;
     throw error;
-  } finally {
-    await admin.end();
   }
 }
 

@@ -1,90 +1,100 @@
 import { randomBytes } from 'node:crypto';
 import { parseArgs } from 'node:util';
 import cliProgress from 'cli-progress';
-import { sql } from 'drizzle-orm';
-import pg from 'pg';
 import { createDb } from '../db/client.js';
+import { databaseName, dropDatabase, withDatabase } from '../db/databases.js';
 import { runMigrations } from '../db/migrate.js';
-import { freshnessBuckets } from '../db/ops/admin.js';
 import { createSyncQueue, enqueueSyncs } from '../jobs/queue.js';
 import { createRedis } from '../jobs/redis.js';
 import { queueIsIdle, startSyncWorker } from '../jobs/worker.js';
 import { createApiClient } from './api/client.js';
-import { ensureRedis } from './commands/common.js';
 import { startAdmin } from './commands/serve.js';
 import { loadConfig } from './config.js';
-import type { RedisConfig } from './config-redis.js';
+import { deleteKeysUnder } from './demo/cleanup.js';
+import { FIX, findServices, ServicesMissing } from './demo/services.js';
+import { summarize } from './demo/summary.js';
 import { ConfigError } from './errors.js';
 import { createLogger } from './logger.js';
 import { createMetrics } from './metrics.js';
 import { createMockApi } from './mock-api/server.js';
 import { onShutdown } from './shutdown.js';
 
-// `npm run demo`: the whole pipeline on this machine. Migrate, start the mock API, enqueue 1,000
-// subscribers, run the worker until the queue is idle, start the admin server, print a summary,
-// and keep serving until Ctrl-C (`npm run demo -- --no-wait` exits after the summary).
+// `npm run demo`: the whole pipeline on this machine, in a database and under a queue prefix of
+// its own. Migrate, start the mock API, enqueue 1,000 subscribers, run the worker until the queue
+// is idle, start the admin server, print what this run did, and keep serving until Ctrl-C. On
+// exit it removes what it made: its queue keys and its database (unless --keep).
 
-const FIX = 'start them with `docker compose up -d postgres redis` (or set DATABASE_URL / REDIS_URL)';
+const USAGE = `usage: npm run demo -- [options]
+
+  --no-wait            exit after the summary (and clean up) instead of serving until Ctrl-C
+  --keep               keep the demo's database after exit, to look around in it
+  --database-url URL   use this database instead of a new one (its rows are left in place)
+  --prefix PREFIX      use this queue prefix instead of a new one (only the demo's jobs are removed)
+  -h, --help           this text
+
+Postgres and Redis come from DATABASE_URL and REDIS_URL (default: the local ones); the demo
+only uses their server, never the database DATABASE_URL names.`;
+
 const SUBSCRIBERS = 1000;
-const PREFIX = 'cards-sync-demo';
+const FIRST_ID = 100_001;
 
-async function postgresProblem(url: string): Promise<string | undefined> {
-  const u = new URL(url);
-  u.pathname = '/postgres';
-  const client = new pg.Client({ connectionString: u.toString(), connectionTimeoutMillis: 3000 });
-  try {
-    await client.connect();
-    return undefined;
-  } catch (error) {
-    return `Postgres does not answer at ${u.hostname}:${u.port || 5432} (${(error as { code?: string }).code ?? (error as Error).message})`;
-  } finally {
-    await client.end().catch(() => {});
-  }
-}
-
-async function redisProblem(target: RedisConfig): Promise<string | undefined> {
-  const redis = createRedis(target);
-  try {
-    await ensureRedis(redis, target);
-    return undefined;
-  } catch (error) {
-    return `Redis does not answer: ${(error as Error).message}`;
-  } finally {
-    redis.disconnect();
-  }
-}
-
-function table(rows: Record<string, unknown>[]): string {
-  if (rows.length === 0) return '   (no rows)';
-  const cols = Object.keys(rows[0]!);
-  const cell = (v: unknown) => (v === null ? '' : String(v));
-  const widths = cols.map((c) => Math.max(c.length, ...rows.map((r) => cell(r[c]).length)));
-  const line = (values: string[]) => `   ${values.map((v, i) => v.padEnd(widths[i]!)).join('  ')}`;
-  return [
-    line(cols),
-    line(widths.map((w) => '-'.repeat(w))),
-    ...rows.map((r) => line(cols.map((c) => cell(r[c])))),
-  ].join('\n');
+function parse(argv: string[]) {
+  return parseArgs({
+    args: argv,
+    options: {
+      'no-wait': { type: 'boolean', default: false },
+      keep: { type: 'boolean', default: false },
+      'database-url': { type: 'string' },
+      prefix: { type: 'string' },
+      help: { type: 'boolean', short: 'h', default: false },
+    },
+  }).values;
 }
 
 async function main(): Promise<number> {
-  const { values } = parseArgs({ options: { 'no-wait': { type: 'boolean', default: false } } });
-  const config = loadConfig(process.env);
-  const problems = (
-    await Promise.all([postgresProblem(config.databaseUrl), redisProblem(config.redis)])
-  ).filter(Boolean);
-  if (problems.length > 0) {
-    for (const p of problems) console.error(`demo: ${p}`);
-    console.error(`demo: ${FIX}`);
-    return 1;
+  let values: ReturnType<typeof parse>;
+  try {
+    values = parse(process.argv.slice(2));
+  } catch (error) {
+    console.error(`demo: ${(error as Error).message}\n\n${USAGE}`);
+    return 2;
   }
+  if (values.help) {
+    console.log(USAGE);
+    return 0;
+  }
+  const env = process.env;
+  const given = loadConfig({
+    ...env,
+    ...(values['database-url'] !== undefined ? { DATABASE_URL: values['database-url'] } : {}),
+  });
+  const tag = randomBytes(4).toString('hex');
+  const services = await findServices(given.databaseUrl, given.redis, {
+    postgres: env.DATABASE_URL !== undefined || values['database-url'] !== undefined,
+    redis: [env.REDIS_URL, env.REDIS_SENTINELS, env.REDIS_CLUSTER_NODES].some((v) => v !== undefined),
+  });
+  for (const line of services.started) console.log(line);
+  const ownDatabase = values['database-url'] === undefined;
+  const ownPrefix = values.prefix === undefined;
+  const prefix =
+    values.prefix ??
+    (given.redis.topology === 'cluster' ? `{cards-sync-demo-${tag}}` : `cards-sync-demo-${tag}`);
+  const config = loadConfig({
+    ...env,
+    DATABASE_URL: ownDatabase
+      ? withDatabase(services.postgresUrl, `cards_sync_demo_${tag}`)
+      : services.postgresUrl,
+    ...(services.redisUrl !== undefined ? { REDIS_URL: services.redisUrl } : {}),
+    QUEUE_PREFIX: prefix,
+  });
+  const dbName = databaseName(config.databaseUrl);
+
   console.log('1. migrate');
   const migrated = await runMigrations(config.databaseUrl);
-  const applied =
-    migrated.applied > 0
-      ? `applied ${migrated.applied} migration${migrated.applied === 1 ? '' : 's'}`
-      : 'migrations are up to date';
-  console.log(`   ${migrated.createdDatabase ? 'created the database; ' : ''}${applied}`);
+  const where = ownDatabase
+    ? `created database ${dbName} for this run (${values.keep ? 'kept after exit' : 'dropped on exit; --keep keeps it'})`
+    : `database ${dbName}, as told (the demo's rows stay there)`;
+  console.log(`   ${where}; applied ${migrated.applied} migration${migrated.applied === 1 ? '' : 's'}`);
 
   const apiKey = `demo-${randomBytes(12).toString('hex')}`;
   const mock = createMockApi({ apiKey, latencyMs: 5, notFoundEvery: 97 });
@@ -95,17 +105,26 @@ async function main(): Promise<number> {
   const metrics = createMetrics();
   const handle = createDb(config.databaseUrl, { max: 20, timeoutMs: config.databaseTimeoutMs });
   const redis = createRedis(config.redis, { blocking: true });
-  const queue = createSyncQueue(redis, { prefix: PREFIX, attempts: 3 });
+  const queue = createSyncQueue(redis, { prefix, attempts: 3 });
   const api = createApiClient({ baseUrl: apiUrl, apiKey, pathStyle: 'standard', timeoutMs: 10_000 });
-  const ids = Array.from({ length: SUBSCRIBERS }, (_, i) => 100_001 + i);
+  const ids = Array.from({ length: SUBSCRIBERS }, (_, i) => FIRST_ID + i);
+  const jobIds: string[] = [];
   let admin: Awaited<ReturnType<typeof startAdmin>> | undefined;
   let worker: Awaited<ReturnType<typeof startSyncWorker>> | undefined;
+  let stopped = false;
   const stop = async () => {
+    if (stopped) return;
+    stopped = true;
     await admin?.stop();
     await worker?.close(5000);
-    await Promise.allSettled([queue.obliterate({ force: true }), api.close(), mock.stop()]);
+    await Promise.allSettled([api.close(), mock.stop()]);
+    // Only what this run made: with its own prefix every key under it, else the jobs it added.
+    if (!ownPrefix) await Promise.allSettled(jobIds.map((id) => queue.remove(id)));
     await Promise.allSettled([queue.close(), handle.close()]);
+    if (ownPrefix) await deleteKeysUnder(redis, prefix).catch(() => 0);
     redis.disconnect();
+    if (ownDatabase && !values.keep) await dropDatabase(config.databaseUrl).catch(() => {});
+    await services.stop();
   };
   onShutdown(async () => {
     console.log('\nstopping…');
@@ -113,18 +132,43 @@ async function main(): Promise<number> {
     return 0;
   }, 15_000);
 
+  const since = new Date();
   for (let i = 0; i < ids.length; i += 500) {
-    await enqueueSyncs(
+    const added = await enqueueSyncs(
       queue,
       ids.slice(i, i + 500).map((subscriberId) => ({ subscriberId })),
       'manual',
     );
+    jobIds.push(...added.jobIds);
   }
-  console.log(`3. enqueued ${SUBSCRIBERS} subscribers (queue prefix ${PREFIX}); the worker syncs them:`);
+  console.log(`3. enqueued ${SUBSCRIBERS} subscribers (queue prefix ${prefix}); the worker syncs them:`);
   worker = await startSyncWorker(
     { db: handle.db, api, logger, queue, redis, metrics },
-    { redisUrl: config.redis, prefix: PREFIX, concurrency: 16 },
+    { redisUrl: config.redis, prefix, concurrency: 16 },
   );
+  await waitForIdle(queue);
+
+  const adminConfig = { ...config, adminToken: config.adminToken ?? randomBytes(18).toString('hex') };
+  admin = await startAdmin(adminConfig, { logger, metrics }).catch(() =>
+    startAdmin(adminConfig, { logger, metrics }, { port: 0 }),
+  );
+
+  console.log('\n4. what landed (card tokens are never shown)');
+  console.log(await summarize(handle.db, { firstId: FIRST_ID, lastId: FIRST_ID + SUBSCRIBERS - 1, since }));
+
+  console.log(`\n5. admin server: ${admin.url}/admin  (user: anything, password: ${adminConfig.adminToken})`);
+  console.log(`   jobs dashboard: ${admin.url}/admin/queues   metrics: ${admin.url}/metrics`);
+  if (ownDatabase && values.keep) console.log(`   psql: psql ${redactPassword(config.databaseUrl)}`);
+  if (values['no-wait']) {
+    await stop();
+    console.log(cleanedUp(ownPrefix, ownDatabase && !values.keep));
+    return 0;
+  }
+  console.log('\nPress Ctrl-C to stop.');
+  return new Promise<number>(() => {});
+}
+
+async function waitForIdle(queue: ReturnType<typeof createSyncQueue>): Promise<void> {
   const bar = process.stdout.isTTY
     ? new cliProgress.SingleBar(
         { format: '   [{bar}] {value}/{total} jobs | {eta_formatted} left' },
@@ -147,48 +191,18 @@ async function main(): Promise<number> {
   }
   bar?.stop();
   console.log(`   idle after ${((Date.now() - started) / 1000).toFixed(1)} s`);
+}
 
-  const adminConfig = {
-    ...config,
-    adminToken: config.adminToken ?? randomBytes(18).toString('hex'),
-    queuePrefix: PREFIX,
-  };
-  admin = await startAdmin(adminConfig, { logger, metrics }).catch(() =>
-    startAdmin(adminConfig, { logger, metrics }, { port: 0 }),
-  );
+function redactPassword(url: string): string {
+  const u = new URL(url);
+  if (u.password) u.password = '***';
+  return u.toString();
+}
 
-  console.log('\n4. what landed (card tokens are never shown)');
-  const runs = await handle.db.execute(sql`
-    select status, count(*)::int as syncs from sync_runs
-    where subscriber_id between 100001 and ${100_000 + SUBSCRIBERS} group by 1 order by 2 desc`);
-  console.log(table(runs.rows));
-  const perBank = await handle.db.execute(sql`
-    select card_bank_name as bank, count(*)::int as active_cards from saved_cards_active
-    where subscriber_id between 100001 and ${100_000 + SUBSCRIBERS} group by 1 order by 2 desc, 1`);
-  console.log('\n   active cards per bank');
-  console.log(table(perBank.rows));
-  const f = await freshnessBuckets(handle.db);
-  console.log('\n   freshness of every known subscriber (last successful sync)');
-  console.log(
-    table([
-      {
-        'within 1 h': f.within1h,
-        '1-24 h': f.within24h,
-        '1-7 d': f.within7d,
-        older: f.older,
-        never: f.never,
-      },
-    ]),
-  );
-
-  console.log(`\n5. admin server: ${admin.url}/admin  (user: anything, password: ${adminConfig.adminToken})`);
-  console.log(`   jobs dashboard: ${admin.url}/admin/queues   metrics: ${admin.url}/metrics`);
-  if (values['no-wait']) {
-    await stop();
-    return 0;
-  }
-  console.log('\nPress Ctrl-C to stop.');
-  return new Promise<number>(() => {});
+function cleanedUp(ownPrefix: boolean, droppedDatabase: boolean): string {
+  const what = [ownPrefix ? "removed the demo's queue keys" : "removed the demo's jobs"];
+  if (droppedDatabase) what.push('dropped its database');
+  return `\ncleaned up: ${what.join(', ')}`;
 }
 
 main().then(
@@ -197,6 +211,11 @@ main().then(
     if (code !== 0) process.exit(code);
   },
   (error) => {
+    if (error instanceof ServicesMissing) {
+      for (const p of error.problems) console.error(`demo: ${p}`);
+      console.error(`demo: ${FIX}`);
+      process.exit(1);
+    }
     console.error(
       `demo: ${error instanceof ConfigError ? error.message : `failed: ${(error as Error).message}`}`,
     );

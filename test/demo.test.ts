@@ -1,69 +1,132 @@
 import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
+import { Redis } from 'ioredis';
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { createSyncQueue } from '../jobs/queue.js';
 import { createTestDatabase } from './helpers.js';
 import { archiveLog } from './log-archive.js';
 
 // The newcomer's main job: `npm run demo` (here with --no-wait, so it exits after its summary).
 
 let db: Awaited<ReturnType<typeof createTestDatabase>>;
+let redis: Redis;
 beforeAll(async () => {
   db = await createTestDatabase();
+  redis = new Redis(inject('redisUrl'), { maxRetriesPerRequest: null });
 });
 afterAll(async () => {
+  redis?.disconnect();
   await db?.drop();
 });
 
+async function demo(args: string[], env: Record<string, string>): Promise<{ code: number; out: string }> {
+  const child = spawn(process.execPath, [new URL('../dist/src/demo.js', import.meta.url).pathname, ...args], {
+    env: { PATH: process.env.PATH ?? '', ADMIN_PORT: '0', ...env },
+  });
+  let out = '';
+  child.stdout.on('data', (d) => {
+    out += d;
+  });
+  child.stderr.on('data', (d) => {
+    out += d;
+  });
+  const [code] = await once(child, 'exit');
+  archiveLog(`npm run demo ${args.join(' ')}`, out);
+  return { code: code as number, out };
+}
+
+async function query<T>(url: string, text: string, values: unknown[] = []): Promise<T[]> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    return (await client.query(text, values)).rows as T[];
+  } finally {
+    await client.end();
+  }
+}
+
+const succeeded = (out: string) => Number(/succeeded\s+(\d+)/.exec(out)?.[1]);
+
 describe('npm run demo', () => {
-  it('syncs 1,000 subscribers through the queue, prints a summary and the admin URL', async () => {
-    const child = spawn(
-      process.execPath,
-      [new URL('../dist/src/demo.js', import.meta.url).pathname, '--no-wait'],
-      {
-        env: {
-          PATH: process.env.PATH ?? '',
-          DATABASE_URL: db.url,
-          REDIS_URL: inject('redisUrl'),
-          ADMIN_PORT: '0',
-        },
-      },
-    );
-    let out = '';
-    child.stdout.on('data', (d) => {
-      out += d;
-    });
-    child.stderr.on('data', (d) => {
-      out += d;
-    });
-    const [code] = await once(child, 'exit');
-    archiveLog('npm run demo', out);
-    expect(code, out).toBe(0);
-    expect(out).toMatch(/succeeded\s+98\d/);
-    expect(out).toMatch(/not_found\s+1\d/);
-    expect(out).toContain('active cards per bank');
-    expect(out).toMatch(/admin server: http:\/\/127\.0\.0\.1:\d+\/admin/);
+  it('two demos at once on one Postgres and Redis: each in its own database and prefix, each cleans up only itself', async () => {
+    // DATABASE_URL names the test database: the demo must use only its server, never that database.
+    const env = { DATABASE_URL: db.url, REDIS_URL: inject('redisUrl') };
+    const runs = await Promise.all([demo(['--no-wait'], env), demo(['--no-wait'], env)]);
+    const prefixes: string[] = [];
+    const databases: string[] = [];
+    for (const { code, out } of runs) {
+      expect(code, out).toBe(0);
+      // This run alone: 1,000 subscribers, every 97th unknown to the mock API.
+      expect(succeeded(out), out).toBe(989);
+      expect(out).toMatch(/not_found\s+11\b/);
+      expect(out).toContain('active cards per bank');
+      expect(out).toMatch(/admin server: http:\/\/127\.0\.0\.1:\d+\/admin/);
+      expect(out).toContain("cleaned up: removed the demo's queue keys, dropped its database");
+      prefixes.push(/queue prefix (\S+)\)/.exec(out)![1]!);
+      databases.push(/created database (\S+) for this run/.exec(out)![1]!);
+    }
+    expect(new Set(prefixes).size).toBe(2);
+    expect(new Set(databases).size).toBe(2);
+    for (const prefix of prefixes) expect(await redis.keys(`${prefix}*`)).toEqual([]);
+    const left = await query(db.url, 'select datname from pg_database where datname = any($1)', [databases]);
+    expect(left).toEqual([]);
+    const [{ n }] = await query<{ n: number }>(db.url, 'select count(*)::int as n from subscribers');
+    expect(n).toBe(0);
   }, 90_000);
 
-  it('says how to start Postgres and Redis when they do not answer', async () => {
-    const child = spawn(
-      process.execPath,
-      [new URL('../dist/src/demo.js', import.meta.url).pathname, '--no-wait'],
-      {
-        env: {
-          PATH: process.env.PATH ?? '',
-          DATABASE_URL: 'postgres://postgres@127.0.0.1:1/x',
-          REDIS_URL: 'redis://127.0.0.1:1',
-        },
-      },
+  it('told a database and a prefix: keeps its rows there, summarises each run alone, removes only its own jobs', async () => {
+    const prefix = `demo-told-${randomBytes(4).toString('hex')}`;
+    const queue = createSyncQueue(redis, { prefix, attempts: 1 });
+    const foreign = await queue.add(
+      'sync',
+      { target: { subscriberId: 7 }, trigger: 'manual' },
+      { jobId: 'someone-elses' },
     );
-    let err = '';
-    child.stderr.on('data', (d) => {
-      err += d;
+    await redis.set(`${prefix}:someone-else`, 'theirs');
+    const env = { DATABASE_URL: 'postgres://postgres@127.0.0.1:1/x', REDIS_URL: inject('redisUrl') };
+    const args = ['--no-wait', '--database-url', db.url, '--prefix', prefix];
+    for (let run = 0; run < 2; run++) {
+      const { code, out } = await demo(args, env);
+      expect(code, out).toBe(0);
+      expect(out).toContain(`database ${db.name}, as told`);
+      expect(succeeded(out), out).toBe(989);
+      expect(out).toContain("cleaned up: removed the demo's jobs");
+    }
+    const [{ n }] = await query<{ n: number }>(
+      db.url,
+      `select count(*)::int as n from sync_runs where subscriber_id between 100001 and 101000`,
+    );
+    expect(n).toBe(2000);
+    expect(await redis.get(`${prefix}:someone-else`)).toBe('theirs');
+    expect(await queue.getJob(foreign.id!)).toBeDefined();
+    expect(await queue.getJobCounts('completed', 'failed', 'wait')).toEqual({
+      completed: 1,
+      failed: 0,
+      wait: 0,
     });
-    const [code] = await once(child, 'exit');
+    await queue.obliterate({ force: true });
+    await redis.del(`${prefix}:someone-else`);
+    await queue.close();
+  }, 90_000);
+
+  it('says how to start Postgres and Redis when they do not answer (and no Docker engine does)', async () => {
+    const { code, out } = await demo(['--no-wait'], {
+      DATABASE_URL: 'postgres://postgres@127.0.0.1:1/x',
+      REDIS_URL: 'redis://127.0.0.1:1',
+      DOCKER_HOST: 'tcp://127.0.0.1:1',
+    });
     expect(code).toBe(1);
-    expect(err).toContain('Postgres does not answer');
-    expect(err).toContain('Redis does not answer');
-    expect(err).toContain('docker compose up -d postgres redis');
+    expect(out).toContain('Postgres does not answer');
+    expect(out).toContain('Redis does not answer');
+    expect(out).toContain('docker compose up -d postgres redis');
+  });
+
+  it('refuses an unknown flag with its usage', async () => {
+    const { code, out } = await demo(['--nowait'], {});
+    expect(code).toBe(2);
+    expect(out).toContain("Unknown option '--nowait'");
+    expect(out).toContain('--no-wait');
   });
 });

@@ -1,27 +1,16 @@
 import { randomBytes } from 'node:crypto';
 import { Writable } from 'node:stream';
-import pg from 'pg';
 import { afterAll, afterEach, beforeAll, inject } from 'vitest';
 import { createDb, type DbHandle } from '../db/client.js';
+import { onMaintenanceDb, withDatabase } from '../db/databases.js';
 import { createLogger, type Logger } from '../src/logger.js';
 import { archiveLog } from './log-archive.js';
 
-/** The same server URL, another database. */
-export function withDatabase(url: string, name: string): string {
-  const u = new URL(url);
-  u.pathname = `/${name}`;
-  return u.toString();
-}
+export { withDatabase };
 
 /** Runs one statement on the server's maintenance database (create/drop database). */
 export async function adminQuery(sql: string): Promise<void> {
-  const client = new pg.Client({ connectionString: withDatabase(inject('templateUrl'), 'postgres') });
-  await client.connect();
-  try {
-    await client.query(sql);
-  } finally {
-    await client.end();
-  }
+  await onMaintenanceDb(inject('templateUrl'), sql);
 }
 
 /** A fresh database cloned from the migrated template; dropped with `drop()`. */

@@ -1,5 +1,6 @@
 import { Socket } from 'node:net';
 import pg from 'pg';
+import { dockerReachable, startPostgresContainer, startRedisContainer } from '../../src/demo/containers.js';
 
 /** The services a test run talks to, and how to stop any it started. */
 export interface TestServices {
@@ -40,16 +41,6 @@ async function redisAnswers(url: string): Promise<boolean> {
   });
 }
 
-async function dockerReachable(): Promise<boolean> {
-  try {
-    const { getContainerRuntimeClient } = await import('testcontainers');
-    await getContainerRuntimeClient();
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 const HOW_TO =
   'Tests need PostgreSQL 15 and Redis 7. Either set TEST_DATABASE_URL and TEST_REDIS_URL, ' +
   'or run them locally on 127.0.0.1:5432 (user postgres) and 127.0.0.1:6379 ' +
@@ -73,16 +64,14 @@ export async function resolveServices(env = process.env): Promise<TestServices> 
   if (redisUrl === undefined && (await redisAnswers(LOCAL_REDIS))) redisUrl = LOCAL_REDIS;
   if ((postgresUrl === undefined || redisUrl === undefined) && (await dockerReachable())) {
     if (postgresUrl === undefined) {
-      const { PostgreSqlContainer } = await import('@testcontainers/postgresql');
-      const container = await new PostgreSqlContainer('postgres:15-alpine').withDatabase('postgres').start();
-      stops.push(() => container.stop());
-      postgresUrl = container.getConnectionUri();
+      const container = await startPostgresContainer();
+      stops.push(container.stop);
+      postgresUrl = container.url;
     }
     if (redisUrl === undefined) {
-      const { RedisContainer } = await import('@testcontainers/redis');
-      const container = await new RedisContainer('redis:7-alpine').start();
-      stops.push(() => container.stop());
-      redisUrl = container.getConnectionUrl();
+      const container = await startRedisContainer();
+      stops.push(container.stop);
+      redisUrl = container.url;
     }
   }
   if (postgresUrl === undefined || redisUrl === undefined) {
