@@ -1,4 +1,5 @@
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import type { Command } from 'commander';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
@@ -16,6 +17,7 @@ interface Service {
   profiles?: string[];
   depends_on?: Record<string, { condition: string }>;
   secrets?: string[];
+  volumes?: string[];
 }
 
 const compose = parse(readFileSync(new URL('../docker-compose.yml', import.meta.url), 'utf8'), {
@@ -32,15 +34,19 @@ function findCommand(name: string): Command | undefined {
 }
 
 describe('docker-compose.yml', () => {
-  it('has postgres, redis, a one-shot migrate, a worker, the admin server and a demo mock API', () => {
+  it('has postgres, redis, a one-shot migrate, a worker, the admin server, a demo mock API and monitoring', () => {
     expect(Object.keys(compose.services).sort()).toEqual([
       'admin',
+      'grafana',
       'migrate',
       'mock-api',
       'postgres',
+      'prometheus',
       'redis',
       'worker',
     ]);
+    expect(compose.services.prometheus!.profiles).toEqual(['monitoring']);
+    expect(compose.services.grafana!.profiles).toEqual(['monitoring']);
     expect(compose.services['mock-api']!.profiles).toEqual(['demo']);
     expect(compose.services.worker!.depends_on?.migrate?.condition).toBe('service_completed_successfully');
     expect(ours.map(([name]) => name).sort()).toEqual(['admin', 'migrate', 'mock-api', 'worker']);
@@ -73,6 +79,62 @@ describe('docker-compose.yml', () => {
     expect(env.CARDS_API_KEY_FILE).toBe('/run/secrets/cards_api_key');
     expect(compose.services.worker!.secrets).toContain('cards_api_key');
     expect(compose.secrets.cards_api_key!.file).toBe('./secrets/cards_api_key');
+  });
+});
+
+describe('docker compose --profile monitoring', () => {
+  const root = new URL('../', import.meta.url).pathname;
+  // `./host/path:/container/path[:ro]` → [host path, container path]
+  const mounts = (service: Service) =>
+    (service.volumes ?? [])
+      .filter((v) => v.startsWith('./'))
+      .map((v) => v.split(':').slice(0, 2) as [string, string]);
+  const inContainer = (service: Service, path: string) => {
+    const mount = mounts(service).find(([, target]) => path === target || path.startsWith(`${target}/`));
+    expect(mount, `nothing mounted at ${path}`).toBeDefined();
+    return join(root, mount![0], path.slice(mount![1].length));
+  };
+
+  it('Prometheus loads the committed config, which loads the alerting rules and scrapes every worker and the admin', () => {
+    const prometheus = compose.services.prometheus!;
+    const configPath = /--config\.file=(\S+)/.exec((prometheus.command ?? []).join(' '))![1]!;
+    const config = parse(readFileSync(inContainer(prometheus, configPath), 'utf8')) as {
+      rule_files: string[];
+      scrape_configs: {
+        dns_sd_configs?: { names: string[]; port: number }[];
+        static_configs?: { targets: string[] }[];
+      }[];
+    };
+    for (const file of config.rule_files) {
+      expect(existsSync(inContainer(prometheus, join(configPath, '..', file))), file).toBe(true);
+    }
+    const targets = config.scrape_configs.flatMap((c) => [
+      ...(c.dns_sd_configs ?? []).flatMap((d) => d.names.map((n) => `${n}:${d.port}`)),
+      ...(c.static_configs ?? []).flatMap((s) => s.targets),
+    ]);
+    expect(targets.sort()).toEqual(['admin:3000', 'worker:3000']);
+    // …and those are where the two serve /metrics.
+    expect(compose.services.worker!.environment!.ADMIN_PORT).toBe('3000');
+    expect(compose.services.worker!.command).toContain('--admin');
+    expect(compose.services.admin!.command).toEqual(expect.arrayContaining(['--port', '3000']));
+  });
+
+  it('Grafana has that Prometheus as its data source and the committed dashboard loaded', () => {
+    const grafana = compose.services.grafana!;
+    const datasources = parse(
+      readFileSync(inContainer(grafana, '/etc/grafana/provisioning/datasources/prometheus.yml'), 'utf8'),
+    ) as { datasources: { type: string; url: string; isDefault: boolean }[] };
+    expect(datasources.datasources).toEqual([
+      expect.objectContaining({ type: 'prometheus', url: 'http://prometheus:9090', isDefault: true }),
+    ]);
+    const providers = parse(
+      readFileSync(inContainer(grafana, '/etc/grafana/provisioning/dashboards/cards-sync.yml'), 'utf8'),
+    ) as { providers: { options: { path: string } }[] };
+    const dashboardDir = providers.providers[0]!.options.path;
+    const dashboard = JSON.parse(
+      readFileSync(inContainer(grafana, `${dashboardDir}/cards-sync-dashboard.json`), 'utf8'),
+    ) as { uid: string };
+    expect(dashboard.uid).toBe('cards-sync');
   });
 });
 
