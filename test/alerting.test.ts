@@ -83,14 +83,17 @@ describe('the alerting pack', () => {
     expect(check.status, check.stdout + check.stderr).toBe(0);
   });
 
-  it.skipIf(!promtool)('the compose Prometheus config is valid and loads the rules (promtool check config)', () => {
-    const run = spawnSync('promtool', ['check', 'config', 'prometheus.yml'], {
-      cwd: `${DEPLOY}prometheus`,
-      encoding: 'utf8',
-    });
-    expect(run.status, run.stdout + run.stderr).toBe(0);
-    expect(run.stdout + run.stderr).toMatch(/SUCCESS: \d+ rules found/);
-  });
+  it.skipIf(!promtool)(
+    'the compose Prometheus config is valid and loads the rules (promtool check config)',
+    () => {
+      const run = spawnSync('promtool', ['check', 'config', 'prometheus.yml'], {
+        cwd: `${DEPLOY}prometheus`,
+        encoding: 'utf8',
+      });
+      expect(run.status, run.stdout + run.stderr).toBe(0);
+      expect(run.stdout + run.stderr).toMatch(/SUCCESS: \d+ rules found/);
+    },
+  );
 
   it('every metric the rules and the dashboard read is served by /metrics', async () => {
     const served = new Set(
