@@ -5,6 +5,7 @@ import {
   check,
   index,
   integer,
+  jsonb,
   pgTable,
   pgView,
   text,
@@ -45,7 +46,13 @@ export const savedCards = pgTable(
   {
     id: bigint('id', { mode: 'number' }).primaryKey(),
     subscriberId: bigint('subscriber_id', { mode: 'number' }).notNull(),
+    /**
+     * With `CARD_TOKEN_ENCRYPTION=on`, the token sealed with AES-256-GCM (`ct1:<key id>:…`, see
+     * src/tokens/); the token itself only for rows written with encryption off.
+     */
     cardToken: text('card_token').notNull(),
+    /** HMAC-SHA-256 of the token under a key derived from the sealing key; null for a plain token. */
+    cardTokenFingerprint: text('card_token_fingerprint'),
     binNumber: text('bin_number').notNull(),
     cardFamily: text('card_family').notNull(),
     cardBankCode: bigint('card_bank_code', { mode: 'number' }).notNull(),
@@ -197,6 +204,27 @@ export const refreshRuns = pgTable(
       .on(sql`(true)`)
       .where(sql`${t.status} in ('running', 'halted')`),
     index('refresh_runs_started_at_idx').on(t.startedAt),
+  ],
+);
+
+export const ADMIN_SOURCES = ['cli', 'http'] as const;
+export type AdminSource = (typeof ADMIN_SOURCES)[number];
+
+/** Who did what: one row per operator action, from the CLI or HTTP. Never a secret in `detail`. */
+export const adminActions = pgTable(
+  'admin_actions',
+  {
+    id: bigint('id', { mode: 'number' }).primaryKey().generatedAlwaysAsIdentity(),
+    at: tz('at').notNull().defaultNow(),
+    /** The token's name over HTTP (`operator`, `reader`); the OS user on the CLI. */
+    actor: text('actor').notNull(),
+    source: text('source').$type<AdminSource>().notNull(),
+    action: text('action').notNull(),
+    detail: jsonb('detail').$type<Record<string, unknown>>().notNull().default({}),
+  },
+  (t) => [
+    check('admin_actions_source_valid', sql`${t.source} in (${inList(ADMIN_SOURCES)})`),
+    index('admin_actions_at_idx').on(t.at),
   ],
 );
 

@@ -72,7 +72,10 @@ describe('npm run demo', () => {
     for (const prefix of prefixes) expect(await redis.keys(`${prefix}*`)).toEqual([]);
     const left = await query(db.url, 'select datname from pg_database where datname = any($1)', [databases]);
     expect(left).toEqual([]);
-    const [{ n }] = await query<{ n: number }>(db.url, 'select count(*)::int as n from subscribers');
+    const [{ n } = { n: -1 }] = await query<{ n: number }>(
+      db.url,
+      'select count(*)::int as n from subscribers',
+    );
     expect(n).toBe(0);
   }, 90_000);
 
@@ -94,7 +97,7 @@ describe('npm run demo', () => {
       expect(succeeded(out), out).toBe(989);
       expect(out).toContain("cleaned up: removed the demo's jobs");
     }
-    const [{ n }] = await query<{ n: number }>(
+    const [{ n } = { n: -1 }] = await query<{ n: number }>(
       db.url,
       `select count(*)::int as n from sync_runs where subscriber_id between 100001 and 101000`,
     );

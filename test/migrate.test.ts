@@ -14,10 +14,13 @@ const JOURNAL = fileURLToPath(new URL('../db/migrations/meta/_journal.json', imp
 
 /** DESIGN §4: the public column names analysts query. */
 const DESIGN_COLUMNS: Record<string, string[]> = {
+  admin_actions: ['id', 'at', 'actor', 'source', 'action', 'detail'],
   saved_cards: [
     'id',
     'subscriber_id',
     'card_token',
+    // The keyed fingerprint beside the sealed token (DESIGN §4 allows it).
+    'card_token_fingerprint',
     'bin_number',
     'card_family',
     'card_bank_code',
@@ -283,7 +286,7 @@ describe('five migrate processes at once on a missing database', () => {
       );
       return { tables: t.rows[0]!.n, migrations: m.rows };
     });
-    expect(tables).toBe(5);
+    expect(tables).toBe(6);
     expect(migrations).toHaveLength(migrationCount);
     expect(migrations.every((m) => m.n === 1)).toBe(true);
   });
