@@ -51,8 +51,9 @@ export interface SyncQueueOptions {
 }
 
 /**
- * Default options of every sync job: retries with exponential backoff and jitter, and bounded
- * history so Redis does not grow without end.
+ * Default options of every sync job: retries with exponential backoff and jitter, bounded
+ * history so Redis does not grow without end, and no stack trace kept in a failed job (it would
+ * show this machine's file paths on the dashboard; the message stays in `failedReason`).
  */
 export function defaultJobOptions(attempts: number, backoffDelayMs = 2000): JobsOptions {
   return {
@@ -60,6 +61,7 @@ export function defaultJobOptions(attempts: number, backoffDelayMs = 2000): Jobs
     backoff: { type: 'exponential', delay: backoffDelayMs, jitter: 0.5 },
     removeOnComplete: { age: 24 * 3600, count: 10_000 },
     removeOnFail: { age: 7 * 24 * 3600, count: 50_000 },
+    stackTraceLimit: 0,
   };
 }
 

@@ -25,6 +25,8 @@ export function createRefreshQueue(connection: RedisClient, prefix = 'bull'): Qu
       backoff: { type: 'exponential', delay: 5000, jitter: 0.5 },
       removeOnComplete: { age: 30 * 24 * 3600, count: 1000 },
       removeOnFail: { age: 30 * 24 * 3600, count: 1000 },
+      // As on the sync queue: a failed job keeps its message, not its stack (this machine's paths).
+      stackTraceLimit: 0,
     },
   });
   queue.on('error', () => {});

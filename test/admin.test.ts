@@ -124,6 +124,27 @@ describe('authentication', () => {
     expect((await call('/admin/queues')).status).toBe(200);
     expect((await call('/admin/queues', { token: 'nope-nope-nope-nope' })).status).toBe(401);
   });
+
+  it('serves the jobs dashboard with one inline script, no other origin, and a CSP on every response', async () => {
+    for (const path of ['/admin/queues', '/admin/queues/queue/saved-cards-sync']) {
+      const res = await call(path);
+      expect(res.status, path).toBe(200);
+      const html = await res.text();
+      expect(html.match(/<script>/g), path).toHaveLength(1);
+      expect(html, path).not.toMatch(/(?:href|src)=["']?(?:https?:)?\/\//);
+      expect(res.headers.get('content-security-policy'), path).toMatch(
+        /^default-src 'self'; script-src 'self' 'sha256-[A-Za-z0-9+/]+=*';/,
+      );
+    }
+    for (const [path, token] of [
+      ['/admin/queues/api/queues', undefined],
+      ['/admin/queues/static/images/logo.svg', undefined],
+      ['/admin/queues', null],
+    ] as const) {
+      const res = await call(path, { token });
+      expect(res.headers.get('content-security-policy'), path).toMatch(/^default-src 'self';/);
+    }
+  });
 });
 
 describe('POST /api/resync', () => {

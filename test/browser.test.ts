@@ -1,5 +1,5 @@
 import { copyFileSync, existsSync, mkdirSync } from 'node:fs';
-import { type Browser, chromium } from 'playwright-core';
+import { type Browser, chromium, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { enqueueSyncs } from '../jobs/queue.js';
 import { createRefreshQueue } from '../jobs/refresh.js';
@@ -118,7 +118,78 @@ describe('admin pages in a browser', () => {
     await page.screenshot({ path: `${ARTIFACTS}admin-dashboard.png`, fullPage: true });
     await context.close();
   }, 30_000);
+
+  it('the jobs dashboard opens with the token in the URL, and loads nothing from elsewhere', async () => {
+    const context = await browser.newContext();
+    const page = await context.newPage();
+    const watched = await watch(page);
+    const { host } = new URL(url);
+    await page.goto(`http://ops:${encodeURIComponent(TOKEN)}@${host}/admin/queues`);
+    // The queue cards, counted and in English: both come from the page's own requests. (With the
+    // credentials left in its URL, Chromium shows the cards after a while, but as message keys.)
+    const main = page.locator('main');
+    await main.getByRole('link', { name: 'saved-cards-sync' }).waitFor({ timeout: 15_000 });
+    await main.getByText('1 Job', { exact: true }).waitFor({ timeout: 5_000 });
+    await expect(main.getByText('Loading').count()).resolves.toBe(0);
+    // The page dropped the credentials from its URL; the browser sends the ones it cached.
+    expect(page.url()).toBe(`${url}/admin/queues`);
+    await page.goto(`${url}/admin/queues/queue/saved-cards-sync?status=waiting`);
+    await page
+      .getByText(/id:904/)
+      .first()
+      .waitFor({ timeout: 15_000 });
+    // The job-data editor (CodeMirror) styles itself with a <style> element written at run time.
+    await page.locator('main button:has(svg.lucide-pencil)').first().click();
+    const editor = page.getByRole('dialog').locator('.cm-editor');
+    await editor.waitFor({ timeout: 5_000 });
+    const display = editor.evaluate(
+      (e) =>
+        (globalThis as unknown as { getComputedStyle(e: unknown): { display: string } }).getComputedStyle(e)
+          .display,
+    );
+    await expect(display).resolves.toBe('flex');
+    await page.waitForLoadState('networkidle');
+    await page.screenshot({ path: `${ARTIFACTS}admin-dashboard-token-url.png`, fullPage: true });
+
+    expect(watched.requests.length).toBeGreaterThan(5);
+    expect(watched.requests.filter((r) => new URL(r).host !== host)).toEqual([]);
+    expect(await watched.violations()).toEqual([]);
+    expect(watched.errors).toEqual([]);
+    const res = await context.request.get(`${url}/admin/queues`, {
+      headers: { authorization: `Bearer ${TOKEN}` },
+    });
+    expect(res.headers()['content-security-policy']).toMatch(/^default-src 'self';/);
+    expect(await res.text()).not.toMatch(/fonts\.googleapis|fonts\.gstatic/);
+    await context.close();
+  }, 30_000);
 });
+
+/** Every request a page makes, its console errors and uncaught errors, and its CSP violations. */
+async function watch(page: Page) {
+  const requests: string[] = [];
+  const errors: string[] = [];
+  page.on('request', (r) => requests.push(r.url()));
+  page.on('console', (m) => {
+    if (m.type() === 'error') errors.push(m.text());
+  });
+  page.on('pageerror', (e) => errors.push(e.message));
+  // Recorded by the page itself: a violation is an event there before it is a console message.
+  await page.addInitScript(() => {
+    const w = globalThis as unknown as {
+      violations: string[];
+      addEventListener(type: string, f: (e: { violatedDirective: string; blockedURI: string }) => void): void;
+    };
+    w.violations = [];
+    w.addEventListener('securitypolicyviolation', (e) =>
+      w.violations.push(`${e.violatedDirective} ${e.blockedURI}`),
+    );
+  });
+  return {
+    requests,
+    errors,
+    violations: () => page.evaluate(() => (globalThis as unknown as { violations: string[] }).violations),
+  };
+}
 
 describe('the ops page in a browser', () => {
   const DOCS = new URL('../docs/', import.meta.url).pathname;

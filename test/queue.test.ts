@@ -1,3 +1,4 @@
+import { Job } from 'bullmq';
 import { eq, sql } from 'drizzle-orm';
 import { afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createDb } from '../db/client.js';
@@ -130,6 +131,18 @@ describe('outcomes through the queue', () => {
     const [job] = await q.queue.getJobs(['failed']);
     expect(job?.attemptsMade).toBe(3);
     expect((await runsOf(303)).map((r) => r.errorCode)).toEqual(['http_5xx', 'http_5xx', 'http_5xx']);
+  });
+
+  it('a failed job keeps its message in Redis but no stack trace, on a retry and at the end', async () => {
+    const q = setup({ attempts: 2 });
+    upstream.script.set('id:304', { status: 502, body: 'bad gateway' });
+    const [jobId] = (await enqueueSyncs(q.queue, [{ subscriberId: 304 }], 'manual')).jobIds;
+    const worker = await q.start();
+    await settled(worker, q.queue, 1);
+    const job = await Job.fromId(q.queue, jobId!);
+    expect(job?.attemptsMade).toBe(2);
+    expect(job?.failedReason).toMatch(/502/);
+    expect(job?.stacktrace).toEqual([]);
   });
 
   it.each([

@@ -1,3 +1,4 @@
+import { Job } from 'bullmq';
 import { eq, sql } from 'drizzle-orm';
 import { afterEach, describe, expect, inject, it } from 'vitest';
 import { createDb } from '../db/client.js';
@@ -7,6 +8,7 @@ import { readPauseReason } from '../jobs/queue.js';
 import {
   createRefreshQueue,
   openRefreshRun,
+  type RefreshJobData,
   type RefreshOptions,
   registerNightlyScheduler,
   SCHEDULER_ID,
@@ -178,6 +180,19 @@ describe('refresh runs', () => {
     // A live one is not abandoned: its job is waiting in the queue.
     const live = await openRefreshRun(db(), s.refreshQueue, { trigger: 'manual' });
     expect(live.started).toBe(false);
+  });
+
+  it('a failed refresh job keeps its message in Redis but no stack trace', async () => {
+    const s = setup();
+    await s.startRefresh();
+    // Data the refresh worker refuses: the attempt fails and waits for its retry.
+    const added = await s.refreshQueue.add('refresh', { trigger: 'bogus' } as unknown as RefreshJobData);
+    const job = await waitFor('the first attempt to fail', async () => {
+      const j = await Job.fromId(s.refreshQueue, added.id!);
+      return j?.failedReason ? j : false;
+    });
+    expect(job.failedReason).toMatch(/trigger/);
+    expect(job.stacktrace).toEqual([]);
   });
 
   it('--stale picks only subscribers whose last success is older than the duration', async () => {

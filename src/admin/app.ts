@@ -1,9 +1,5 @@
 import type { Server } from 'node:http';
-import { createBullBoard } from '@bull-board/api';
-import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
-import { HonoAdapter } from '@bull-board/hono';
 import { serve } from '@hono/node-server';
-import { serveStatic } from '@hono/node-server/serve-static';
 import { sql } from 'drizzle-orm';
 import { Hono } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
@@ -22,6 +18,7 @@ import type { Logger } from '../logger.js';
 import type { Metrics } from '../metrics.js';
 import { parseEmail, parseSubscriberId, TargetError } from '../targets.js';
 import { requireToken } from './auth.js';
+import { mountBoard } from './board.js';
 import { csrfToken } from './csrf.js';
 import { registerOpsRoutes } from './ops-routes.js';
 import { parseFlash, renderOverview } from './overview.js';
@@ -188,15 +185,7 @@ export function createAdminApp(deps: AdminDeps) {
 
   registerOpsRoutes(app, deps);
 
-  const board = new HonoAdapter(serveStatic);
-  createBullBoard({
-    queues: [new BullMQAdapter(deps.syncQueue), new BullMQAdapter(deps.refreshQueue)],
-    serverAdapter: board,
-  });
-  board.setBasePath('/admin/queues');
-  app.use('/admin/queues', guard);
-  app.use('/admin/queues/*', guard);
-  app.route('/admin/queues', board.registerPlugin());
+  mountBoard(app, '/admin/queues', [deps.syncQueue, deps.refreshQueue], guard);
 
   let server: Server | undefined;
   return {

@@ -1,0 +1,74 @@
+import { createHash } from 'node:crypto';
+import { createBullBoard } from '@bull-board/api';
+import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
+import { HonoAdapter } from '@bull-board/hono';
+import { serveStatic } from '@hono/node-server/serve-static';
+import type { Queue } from 'bullmq';
+import type { Hono, MiddlewareHandler } from 'hono';
+
+// Bull Board (the jobs dashboard) as mounted here: its entry page served without links to other
+// origins, under a Content-Security-Policy that allows only this server, and working as well with
+// the token in the URL as with the browser's log-in prompt.
+
+/**
+ * A page whose URL holds credentials (`http://ops:TOKEN@host/admin/queues`) cannot `fetch` a
+ * relative URL (a TypeError), so Bull Board shows "Loading" for a long while and then message keys
+ * instead of its texts. The browser has cached the Basic credentials of that first navigation, so
+ * the page reloads itself without them in the URL.
+ * `document.URL`, because Chromium strips the credentials from `location.href` (and `Location`
+ * has no `username`), though not from the URL that relative ones resolve against.
+ */
+const DROP_URL_CREDENTIALS =
+  "const u=new URL(document.URL);if(u.username||u.password){u.username='';u.password='';location.replace(u.href)}";
+
+/** Links to another origin: Bull Board's web fonts (its CSS falls back to system fonts). */
+const EXTERNAL_LINK = /<link\b[^>]*\bhref\s*=\s*["']?(?:[a-z][a-z0-9+.-]*:)?\/\/[^>]*>\s*/gi;
+
+/** Bull Board's entry page without links to other origins, and {@link DROP_URL_CREDENTIALS} first. */
+export function rewriteBoardPage(html: string): string {
+  return html
+    .replace(EXTERNAL_LINK, '')
+    .replace(/<head\b[^>]*>/i, (head) => `${head}<script>${DROP_URL_CREDENTIALS}</script>`);
+}
+
+const sha256 = (text: string) => createHash('sha256').update(text, 'utf8').digest('base64');
+
+/**
+ * This server only, for everything. Scripts: Bull Board's files and our one inline script, by
+ * hash. Styles may be inline: Bull Board styles its "Loading" placeholder and its Redis logo
+ * inline, and its job-data editor (CodeMirror) writes a `<style>` element at run time, without a
+ * nonce. Inline CSS runs no script and, with every other source `'self'`, reaches no other origin.
+ */
+export const BOARD_POLICY = [
+  "default-src 'self'",
+  `script-src 'self' 'sha256-${sha256(DROP_URL_CREDENTIALS)}'`,
+  "style-src 'self' 'unsafe-inline'",
+  "object-src 'none'",
+  "base-uri 'self'",
+  "form-action 'self'",
+  "frame-ancestors 'none'",
+].join('; ');
+
+/** Sets {@link BOARD_POLICY} on every dashboard response, and rewrites the HTML entry page. */
+export function boardPage(): MiddlewareHandler {
+  return async (c, next) => {
+    await next();
+    if ((c.res.headers.get('content-type') ?? '').toLowerCase().startsWith('text/html')) {
+      const html = rewriteBoardPage(await c.res.text());
+      // Hono carries the old response's headers over to the new one.
+      c.res = new Response(html, { status: c.res.status, headers: c.res.headers });
+      c.res.headers.delete('content-length');
+    }
+    c.res.headers.set('content-security-policy', BOARD_POLICY);
+  };
+}
+
+/** Mounts Bull Board over `queues` at `basePath`, behind `guard`. */
+export function mountBoard(app: Hono, basePath: string, queues: readonly Queue[], guard: MiddlewareHandler) {
+  const board = new HonoAdapter(serveStatic);
+  createBullBoard({ queues: queues.map((q) => new BullMQAdapter(q)), serverAdapter: board });
+  board.setBasePath(basePath);
+  // `/*` matches the base path itself too.
+  app.use(`${basePath}/*`, boardPage(), guard);
+  app.route(basePath, board.registerPlugin());
+}
