@@ -3,6 +3,8 @@ import pg from 'pg';
 import { runMigrations } from '../db/migrate.js';
 import { loadConfig } from '../src/config.js';
 import type { RedisConfig } from '../src/config-redis.js';
+import { type CardTokens, cardTokens } from '../src/tokens/card-tokens.js';
+import { newKeyMaterial, parseKeyRing } from '../src/tokens/keyring.js';
 
 // What the benchmarks share: a database of their own, made anew, and the mock API as a process.
 
@@ -71,4 +73,12 @@ export function benchRedis(flag: string | undefined): {
     env: { ...env, REDIS_URL: config.url },
     tag: (p) => (config.topology === 'cluster' ? `{${p}}` : p),
   };
+}
+
+/** The benchmarks' card-token key ring: tokens are sealed, as in production (CARD_TOKEN_ENCRYPTION=on). */
+export const BENCH_CARD_TOKEN_KEYS = `bench:${newKeyMaterial()}`;
+
+/** How an in-process benchmark worker stores tokens: sealed under {@link BENCH_CARD_TOKEN_KEYS}. */
+export function benchTokens(): CardTokens {
+  return cardTokens(true, parseKeyRing(BENCH_CARD_TOKEN_KEYS));
 }

@@ -8,7 +8,14 @@ import { LANE_PRIORITY } from '../jobs/lanes.js';
 import { createSyncQueue } from '../jobs/queue.js';
 import { createRedis } from '../jobs/redis.js';
 import { createRefreshQueue } from '../jobs/refresh.js';
-import { benchRedis, CLI, resetDatabase, startMockApi, wholeNumber } from './harness.js';
+import {
+  BENCH_CARD_TOKEN_KEYS,
+  benchRedis,
+  CLI,
+  resetDatabase,
+  startMockApi,
+  wholeNumber,
+} from './harness.js';
 
 // npm run bench:ops [-- --subscribers 20000 --rate 250 --probes 20]
 //   A refresh of N known subscribers saturates SYNC_RATE_LIMIT_PER_SEC while an operator re-syncs
@@ -96,6 +103,7 @@ async function main() {
     QUEUE_PREFIX: prefix,
     CARDS_API_BASE_URL: mock.url,
     CARDS_API_KEY: KEY,
+    CARD_TOKEN_KEYS: BENCH_CARD_TOKEN_KEYS,
     SYNC_RATE_LIMIT_PER_SEC: String(rate),
     SYNC_CONCURRENCY: String(concurrency),
     LOG_LEVEL: 'warn',

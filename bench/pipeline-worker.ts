@@ -10,7 +10,7 @@ import { startSyncWorker } from '../jobs/worker.js';
 import { createApiClient } from '../src/api/client.js';
 import type { SavedCard } from '../src/api/schema.js';
 import { createLogger } from '../src/logger.js';
-import { benchRedis } from './harness.js';
+import { benchRedis, benchTokens } from './harness.js';
 
 // One pipeline of the benchmark, in its own process so that its peak RSS is its own.
 //   a: fetch and validate, write nothing (the ceiling)
@@ -117,7 +117,7 @@ async function main() {
   let close: () => Promise<unknown>;
   if (values.pipeline === 'c') {
     const w = await startSyncWorker(
-      { db: handle.db, api, logger, queue, redis },
+      { db: handle.db, api, logger, tokens: benchTokens(), queue, redis },
       { redisUrl, prefix, concurrency },
     );
     w.worker.on('completed', (job, result) => {

@@ -6,6 +6,7 @@ import type { RedisConfig } from '../src/config-redis.js';
 import type { Logger } from '../src/logger.js';
 import type { Metrics } from '../src/metrics.js';
 import { createGroupCommitter } from '../src/sync/group-commit.js';
+import type { CardTokens } from '../src/tokens/card-tokens.js';
 import { createSyncProcessor } from './processor.js';
 import { QUEUE_NAME, type SyncJobData, type SyncJobResult } from './queue.js';
 import { closeRedis, createRedis, evictionPolicy, type RedisClient, settlesWithin } from './redis.js';
@@ -38,6 +39,7 @@ export async function startSyncWorker(
     db: Db;
     api: ApiClient;
     logger: Logger;
+    tokens: CardTokens;
     queue: Queue<SyncJobData, SyncJobResult>;
     redis: RedisClient;
     metrics?: Metrics;
@@ -55,7 +57,7 @@ export async function startSyncWorker(
   const apiTimeoutMs = options.apiTimeoutMs ?? 10_000;
   const rate = options.rateLimitPerSec ?? 0;
   // Answers of the jobs running here at once are committed together (one transaction a batch).
-  const writer = createGroupCommitter(deps.db, {
+  const writer = createGroupCommitter(deps.db, deps.tokens, {
     maxBatch: Math.max(1, options.concurrency ?? 16),
     ...(deps.metrics ? { onBatch: (size: number) => deps.metrics?.writeBatchSize.observe(size) } : {}),
   });

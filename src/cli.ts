@@ -4,6 +4,7 @@ import { rootCause } from '../db/errors.js';
 import type { Target } from './api/client.js';
 import type { Io } from './commands/common.js';
 import type { MockApiCliOptions } from './commands/mock-api.js';
+import { registerTokenCommands } from './commands/register-tokens.js';
 import { loadConfig } from './config.js';
 import { CliError, ConfigError } from './errors.js';
 import { parseFaults } from './mock-api/server.js';
@@ -238,6 +239,8 @@ export function buildProgram(io: Io, state: { exitCode: number }): Command {
       const { cmdResume } = await import('./commands/pause.js');
       state.exitCode = await cmdResume(loadConfig(io.env), io);
     });
+
+  registerTokenCommands(program, io, state);
 
   // A mistake in a command's options points at that command's help, not the program's.
   for (const command of program.commands) {

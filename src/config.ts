@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { type RedisConfig, redisTopology, redisVariables } from './config-redis.js';
 import { blankToUndefined, isTimeZone, text, urlOf, whole } from './config-schemas.js';
+import { type TokenConfig, tokenConfig, tokenVariables } from './config-tokens.js';
 import { ConfigError } from './errors.js';
 
 export type PathStyle = 'standard' | 'sandbox';
@@ -55,8 +56,12 @@ export interface Config {
   adminHost: string;
   /** `ADMIN_PORT`. Default 3000. */
   adminPort: number;
-  /** `ADMIN_TOKEN`: bearer token of the admin server's write routes; unset = those routes are off. */
+  /** `ADMIN_TOKEN`: the operator token of the admin server (pages, reads, writes); unset = those routes are off. */
   adminToken: string | undefined;
+  /** `ADMIN_READ_TOKEN`: a token that may look (pages, reads, Bull Board read-only) but not act. */
+  adminReadToken: string | undefined;
+  /** Card tokens at rest: `CARD_TOKEN_ENCRYPTION` and the key ring. */
+  tokens: TokenConfig;
   /** `LOG_LEVEL`: pino level. Default `info`. */
   logLevel: LogLevel;
 }
@@ -83,6 +88,7 @@ const variables = {
   },
   REDIS_URL: { schema: urlOf('redis:', 'rediss:'), expect: 'a URL like redis://host:6379', echo: false },
   ...redisVariables,
+  ...tokenVariables,
   CARDS_API_BASE_URL: {
     schema: urlOf('http:', 'https:'),
     expect: 'an http(s) URL like https://api.example.com',
@@ -157,6 +163,11 @@ const variables = {
     expect: 'at least 16 printable characters without spaces; generate one with `openssl rand -hex 24`',
     echo: false,
   },
+  ADMIN_READ_TOKEN: {
+    schema: text.refine((v) => v === undefined || /^[\x21-\x7e]{16,}$/.test(v)),
+    expect: 'at least 16 printable characters without spaces; generate one with `openssl rand -hex 24`',
+    echo: false,
+  },
   LOG_LEVEL: {
     schema: z.preprocess(
       blankToUndefined,
@@ -222,6 +233,12 @@ export function loadConfig(env: Env): Config {
     throw new ConfigError('set only one of CARDS_API_KEY and CARDS_API_KEY_FILE, not both', 'CARDS_API_KEY');
   }
   const apiKey = e.CARDS_API_KEY_FILE !== undefined ? readApiKeyFile(e.CARDS_API_KEY_FILE) : e.CARDS_API_KEY;
+  if (e.ADMIN_READ_TOKEN !== undefined && e.ADMIN_READ_TOKEN === e.ADMIN_TOKEN) {
+    throw new ConfigError(
+      'ADMIN_READ_TOKEN must differ from ADMIN_TOKEN: the read token may only look',
+      'ADMIN_READ_TOKEN',
+    );
+  }
   const baseUrl = e.CARDS_API_BASE_URL;
   const redisUrl = e.REDIS_URL ?? DEFAULT_REDIS_URL;
   const queuePrefix = e.QUEUE_PREFIX ?? 'bull';
@@ -250,6 +267,8 @@ export function loadConfig(env: Env): Config {
     adminHost: e.ADMIN_HOST ?? '127.0.0.1',
     adminPort: e.ADMIN_PORT ?? 3000,
     adminToken: e.ADMIN_TOKEN,
+    adminReadToken: e.ADMIN_READ_TOKEN,
+    tokens: tokenConfig(e),
     logLevel: e.LOG_LEVEL ?? 'info',
   };
 }

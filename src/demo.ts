@@ -18,6 +18,8 @@ import { createLogger } from './logger.js';
 import { createMetrics } from './metrics.js';
 import { createMockApi } from './mock-api/server.js';
 import { onShutdown } from './shutdown.js';
+import { cardTokens } from './tokens/card-tokens.js';
+import { newKeyMaterial, parseKeyRing } from './tokens/keyring.js';
 
 // `npm run demo`: the whole pipeline on this machine, in a database and under a queue prefix of
 // its own. Migrate, start the mock API, enqueue 1,000 subscribers, run the worker until the queue
@@ -101,6 +103,8 @@ async function main(): Promise<number> {
   const apiUrl = await mock.start();
   console.log(`2. mock Saved Cards API on ${apiUrl} (every 97th subscriber is unknown to it)`);
 
+  // Sealed as in production: under the configured keys, or a key made for this run.
+  const tokens = cardTokens(true, config.tokens.ring ?? parseKeyRing(`demo:${newKeyMaterial()}`));
   const logger = createLogger({ level: 'error' });
   const metrics = createMetrics();
   const handle = createDb(config.databaseUrl, { max: 20, timeoutMs: config.databaseTimeoutMs });
@@ -143,7 +147,7 @@ async function main(): Promise<number> {
   }
   console.log(`3. enqueued ${SUBSCRIBERS} subscribers (queue prefix ${prefix}); the worker syncs them:`);
   worker = await startSyncWorker(
-    { db: handle.db, api, logger, queue, redis, metrics },
+    { db: handle.db, api, logger, tokens, queue, redis, metrics },
     { redisUrl: config.redis, prefix, concurrency: 16 },
   );
   await waitForIdle(queue);

@@ -14,5 +14,6 @@ const code = await run(process.argv.slice(2), {
   err: (line) => process.stderr.write(`${line}\n`),
   stdin: process.stdin,
   isTTY: process.stderr.isTTY === true,
+  stdoutIsTTY: process.stdout.isTTY === true,
 });
 process.exitCode = code;

@@ -3,7 +3,7 @@ import { latestRunId } from '../db/ops/subscriber-page.js';
 import { createApiClient } from '../src/api/client.js';
 import { syncSubscriber } from '../src/sync/sync-subscriber.js';
 import { CSRF, useAdminApp } from './admin-client.js';
-import { ADMIN_TOKEN, API_KEY, makeCard, ok, useScriptedApi } from './fixtures.js';
+import { ADMIN_TOKEN, API_KEY, makeCard, ok, testTokens, useScriptedApi } from './fixtures.js';
 import { useTestDatabase } from './helpers.js';
 
 // The ops page through app.fetch: find a subscriber by id or e-mail, look at it, re-sync it and
@@ -24,7 +24,7 @@ const EMAIL = 'Ops.Person@Example.com';
 const TIME = /\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ/;
 
 const sync = (target: { subscriberId: number } | { email: string }) =>
-  syncSubscriber({ db: database.handle.db, api, logger }, { target, trigger: 'manual' });
+  syncSubscriber({ db: database.handle.db, api, logger, tokens: testTokens }, { target, trigger: 'manual' });
 
 beforeAll(async () => {
   api = createApiClient({ baseUrl: upstream.url, apiKey: API_KEY, pathStyle: 'standard', timeoutMs: 2000 });

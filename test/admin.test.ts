@@ -9,7 +9,7 @@ import { startSyncWorker } from '../jobs/worker.js';
 import { createAdminApp } from '../src/admin/app.js';
 import { createApiClient } from '../src/api/client.js';
 import { createMetrics } from '../src/metrics.js';
-import { ADMIN_TOKEN, API_KEY, makeCard, ok, useScriptedApi } from './fixtures.js';
+import { ADMIN_TOKEN, API_KEY, makeCard, ok, testTokens, useScriptedApi } from './fixtures.js';
 import { captureLogger, useTestDatabase } from './helpers.js';
 import { testQueue, waitFor } from './queue-helpers.js';
 
@@ -231,7 +231,7 @@ describe('GET /api/subscribers/:id and metrics', () => {
     });
     cleanups.push(() => api.close());
     const worker = await startSyncWorker(
-      { db: database.handle.db, api, logger, queue: q.queue, redis: q.redis, metrics },
+      { db: database.handle.db, api, logger, tokens: testTokens, queue: q.queue, redis: q.redis, metrics },
       { redisUrl: inject('redisUrl'), prefix: q.prefix, concurrency: 2 },
     );
     cleanups.push(() => worker.close(5000));

@@ -8,7 +8,7 @@ import { startSyncWorker } from '../jobs/worker.js';
 import { createAdminApp } from '../src/admin/app.js';
 import { createApiClient } from '../src/api/client.js';
 import { createMetrics } from '../src/metrics.js';
-import { ADMIN_TOKEN, API_KEY, useScriptedApi } from './fixtures.js';
+import { ADMIN_TOKEN, API_KEY, testTokens, useScriptedApi } from './fixtures.js';
 import { captureLogger, useTestDatabase } from './helpers.js';
 import { testQueue } from './queue-helpers.js';
 
@@ -54,7 +54,7 @@ beforeAll(async () => {
     timeoutMs: 2000,
   });
   const worker = await startSyncWorker(
-    { db: database.handle.db, api, logger, queue: q.queue, redis: q.redis, metrics },
+    { db: database.handle.db, api, logger, tokens: testTokens, queue: q.queue, redis: q.redis, metrics },
     { redisUrl: inject('redisUrl'), prefix: q.prefix, concurrency: 2 },
   );
   stopWorker = async () => {

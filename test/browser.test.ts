@@ -9,7 +9,7 @@ import { createApiClient } from '../src/api/client.js';
 import { createMetrics } from '../src/metrics.js';
 import { cardsFor } from '../src/mock-api/data.js';
 import { syncSubscriber } from '../src/sync/sync-subscriber.js';
-import { ADMIN_TOKEN, API_KEY, makeCard, ok, useScriptedApi } from './fixtures.js';
+import { ADMIN_TOKEN, API_KEY, makeCard, ok, testTokens, useScriptedApi } from './fixtures.js';
 import { captureLogger, useTestDatabase } from './helpers.js';
 import { testQueue } from './queue-helpers.js';
 
@@ -40,7 +40,7 @@ beforeAll(async () => {
   });
   for (const id of [901, 902, 903]) {
     await syncSubscriber(
-      { db: database.handle.db, api, logger },
+      { db: database.handle.db, api, logger, tokens: testTokens },
       { target: { subscriberId: id }, trigger: 'manual' },
     );
   }
@@ -213,6 +213,7 @@ describe('the ops page in a browser', () => {
         db: database.handle.db,
         api: workerApi,
         logger: captureLogger().logger,
+        tokens: testTokens,
         queue: q.queue,
         redis: q.redis,
       },

@@ -4,7 +4,7 @@ import { expect, it } from 'vitest';
 import { savedCardChanges, savedCards } from '../db/schema.js';
 import type { SavedCard } from '../src/api/schema.js';
 import { applyCardsBatch, type CardsToApply } from '../src/sync/apply-cards.js';
-import { makeCard } from './fixtures.js';
+import { makeCard, testTokens } from './fixtures.js';
 import { useTestDatabase } from './helpers.js';
 import { waitFor } from './queue-helpers.js';
 
@@ -32,7 +32,7 @@ async function waitingOnLocks(): Promise<number> {
 it('a card dropped by its owner while another sync takes it over gets one removal in the old owner’s history', async () => {
   const [oldOwner, newOwner] = [7101, 7102];
   const card = makeCard(oldOwner);
-  await applyCardsBatch(database.handle.db, [answer(oldOwner, [card])]);
+  await applyCardsBatch(database.handle.db, testTokens, [answer(oldOwner, [card])]);
 
   // Holding the old owner's `subscribers` row keeps its sync's transaction open after it has
   // marked the card removed (that row is written last), so the other sync runs in the middle.
@@ -40,9 +40,9 @@ it('a card dropped by its owner while another sync takes it over gets one remova
   await holder.connect();
   await holder.query('begin');
   await holder.query('select 1 from subscribers where subscriber_id = $1 for update', [oldOwner]);
-  const dropping = applyCardsBatch(database.handle.db, [answer(oldOwner, [])]);
+  const dropping = applyCardsBatch(database.handle.db, testTokens, [answer(oldOwner, [])]);
   await waitFor('the old owner’s sync to wait', async () => (await waitingOnLocks()) === 1);
-  const taking = applyCardsBatch(database.handle.db, [
+  const taking = applyCardsBatch(database.handle.db, testTokens, [
     answer(newOwner, [{ ...card, subscriberId: newOwner }]),
   ]);
   await waitFor('the new owner’s sync to wait for the card', async () => (await waitingOnLocks()) === 2);

@@ -8,7 +8,7 @@ import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { cardsFor } from '../src/mock-api/data.js';
 import { createMockApi, type MockApi } from '../src/mock-api/server.js';
-import { API_KEY, makeCard, ok } from './fixtures.js';
+import { API_KEY, CARD_TOKEN_KEYS, makeCard, ok, testTokens } from './fixtures.js';
 import { adminQuery, useTestDatabase, withDatabase } from './helpers.js';
 
 // The CLI as a user runs it: `node bin/cards-sync.js …` in a child process with a minimal env.
@@ -121,6 +121,7 @@ beforeAll(async () => {
     DATABASE_URL: database.url,
     CARDS_API_BASE_URL: mock.url,
     CARDS_API_KEY: API_KEY,
+    CARD_TOKEN_KEYS,
     CARDS_API_TIMEOUT_MS: '5000',
   };
 });
@@ -165,12 +166,19 @@ describe.concurrent('sync against a working API', () => {
       expect(isJson(line), `not a JSON log line: ${line}`).toBe(true);
       expect(JSON.parse(line)).toMatchObject({ level: expect.any(Number), msg: expect.any(String) });
     }
-    // The tokens really went through this process: they are stored…
-    const stored = await query<{ card_token: string }>(
-      'select card_token from saved_cards where subscriber_id = $1',
+    // The tokens really went through this process: they are stored, sealed…
+    const stored = await query<{ id: number; card_token: string; card_token_fingerprint: string }>(
+      'select id, card_token, card_token_fingerprint from saved_cards where subscriber_id = $1',
       [LOGGED_ID],
     );
-    expect(stored.map((r) => r.card_token).sort()).toEqual(cards.map((c) => c.cardToken).sort());
+    expect(stored.every((r) => r.card_token.startsWith('ct1:test1:'))).toBe(true);
+    expect(
+      stored
+        .map((r) =>
+          testTokens.reveal(Number(r.id), { value: r.card_token, fingerprint: r.card_token_fingerprint }),
+        )
+        .sort(),
+    ).toEqual(cards.map((c) => c.cardToken).sort());
     // …and printed nowhere.
     expectNoSecrets(run, [API_KEY, ...cards.map((c) => c.cardToken)]);
   });

@@ -63,6 +63,8 @@ describe('defaults (DESIGN §2)', () => {
       adminHost: '127.0.0.1',
       adminPort: 3000,
       adminToken: undefined,
+      adminReadToken: undefined,
+      tokens: { encryption: 'on', ring: undefined },
       logLevel: 'info',
     };
     expect(loadConfig({})).toEqual(expected);
@@ -180,6 +182,8 @@ describe('accepted values', () => {
       adminHost: '0.0.0.0',
       adminPort: 0,
       adminToken: ADMIN_TOKEN,
+      adminReadToken: undefined,
+      tokens: { encryption: 'on', ring: undefined },
       logLevel: 'debug',
     });
   });

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { describe, expect, inject, it } from 'vitest';
-import { API_KEY, useScriptedApi } from './fixtures.js';
+import { API_KEY, CARD_TOKEN_KEYS, useScriptedApi } from './fixtures.js';
 import { adminQuery, useTestDatabase, withDatabase } from './helpers.js';
 import { runCli } from './queue-helpers.js';
 
@@ -19,6 +19,7 @@ describe('cards-sync doctor', () => {
       REDIS_URL: inject('redisUrl'),
       CARDS_API_BASE_URL: upstream.url,
       CARDS_API_KEY: API_KEY,
+      CARD_TOKEN_KEYS,
       SYNC_RATE_LIMIT_PER_SEC: '20',
     });
     expect(run.code, run.stdout + run.stderr).toBe(0);

@@ -1,6 +1,6 @@
 import { sql } from 'drizzle-orm';
 import { describe, expect, inject, it } from 'vitest';
-import { API_KEY, makeCard, ok, useScriptedApi } from './fixtures.js';
+import { API_KEY, CARD_TOKEN_KEYS, makeCard, ok, useScriptedApi } from './fixtures.js';
 import { useTestDatabase } from './helpers.js';
 import { runCli } from './queue-helpers.js';
 
@@ -13,6 +13,7 @@ const env = () => ({
   REDIS_URL: inject('redisUrl'),
   CARDS_API_BASE_URL: upstream.url,
   CARDS_API_KEY: API_KEY,
+  CARD_TOKEN_KEYS,
 });
 const counts = async () =>
   (

@@ -1,7 +1,7 @@
 import { sql } from 'drizzle-orm';
 import { afterAll, describe, expect, inject, it } from 'vitest';
 import { cardsFor } from '../src/mock-api/data.js';
-import { API_KEY, makeCard, ok, useScriptedApi } from './fixtures.js';
+import { API_KEY, CARD_TOKEN_KEYS, makeCard, ok, useScriptedApi } from './fixtures.js';
 import { useTestDatabase } from './helpers.js';
 import { runCli, testQueue } from './queue-helpers.js';
 
@@ -24,6 +24,7 @@ describe('enqueue, then worker --exit-when-idle', () => {
       QUEUE_PREFIX: q.prefix,
       CARDS_API_BASE_URL: upstream.url,
       CARDS_API_KEY: API_KEY,
+      CARD_TOKEN_KEYS,
       CARDS_API_TIMEOUT_MS: '1000',
       SYNC_ATTEMPTS: '3',
       LOG_LEVEL: 'warn',
@@ -103,6 +104,7 @@ describe('enqueue, then worker --exit-when-idle', () => {
       QUEUE_PREFIX: q.prefix,
       CARDS_API_BASE_URL: upstream.url,
       CARDS_API_KEY: 'not-the-right-key',
+      CARD_TOKEN_KEYS,
       LOG_LEVEL: 'error',
     };
     expect((await runCli(['enqueue', '--id', '60020', '--id', '60021'], env)).code).toBe(0);

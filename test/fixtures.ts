@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { afterAll, beforeAll } from 'vitest';
 import type { SavedCard } from '../src/api/schema.js';
 import {
@@ -7,10 +8,20 @@ import {
   type MockLookup,
   type MockReply,
 } from '../src/mock-api/server.js';
+import { cardTokens } from '../src/tokens/card-tokens.js';
+import { parseKeyRing } from '../src/tokens/keyring.js';
 
 export const API_KEY = '3f2b8c1e-9d4a-4e6b-a1c7-5e0f2d9b8a61';
 /** The admin server's token in tests that start one. */
 export const ADMIN_TOKEN = 'test-admin-token-4f1c9a7e2b';
+
+/** The tests' card-token key (CARD_TOKEN_KEYS): tokens are sealed as in production. Searched for in every log. */
+export const TEST_TOKEN_KEY = createHash('sha256')
+  .update('cards-sync test card-token key 1')
+  .digest('base64');
+export const CARD_TOKEN_KEYS = `test1:${TEST_TOKEN_KEY}`;
+/** How the tests' syncs store tokens: sealed under {@link CARD_TOKEN_KEYS}. */
+export const testTokens = cardTokens(true, parseKeyRing(CARD_TOKEN_KEYS));
 
 let nextCardId = 1_000_000;
 

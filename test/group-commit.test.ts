@@ -5,7 +5,7 @@ import type { SavedCard } from '../src/api/schema.js';
 import type { CardsToApply } from '../src/sync/apply-cards.js';
 import { applyCardsBatch, CommittedUnreadError } from '../src/sync/apply-cards.js';
 import { createGroupCommitter, directWriter } from '../src/sync/group-commit.js';
-import { makeCard } from './fixtures.js';
+import { makeCard, testTokens } from './fixtures.js';
 import { useTestDatabase } from './helpers.js';
 
 // The group committer against real Postgres: answers handed over in the same turn of the event
@@ -30,7 +30,7 @@ function answer(subscriberId: number, cards: SavedCard[], extra: Partial<CardsTo
 
 function recordingCommitter(options: { maxInFlight?: number } = {}) {
   const batches: { size: number; fellBack: boolean }[] = [];
-  const writer = createGroupCommitter(database.handle.db, {
+  const writer = createGroupCommitter(database.handle.db, testTokens, {
     ...options,
     onBatch: (size, _ms, fellBack) => batches.push({ size, fellBack }),
   });
@@ -161,7 +161,7 @@ describe('group commit', () => {
       // By e-mail: the e-mail statements and the commit are sent behind the write that fails.
       const email = 'pipelined-2676@example.test';
       await expect(
-        applyCardsBatch(database.handle.db, [
+        applyCardsBatch(database.handle.db, testTokens, [
           answer(2676, [makeCard(2676)], {
             email,
             run: { email, trigger: 'manual', jobId: 'job-2676', refreshRunId: null, startedAt: new Date() },
@@ -179,7 +179,9 @@ describe('group commit', () => {
     });
     // Every connection the pool hands out afterwards writes normally.
     const again = await Promise.all(
-      [2677, 2678, 2679].map((id) => applyCardsBatch(database.handle.db, [answer(id, [makeCard(id)])])),
+      [2677, 2678, 2679].map((id) =>
+        applyCardsBatch(database.handle.db, testTokens, [answer(id, [makeCard(id)])]),
+      ),
     );
     expect(again.map((r) => r[0]!.status)).toEqual(['succeeded', 'succeeded', 'succeeded']);
     expect((await cardsOf([2677, 2678, 2679])).length).toBe(3);
@@ -255,7 +257,7 @@ describe('group commit', () => {
   it('a card moving between two subscribers of one batch: the new owner has it, the old one a removal', async () => {
     const moving = makeCard(2800);
     const staying = makeCard(2800);
-    await directWriter(database.handle.db).apply(answer(2800, [moving, staying]));
+    await directWriter(database.handle.db, testTokens).apply(answer(2800, [moving, staying]));
 
     const { writer, batches } = recordingCommitter();
     const [old, next] = await Promise.all([
@@ -283,7 +285,7 @@ describe('group commit', () => {
 
   it('an answer fetched before one already applied is recorded superseded, even in a batch', async () => {
     const early = new Date(Date.now() - 60_000);
-    await directWriter(database.handle.db).apply(answer(2900, [makeCard(2900)]));
+    await directWriter(database.handle.db, testTokens).apply(answer(2900, [makeCard(2900)]));
     const { writer } = recordingCommitter();
     const [stale, fresh] = await Promise.all([
       writer.apply(
@@ -302,10 +304,10 @@ describe('group commit', () => {
   it('a superseded answer that still lists a card takes nothing from the answer that dropped it', async () => {
     const x = makeCard(3000);
     const keep = makeCard(3000);
-    await directWriter(database.handle.db).apply(answer(3000, [x, keep]));
-    await directWriter(database.handle.db).apply(answer(3001, [makeCard(3001)]));
+    await directWriter(database.handle.db, testTokens).apply(answer(3000, [x, keep]));
+    await directWriter(database.handle.db, testTokens).apply(answer(3001, [makeCard(3001)]));
     const stale = new Date(Date.now() - 60_000);
-    const [dropped, superseded] = await applyCardsBatch(database.handle.db, [
+    const [dropped, superseded] = await applyCardsBatch(database.handle.db, testTokens, [
       answer(3000, [keep]),
       answer(3001, [{ ...x, subscriberId: 3001 }], {
         run: { email: null, trigger: 'manual', jobId: 'stale', refreshRunId: null, startedAt: stale },
@@ -324,7 +326,7 @@ describe('group commit', () => {
 
   it('a createDate finer than milliseconds is not taken for a change at every sync', async () => {
     const c = makeCard(3100, { createDate: '2021-02-28T14:01:35.0019996+03:00' });
-    const writer = directWriter(database.handle.db);
+    const writer = directWriter(database.handle.db, testTokens);
     await writer.apply(answer(3100, [c]));
     const again = await writer.apply(answer(3100, [c]));
     expect(again.counts).toMatchObject({ unchanged: 1, updated: 0 });

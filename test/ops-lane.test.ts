@@ -7,7 +7,7 @@ import { enqueueSyncs } from '../jobs/queue.js';
 import { createRefreshQueue, startRefreshWorker } from '../jobs/refresh.js';
 import { startSyncWorker } from '../jobs/worker.js';
 import { createApiClient } from '../src/api/client.js';
-import { API_KEY, useScriptedApi } from './fixtures.js';
+import { API_KEY, testTokens, useScriptedApi } from './fixtures.js';
 import { captureLogger, useTestDatabase } from './helpers.js';
 import { testQueue, waitFor } from './queue-helpers.js';
 
@@ -41,7 +41,7 @@ function setup() {
   cleanups.push(() => api.close());
   const startSync = async (concurrency: number) => {
     const w = await startSyncWorker(
-      { db: db(), api, logger, queue: q.queue, redis: q.redis },
+      { db: db(), api, logger, tokens: testTokens, queue: q.queue, redis: q.redis },
       { redisUrl: inject('redisUrl'), prefix: q.prefix, concurrency },
     );
     cleanups.push(() => w.close(5000));

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { makeCa, makeServerCert } from './certificates.js';
-import { API_KEY, useScriptedApi } from './fixtures.js';
+import { API_KEY, CARD_TOKEN_KEYS, useScriptedApi } from './fixtures.js';
 import { runCli } from './queue-helpers.js';
 
 // Postgres reached over TLS with sslmode=verify-full and sslrootcert in DATABASE_URL: a private
@@ -97,6 +97,7 @@ describe.skipIf(!available)('Postgres over TLS (sslmode=verify-full)', () => {
       REDIS_URL: inject('redisUrl'),
       CARDS_API_BASE_URL: upstream.url,
       CARDS_API_KEY: API_KEY,
+      CARD_TOKEN_KEYS,
     };
     const migrated = await runCli(['migrate'], env);
     expect(migrated.code, migrated.stderr).toBe(0);

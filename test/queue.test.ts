@@ -6,7 +6,7 @@ import { savedCardChanges, syncRuns } from '../db/schema.js';
 import { enqueueSyncs, readPauseReason, resumeQueue } from '../jobs/queue.js';
 import { type SyncWorker, startSyncWorker } from '../jobs/worker.js';
 import { createApiClient } from '../src/api/client.js';
-import { API_KEY, makeCard, ok, useScriptedApi } from './fixtures.js';
+import { API_KEY, makeCard, ok, testTokens, useScriptedApi } from './fixtures.js';
 import { captureLogger, useTestDatabase } from './helpers.js';
 import { testQueue, waitFor } from './queue-helpers.js';
 
@@ -33,7 +33,7 @@ function setup(
   cleanups.push(() => api.close());
   const start = async () => {
     const w = await startSyncWorker(
-      { db: database.handle.db, api, logger, queue: q.queue, redis: q.redis },
+      { db: database.handle.db, api, logger, tokens: testTokens, queue: q.queue, redis: q.redis },
       {
         redisUrl: inject('redisUrl'),
         prefix: q.prefix,
@@ -189,7 +189,7 @@ describe('outcomes through the queue', () => {
     });
     cleanups.push(() => good.close());
     const worker = await startSyncWorker(
-      { db: database.handle.db, api: good, logger, queue: q.queue, redis: q.redis },
+      { db: database.handle.db, api: good, logger, tokens: testTokens, queue: q.queue, redis: q.redis },
       { redisUrl: inject('redisUrl'), prefix: q.prefix, concurrency: 2 },
     );
     cleanups.push(() => worker.close(5000));
@@ -229,7 +229,7 @@ describe('Postgres away', () => {
     const deadDb = createDb('postgres://postgres@127.0.0.1:1/none', { max: 2 });
     cleanups.push(() => deadDb.close());
     const blind = await startSyncWorker(
-      { db: deadDb.db, api: q.api, logger, queue: q.queue, redis: q.redis },
+      { db: deadDb.db, api: q.api, logger, tokens: testTokens, queue: q.queue, redis: q.redis },
       { redisUrl: inject('redisUrl'), prefix: q.prefix, concurrency: 1 },
     );
     await enqueueSyncs(q.queue, [{ subscriberId: 360 }], 'manual');

@@ -14,7 +14,7 @@ import { createApiClient } from '../src/api/client.js';
 import type { RedisConfig } from '../src/config-redis.js';
 import type { Logger } from '../src/logger.js';
 import { createMetrics } from '../src/metrics.js';
-import { ADMIN_TOKEN, API_KEY, type useScriptedApi } from './fixtures.js';
+import { ADMIN_TOKEN, API_KEY, testTokens, type useScriptedApi } from './fixtures.js';
 import { runCli, waitFor } from './queue-helpers.js';
 
 /**
@@ -51,7 +51,7 @@ export async function exerciseTopology(options: {
   const closers: (() => Promise<unknown>)[] = [];
   try {
     const sync = await startSyncWorker(
-      { db, api, logger, queue, redis },
+      { db, api, logger, tokens: testTokens, queue, redis },
       { redisUrl: options.redis, prefix, concurrency: 8 },
     );
     closers.push(() => sync.close(5000));

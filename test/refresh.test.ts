@@ -17,7 +17,7 @@ import {
 import { startSyncWorker } from '../jobs/worker.js';
 import { createApiClient } from '../src/api/client.js';
 import { cardsFor } from '../src/mock-api/data.js';
-import { API_KEY, ok, useScriptedApi } from './fixtures.js';
+import { API_KEY, ok, testTokens, useScriptedApi } from './fixtures.js';
 import { captureLogger, useTestDatabase } from './helpers.js';
 import { testQueue, waitFor } from './queue-helpers.js';
 
@@ -58,7 +58,7 @@ function setup(options: RefreshOptions = {}) {
   cleanups.push(() => api.close());
   const startSync = async (concurrency = 8) => {
     const w = await startSyncWorker(
-      { db: db(), api, logger, queue: q.queue, redis: q.redis },
+      { db: db(), api, logger, tokens: testTokens, queue: q.queue, redis: q.redis },
       { redisUrl: inject('redisUrl'), prefix: q.prefix, concurrency },
     );
     cleanups.push(() => w.close(5000));

@@ -4,7 +4,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApiClient } from '../src/api/client.js';
 import { syncSubscriber } from '../src/sync/sync-subscriber.js';
-import { API_KEY, makeCard, ok, useScriptedApi } from './fixtures.js';
+import { API_KEY, makeCard, ok, testTokens, useScriptedApi } from './fixtures.js';
 import { captureLogger, useTestDatabase } from './helpers.js';
 
 // The analysts' surface: views without tokens, and a role that cannot read the token column.
@@ -39,13 +39,13 @@ beforeAll(async () => {
   const { logger } = captureLogger();
   for (const id of [80_001, 80_002]) {
     await syncSubscriber(
-      { db: database.handle.db, api, logger },
+      { db: database.handle.db, api, logger, tokens: testTokens },
       { target: { subscriberId: id }, trigger: 'manual' },
     );
   }
   upstream.script.set('id:80002', ok([]));
   await syncSubscriber(
-    { db: database.handle.db, api, logger },
+    { db: database.handle.db, api, logger, tokens: testTokens },
     { target: { subscriberId: 80_002 }, trigger: 'manual' },
   );
   await api.close();

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { savedCardChanges, savedCards, subscribers, syncRuns } from '../db/schema.js';
 import { type ApiClient, createApiClient } from '../src/api/client.js';
 import { syncSubscriber } from '../src/sync/sync-subscriber.js';
-import { API_KEY, makeCard, ok, useScriptedApi } from './fixtures.js';
+import { API_KEY, makeCard, ok, testTokens, useScriptedApi } from './fixtures.js';
 import { captureLogger, useTestDatabase } from './helpers.js';
 
 const database = useTestDatabase();
@@ -19,7 +19,7 @@ afterAll(async () => {
 });
 
 const sync = (target: { subscriberId: number } | { email: string }) =>
-  syncSubscriber({ db: database.handle.db, api, logger }, { target, trigger: 'manual' });
+  syncSubscriber({ db: database.handle.db, api, logger, tokens: testTokens }, { target, trigger: 'manual' });
 
 async function cardsOf(subscriberId: number) {
   return database.handle.db
@@ -113,7 +113,10 @@ describe('200 with a valid array', () => {
     const result = await sync({ subscriberId: 103 });
     expect(result.counts).toMatchObject({ updated: 1, unchanged: 0 });
     const [after] = await cardsOf(103);
-    expect(after).toMatchObject({ cardBankName: 'GARANTI', cardToken: 'f'.repeat(32) });
+    expect(after).toMatchObject({ cardBankName: 'GARANTI' });
+    expect(
+      testTokens.reveal(after!.id, { value: after!.cardToken, fingerprint: after!.cardTokenFingerprint }),
+    ).toBe('f'.repeat(32));
     expect(after!.updatedAt.getTime()).toBeGreaterThan(before!.updatedAt.getTime());
     expect(after!.firstSeenAt).toEqual(before!.firstSeenAt);
     const changes = await changesOf(103);
@@ -249,7 +252,7 @@ describe('failures', () => {
     upstream.script.set('id:109', { ...ok([makeCard(109)]), delayMs: 1000 });
     const started = Date.now();
     const timedOut = await syncSubscriber(
-      { db: database.handle.db, api: slow, logger },
+      { db: database.handle.db, api: slow, logger, tokens: testTokens },
       { target: { subscriberId: 109 }, trigger: 'manual' },
     );
     expect(Date.now() - started).toBeLessThan(900);

@@ -2,7 +2,7 @@ import { sql } from 'drizzle-orm';
 import { describe, expect, inject, it } from 'vitest';
 import { enqueueSyncs } from '../jobs/queue.js';
 import { cardsFor } from '../src/mock-api/data.js';
-import { API_KEY, ok, useScriptedApi } from './fixtures.js';
+import { API_KEY, CARD_TOKEN_KEYS, ok, useScriptedApi } from './fixtures.js';
 import { useCleanups, useTestDatabase } from './helpers.js';
 import { type CliProcess, startCli, testQueue, waitFor } from './queue-helpers.js';
 
@@ -21,6 +21,7 @@ function setup(extraEnv: Record<string, string> = {}) {
     QUEUE_PREFIX: q.prefix,
     CARDS_API_BASE_URL: upstream.url,
     CARDS_API_KEY: API_KEY,
+    CARD_TOKEN_KEYS,
     CARDS_API_TIMEOUT_MS: '1000',
     LOG_LEVEL: 'info',
     ...extraEnv,

@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import type { StoredCard } from '../../src/sync/reconcile.js';
+import type { StoredCard } from '../../src/cards.js';
 import { allInOrder } from './pipeline.js';
 
 // The first of the write path's two round trips (see batch-write.ts): begin, lock, read.
@@ -10,7 +10,7 @@ export interface CardOwner {
   subscriberId: number;
 }
 
-const CARD_COLUMNS = `id, subscriber_id, card_token, bin_number, card_family, card_bank_code, card_bank_name,
+const CARD_COLUMNS = `id, subscriber_id, card_token, card_token_fingerprint, bin_number, card_family, card_bank_code, card_bank_name,
   company_id, create_date, removed_at`;
 
 /** A `saved_cards` row as pg hands it over (int8 parsed to numbers by createDb). */
@@ -18,6 +18,7 @@ export interface CardRow {
   id: number;
   subscriber_id: number;
   card_token: string;
+  card_token_fingerprint: string | null;
   bin_number: string;
   card_family: string;
   card_bank_code: number;
@@ -31,7 +32,7 @@ function storedCard(r: CardRow): StoredCard {
   return {
     id: r.id,
     subscriberId: r.subscriber_id,
-    cardToken: r.card_token,
+    token: { value: r.card_token, fingerprint: r.card_token_fingerprint },
     binNumber: r.bin_number,
     cardFamily: r.card_family,
     cardBankCode: r.card_bank_code,

@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import type { SavedCard } from '../../src/api/schema.js';
+import type { CardToWrite } from '../../src/cards.js';
 import type { ChangeKind, SyncStatus, SyncTrigger } from '../schema.js';
 import type { CardOwner } from './batch-read.js';
 import { allInOrder } from './pipeline.js';
@@ -41,8 +41,8 @@ export interface KnownChange {
 
 export interface BatchWrite {
   now: Date;
-  /** New, changed and restored cards; ids distinct. */
-  upserts: readonly SavedCard[];
+  /** New, changed and restored cards, tokens in stored form; ids distinct. */
+  upserts: readonly CardToWrite[];
   /** Present and identical: only `last_seen_at` moves. */
   touched: readonly number[];
   /** Vanished upstream: marked removed while still owned by that subscriber. */
@@ -54,12 +54,15 @@ export interface BatchWrite {
   successes: readonly { subscriberId: number; activeCards: number }[];
 }
 
+// A sealed token is compared by its fingerprint (two sealings of one token never match); an
+// unchanged token arrives here in its stored form, fingerprint and all.
 const contentChanged = `(
-    c.subscriber_id, c.card_token, c.bin_number, c.card_family, c.card_bank_code, c.card_bank_name,
-    c.company_id, c.create_date
+    c.subscriber_id, coalesce(c.card_token_fingerprint, c.card_token), c.bin_number, c.card_family,
+    c.card_bank_code, c.card_bank_name, c.company_id, c.create_date
   ) is distinct from (
-    excluded.subscriber_id, excluded.card_token, excluded.bin_number, excluded.card_family,
-    excluded.card_bank_code, excluded.card_bank_name, excluded.company_id, excluded.create_date
+    excluded.subscriber_id, coalesce(excluded.card_token_fingerprint, excluded.card_token),
+    excluded.bin_number, excluded.card_family, excluded.card_bank_code, excluded.card_bank_name,
+    excluded.company_id, excluded.create_date
   )`;
 
 // Every column travels as one array parameter (unnest): no parameter limit, a statement text that
@@ -68,13 +71,19 @@ const contentChanged = `(
 // lets them share one statement and its one snapshot.
 const WRITE_BATCH = `
 with upserted as (
-  insert into saved_cards as c (id, subscriber_id, card_token, bin_number, card_family, card_bank_code,
-      card_bank_name, company_id, create_date, first_seen_at, last_seen_at, updated_at, removed_at)
-    select u.*, $1::timestamptz, $1::timestamptz, $1::timestamptz, null::timestamptz
+  insert into saved_cards as c (id, subscriber_id, card_token, card_token_fingerprint, bin_number,
+      card_family, card_bank_code, card_bank_name, company_id, create_date, first_seen_at, last_seen_at,
+      updated_at, removed_at)
+    select u.id, u.subscriber_id, u.card_token, u.fingerprint, u.bin_number, u.card_family,
+      u.card_bank_code, u.card_bank_name, u.company_id, u.create_date,
+      $1::timestamptz, $1::timestamptz, $1::timestamptz, null::timestamptz
     from unnest($2::bigint[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::bigint[], $8::text[],
-      $9::bigint[], $10::timestamptz[]) as u
+      $9::bigint[], $10::timestamptz[], $35::text[])
+      as u(id, subscriber_id, card_token, bin_number, card_family, card_bank_code, card_bank_name,
+        company_id, create_date, fingerprint)
   on conflict (id) do update set
     subscriber_id = excluded.subscriber_id, card_token = excluded.card_token,
+    card_token_fingerprint = excluded.card_token_fingerprint,
     bin_number = excluded.bin_number, card_family = excluded.card_family,
     card_bank_code = excluded.card_bank_code, card_bank_name = excluded.card_bank_name,
     company_id = excluded.company_id, create_date = excluded.create_date,
@@ -159,7 +168,7 @@ export async function writeBatch(
       w.now,
       of(cards, (c) => c.id),
       of(cards, (c) => c.subscriberId),
-      of(cards, (c) => c.cardToken),
+      of(cards, (c) => c.token.value),
       of(cards, (c) => c.binNumber),
       of(cards, (c) => c.cardFamily),
       of(cards, (c) => c.cardBankCode),
@@ -193,6 +202,7 @@ export async function writeBatch(
       of(w.changes, (c) => c.run + 1),
       of(w.successes, (s) => s.subscriberId),
       of(w.successes, (s) => s.activeCards),
+      of(cards, (c) => c.token.fingerprint),
     ],
   });
   const runIds = new Array<number>(w.runs.length);

@@ -1,18 +1,7 @@
 import { z } from 'zod';
+import type { SavedCard } from '../cards.js';
 
-/** One saved card record as the API returns it, after validation (DESIGN §1). */
-export interface SavedCard {
-  id: number;
-  cardToken: string;
-  binNumber: string;
-  cardFamily: string;
-  cardBankCode: number;
-  cardBankName: string;
-  subscriberId: number;
-  companyId: number;
-  /** The original ISO 8601 string with its numeric offset. */
-  createDate: string;
-}
+export type { SavedCard };
 
 /** `dddd-xxxx-xxxx-dddd`: first four and last four digits, two masked groups. */
 export const MASKED_BIN = /^\d{4}-[xX*]{4}-[xX*]{4}-\d{4}$/;

@@ -12,6 +12,8 @@ export interface Io {
   stdin?: import('node:stream').Readable;
   /** Whether standard error is a terminal (progress bars). Default false. */
   isTTY?: boolean;
+  /** Whether standard output is a terminal (`token` refuses one). Default false. */
+  stdoutIsTTY?: boolean;
 }
 
 function where(url: string, fallbackPort: string): string {

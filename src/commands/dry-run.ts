@@ -3,10 +3,12 @@ import { rootCause } from '../../db/errors.js';
 import { readStoredCards } from '../../db/ops/batch-read.js';
 import { findSubscriberIdByEmail } from '../../db/ops/subscribers.js';
 import { createApiClient, type Target } from '../api/client.js';
-import type { SavedCard } from '../api/schema.js';
+import type { SavedCard, StoredCard } from '../cards.js';
 import { type Config, requireApi } from '../config.js';
+import { requireCardTokens } from '../config-tokens.js';
 import { CliError } from '../errors.js';
-import { reconcile, type StoredCard } from '../sync/reconcile.js';
+import { reconcile } from '../sync/reconcile.js';
+import { TokenKeyError } from '../tokens/keyring.js';
 import { describeDbError, type Io } from './common.js';
 
 /** Columns a person may see the values of (never the token). */
@@ -33,6 +35,7 @@ export async function cmdDryRun(
   target: Target,
   options: { json?: boolean },
 ): Promise<number> {
+  const tokens = requireCardTokens(config.tokens);
   const api = createApiClient(requireApi(config), { connections: 1 });
   const handle = createDb(config.databaseUrl, { max: 1, timeoutMs: config.databaseTimeoutMs });
   try {
@@ -66,7 +69,15 @@ export async function cmdDryRun(
         1,
       );
     }
-    const plan = reconcile(subscriberId, outcome.cards, stored);
+    let plan: ReturnType<typeof reconcile>;
+    try {
+      plan = reconcile(subscriberId, outcome.cards, stored, (row, token) =>
+        tokens.matches(row.id, row.token, token),
+      );
+    } catch (error) {
+      if (error instanceof TokenKeyError) throw new CliError(`dry run: ${error.message}`, 1);
+      throw error;
+    }
     const byId = new Map(stored.map((s) => [s.id, s]));
     const lines: string[] = [];
     for (const c of plan.inserts) lines.push(`  + ${describe(c)}: new`);

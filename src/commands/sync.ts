@@ -3,6 +3,7 @@ import { rootCause } from '../../db/errors.js';
 import { runMigrations } from '../../db/migrate.js';
 import { createApiClient, type Target } from '../api/client.js';
 import { type Config, requireApi } from '../config.js';
+import { requireCardTokens } from '../config-tokens.js';
 import { CliError } from '../errors.js';
 import { createLogger } from '../logger.js';
 import { type SyncResult, syncSubscriber } from '../sync/sync-subscriber.js';
@@ -51,13 +52,14 @@ export async function cmdSync(
   options: { json?: boolean },
 ): Promise<number> {
   const apiConfig = requireApi(config);
+  const tokens = requireCardTokens(config.tokens);
   const logger = createLogger({ level: config.logLevel });
   const api = createApiClient(apiConfig, { connections: 1 });
   const handle = createDb(config.databaseUrl, { max: 2, timeoutMs: config.databaseTimeoutMs });
   try {
     // Postgres first: a sync that cannot be written must not spend a request of a rate-limited API.
     await handle.pool.query('select 1');
-    const result = await syncSubscriber({ db: handle.db, api, logger }, { target, trigger: 'cli' });
+    const result = await syncSubscriber({ db: handle.db, api, logger, tokens }, { target, trigger: 'cli' });
     io.out(options.json ? JSON.stringify(result) : formatResult(result, target));
     return result.status === 'succeeded' || result.status === 'superseded' ? 0 : 1;
   } catch (error) {

@@ -11,6 +11,7 @@ import {
 import { queueIsIdle, type SyncWorker, startSyncWorker } from '../../jobs/worker.js';
 import { createApiClient } from '../api/client.js';
 import { type Config, requireApi } from '../config.js';
+import { requireCardTokens } from '../config-tokens.js';
 import { createLogger } from '../logger.js';
 import { createMetrics } from '../metrics.js';
 import { onShutdown } from '../shutdown.js';
@@ -29,6 +30,7 @@ export interface WorkerCliOptions {
 /** `cards-sync worker`: processes sync jobs until signalled (or until idle with --exit-when-idle). */
 export async function cmdWorker(config: Config, io: Io, opts: WorkerCliOptions): Promise<number> {
   const apiConfig = requireApi(config);
+  const tokens = requireCardTokens(config.tokens);
   const concurrency = opts.concurrency ?? config.syncConcurrency;
   const logger = createLogger({ level: config.logLevel });
   const metrics = createMetrics();
@@ -85,7 +87,7 @@ export async function cmdWorker(config: Config, io: Io, opts: WorkerCliOptions):
   onShutdown((signal) => stop(signal), opts.shutdownTimeoutMs + 5000);
 
   sync = await startSyncWorker(
-    { db: handle.db, api, logger, queue, redis, metrics },
+    { db: handle.db, api, logger, tokens, queue, redis, metrics },
     {
       redisUrl: config.redis,
       prefix: config.queuePrefix,

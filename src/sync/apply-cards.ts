@@ -9,8 +9,9 @@ import {
   writeBatch,
 } from '../../db/ops/batch-write.js';
 import type { SyncStatus, SyncTrigger } from '../../db/schema.js';
-import type { SavedCard } from '../api/schema.js';
-import { emptyCounts, type ReconcilePlan, reconcile, type StoredCard, type SyncCounts } from './reconcile.js';
+import type { CardToWrite, SavedCard, StoredCard } from '../cards.js';
+import type { CardTokens } from '../tokens/card-tokens.js';
+import { emptyCounts, type ReconcilePlan, reconcile, type SyncCounts } from './reconcile.js';
 
 /** The `sync_runs` columns known before the answer is written. */
 export interface RunBase {
@@ -82,7 +83,7 @@ function indexStored(read: Awaited<ReturnType<typeof beginLockAndRead>>): Stored
   return { newest: read.newest, bySubscriber, byId };
 }
 
-function plan(item: CardsToApply, stored: StoredIndex): Planned {
+function plan(item: CardsToApply, stored: StoredIndex, tokens: CardTokens): Planned {
   const subscriberId = item.subscriberId;
   if (subscriberId === null) return { item, plan: null, superseded: false };
   // An answer fetched before one already applied is older news: applying it would undo newer
@@ -97,7 +98,21 @@ function plan(item: CardsToApply, stored: StoredIndex): Planned {
     const row = stored.byId.get(c.id);
     if (row && row.subscriberId !== subscriberId) rows.push(row);
   }
-  return { item, plan: reconcile(subscriberId, item.cards, rows), superseded: false };
+  const sameToken = (row: StoredCard, token: string) => tokens.matches(row.id, row.token, token);
+  return { item, plan: reconcile(subscriberId, item.cards, rows, sameToken), superseded: false };
+}
+
+/**
+ * A card to write, its token in stored form: an unchanged token keeps the value it has (no
+ * re-encryption), unless it is stored in plain text while sealing is on; a new one is sealed.
+ */
+function toWrite(card: SavedCard, row: StoredCard | undefined, tokens: CardTokens): CardToWrite {
+  const { cardToken, ...rest } = card;
+  const keep =
+    row !== undefined &&
+    (row.token.fingerprint !== null || !tokens.sealing) &&
+    tokens.matches(row.id, row.token, cardToken);
+  return { ...rest, token: keep ? row.token : tokens.store(card.id, cardToken) };
 }
 
 function knownChanges(p: Planned, run: number): KnownChange[] {
@@ -159,9 +174,16 @@ function runRow(p: Planned): RunRow {
  * applied for its subscriber is recorded as `superseded` and not written, so two syncs of one
  * subscriber never interleave, whatever order their fetches end in.
  *
+ * Tokens are stored and compared through `tokens` (sealed with CARD_TOKEN_ENCRYPTION=on); a stored
+ * token it cannot compare (its key is not in the ring) fails the batch before anything is written.
+ *
  * Results come back in the order of `items`; if anything fails, nothing of any of them is written.
  */
-export async function applyCardsBatch(db: Db, items: readonly CardsToApply[]): Promise<AppliedCards[]> {
+export async function applyCardsBatch(
+  db: Db,
+  tokens: CardTokens,
+  items: readonly CardsToApply[],
+): Promise<AppliedCards[]> {
   const client = await db.$client.connect();
   let broken: Error | undefined;
   // A connection reset between two statements arrives as an 'error' event (createDb's listener
@@ -188,7 +210,7 @@ export async function applyCardsBatch(db: Db, items: readonly CardsToApply[]): P
     }
     const now = new Date();
     const stored = indexStored(read);
-    const planned = items.map((item) => plan(item, stored));
+    const planned = items.map((item) => plan(item, stored, tokens));
     const writing = planned.filter((p) => p.plan !== null);
 
     // A stored card that one answer dropped and another written answer lists has moved: the lister
@@ -204,7 +226,10 @@ export async function applyCardsBatch(db: Db, items: readonly CardsToApply[]): P
     // Everything is worked out before the first query goes out: nothing may throw between them.
     const batch: BatchWrite = {
       now,
-      upserts: writing.flatMap((p) => [...p.plan!.inserts, ...p.plan!.updates.map((u) => u.card)]),
+      upserts: writing.flatMap((p) => [
+        ...p.plan!.inserts.map((c) => toWrite(c, undefined, tokens)),
+        ...p.plan!.updates.map((u) => toWrite(u.card, stored.byId.get(u.card.id), tokens)),
+      ]),
       touched: writing.flatMap((p) => p.plan!.unchangedIds),
       removals,
       runs: planned.map(runRow),

@@ -1,5 +1,6 @@
 import type { Db } from '../../db/client.js';
 import { isConnectionError, rootCause } from '../../db/errors.js';
+import type { CardTokens } from '../tokens/card-tokens.js';
 import {
   type AppliedCards,
   applyCardsBatch,
@@ -14,8 +15,8 @@ export interface CardWriter {
 }
 
 /** Writes each answer in a transaction of its own. */
-export function directWriter(db: Db): CardWriter {
-  return { apply: async (item) => (await applyCardsBatch(db, [item]))[0]! };
+export function directWriter(db: Db, tokens: CardTokens): CardWriter {
+  return { apply: async (item) => (await applyCardsBatch(db, tokens, [item]))[0]! };
 }
 
 /** Options of {@link createGroupCommitter}. */
@@ -50,7 +51,11 @@ interface Pending {
  * Two answers for the same subscriber, e-mail or card never share a batch or run in two batches
  * at once: the second waits for the next one.
  */
-export function createGroupCommitter(db: Db, options: GroupCommitOptions = {}): CardWriter {
+export function createGroupCommitter(
+  db: Db,
+  tokens: CardTokens,
+  options: GroupCommitOptions = {},
+): CardWriter {
   const maxBatch = options.maxBatch ?? 64;
   const maxCards = options.maxCards ?? 20_000;
   const maxInFlight = options.maxInFlight ?? 4;
@@ -92,6 +97,7 @@ export function createGroupCommitter(db: Db, options: GroupCommitOptions = {}): 
     try {
       results = await applyCardsBatch(
         db,
+        tokens,
         batch.map((p) => p.item),
       );
     } catch (error) {
@@ -106,7 +112,7 @@ export function createGroupCommitter(db: Db, options: GroupCommitOptions = {}): 
       }
       // Find the bad one: each answer alone, so the others still land.
       for (const p of batch) {
-        await applyCardsBatch(db, [p.item]).then((r) => p.resolve(r[0]!), p.reject);
+        await applyCardsBatch(db, tokens, [p.item]).then((r) => p.resolve(r[0]!), p.reject);
       }
       options.onBatch?.(batch.length, performance.now() - started, true);
       return;

@@ -1,18 +1,6 @@
-import type { SavedCard } from '../api/schema.js';
+import type { SavedCard, StoredCard } from '../cards.js';
 
-/** A stored `saved_cards` row, as far as reconciling needs it. */
-export interface StoredCard {
-  id: number;
-  subscriberId: number;
-  cardToken: string;
-  binNumber: string;
-  cardFamily: string;
-  cardBankCode: number;
-  cardBankName: string;
-  companyId: number;
-  createDate: Date;
-  removedAt: Date | null;
-}
+export type { StoredCard };
 
 /** A card whose stored row must be rewritten: new content, a restore, or both. */
 export interface CardUpdate {
@@ -53,11 +41,14 @@ export const emptyCounts = (): SyncCounts => ({
   restored: 0,
 });
 
+/** Whether a stored token is this token (compared without decrypting: see src/tokens/). */
+export type SameToken = (stored: StoredCard, token: string) => boolean;
+
 /** Compares content columns; returns the names (as in the table) of those that differ. */
-export function changedFields(stored: StoredCard, card: SavedCard): string[] {
+export function changedFields(stored: StoredCard, card: SavedCard, sameToken: SameToken): string[] {
   const fields: string[] = [];
   if (stored.subscriberId !== card.subscriberId) fields.push('subscriber_id');
-  if (stored.cardToken !== card.cardToken) fields.push('card_token');
+  if (!sameToken(stored, card.cardToken)) fields.push('card_token');
   if (stored.binNumber !== card.binNumber) fields.push('bin_number');
   if (stored.cardFamily !== card.cardFamily) fields.push('card_family');
   if (stored.cardBankCode !== card.cardBankCode) fields.push('card_bank_code');
@@ -73,11 +64,13 @@ export function changedFields(stored: StoredCard, card: SavedCard): string[] {
  * @param subscriberId whose answer this is
  * @param upstream the validated answer (ids unique)
  * @param stored every stored row of this subscriber, plus any stored row whose id the answer lists
+ * @param sameToken compares a stored token with an upstream one
  */
 export function reconcile(
   subscriberId: number,
   upstream: readonly SavedCard[],
   stored: readonly StoredCard[],
+  sameToken: SameToken,
 ): ReconcilePlan {
   const byId = new Map<number, StoredCard>();
   for (const row of stored) byId.set(row.id, row);
@@ -98,7 +91,7 @@ export function reconcile(
       plan.counts.inserted++;
       continue;
     }
-    const fields = changedFields(row, card);
+    const fields = changedFields(row, card, sameToken);
     const restored = row.removedAt !== null;
     const moved = row.subscriberId !== card.subscriberId ? { previousSubscriberId: row.subscriberId } : {};
     if (restored) {

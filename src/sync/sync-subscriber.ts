@@ -4,9 +4,11 @@ import { findSubscriberIdByEmail, recordSubscriberFailure } from '../../db/ops/s
 import { insertSyncRun } from '../../db/ops/sync-runs.js';
 import type { SyncStatus, SyncTrigger } from '../../db/schema.js';
 import type { ApiClient, FetchOutcome, Target } from '../api/client.js';
-import type { SavedCard } from '../api/schema.js';
+import type { SavedCard } from '../cards.js';
 import type { Logger } from '../logger.js';
 import { redactExcerpt } from '../redact.js';
+import type { CardTokens } from '../tokens/card-tokens.js';
+import { TokenKeyError } from '../tokens/keyring.js';
 import type { RunBase } from './apply-cards.js';
 import { type CardWriter, directWriter } from './group-commit.js';
 import { emptyCounts, type SyncCounts } from './reconcile.js';
@@ -15,6 +17,8 @@ export interface SyncDeps {
   db: Db;
   api: ApiClient;
   logger: Logger;
+  /** How card tokens are stored and compared (sealed with CARD_TOKEN_ENCRYPTION=on). */
+  tokens: CardTokens;
   /** Where answers are written. Default: each in a transaction of its own. */
   writer?: CardWriter;
 }
@@ -112,6 +116,22 @@ export async function syncSubscriber(deps: SyncDeps, request: SyncRequest): Prom
       }
       return withApi({ ...result, durationMs });
     } catch (error) {
+      const subscriberId =
+        'subscriberId' in request.target
+          ? request.target.subscriberId
+          : (outcome.cards[0]?.subscriberId ?? null);
+      if (error instanceof TokenKeyError) {
+        // A stored token this process cannot read: not retried (the ring must change first), nothing written.
+        return withApi(
+          await recordFailure(deps, log, base, t0, {
+            status: 'failed',
+            subscriberId,
+            errorCode: error.code,
+            errorMessage: error.message,
+            retryable: false,
+          }),
+        );
+      }
       const root = rootCause(error);
       const message = redactExcerpt(root.message, [], 200);
       const code = root.code;
@@ -119,10 +139,7 @@ export async function syncSubscriber(deps: SyncDeps, request: SyncRequest): Prom
       return withApi(
         await recordFailure(deps, log, base, t0, {
           status: 'failed',
-          subscriberId:
-            'subscriberId' in request.target
-              ? request.target.subscriberId
-              : (outcome.cards[0]?.subscriberId ?? null),
+          subscriberId,
           errorCode: isConnectionError(code) ? 'db_unavailable' : 'db_error',
           errorMessage: `the database refused the write: ${message}`,
           retryable: true,
@@ -215,7 +232,7 @@ async function applyCards(
     // An e-mail answered with no cards: the subscriber is whoever we last saw with that e-mail.
     subscriberId = (await findSubscriberIdByEmail(deps.db, email)) ?? null;
   }
-  const writer = deps.writer ?? directWriter(deps.db);
+  const writer = deps.writer ?? directWriter(deps.db, deps.tokens);
   const applied = await writer.apply({ subscriberId, email, cards, run });
   return { ...applied, retryable: false };
 }

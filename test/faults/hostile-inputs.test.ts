@@ -8,7 +8,7 @@ import { type ApiClient, createApiClient } from '../../src/api/client.js';
 import { createMetrics } from '../../src/metrics.js';
 import { directWriter } from '../../src/sync/group-commit.js';
 import { syncSubscriber } from '../../src/sync/sync-subscriber.js';
-import { API_KEY, makeCard, ok, useScriptedApi } from '../fixtures.js';
+import { API_KEY, CARD_TOKEN_KEYS, makeCard, ok, testTokens, useScriptedApi } from '../fixtures.js';
 import { captureLogger, useTestDatabase } from '../helpers.js';
 import { runCli, testQueue } from '../queue-helpers.js';
 import { recordFaultRow } from './report.js';
@@ -55,7 +55,7 @@ beforeAll(async () => {
     prefix: q.prefix,
   });
   dir = await mkdtemp(join(tmpdir(), 'cards-sync-hostile-'));
-  const writer = directWriter(database.handle.db);
+  const writer = directWriter(database.handle.db, testTokens);
   for (const id of [9101, 9102]) {
     await writer.apply({
       subscriberId: id,
@@ -77,6 +77,7 @@ const env = () => ({
   QUEUE_PREFIX: q.prefix,
   CARDS_API_BASE_URL: upstream.url,
   CARDS_API_KEY: API_KEY,
+  CARD_TOKEN_KEYS,
   LOG_LEVEL: 'info',
 });
 
@@ -123,7 +124,7 @@ async function answer(body: unknown, raw = false) {
   const id = nextId++;
   upstream.script.set(`id:${id}`, raw ? { status: 200, body: body as string } : ok(body));
   const r = await syncSubscriber(
-    { db: database.handle.db, api, logger },
+    { db: database.handle.db, api, logger, tokens: testTokens },
     { target: { subscriberId: id }, trigger: 'manual' },
   );
   return { code: r.status === 'invalid_response' ? 422 : 200, message: r.errorMessage ?? r.status };

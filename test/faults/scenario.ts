@@ -6,7 +6,7 @@ import { queueIsIdle } from '../../jobs/worker.js';
 import type { SavedCard } from '../../src/api/schema.js';
 import type { RedisConfig } from '../../src/config-redis.js';
 import { cardsFor } from '../../src/mock-api/data.js';
-import { API_KEY } from '../fixtures.js';
+import { API_KEY, CARD_TOKEN_KEYS } from '../fixtures.js';
 import { type CliProcess, startCli, testQueue, waitFor } from '../queue-helpers.js';
 import { recordFaultRow } from './report.js';
 import { secretsIn } from './secrets.js';
@@ -108,6 +108,7 @@ export async function startScenario(o: ScenarioOptions): Promise<Scenario> {
     QUEUE_PREFIX: q.prefix,
     CARDS_API_BASE_URL: apiUrl,
     CARDS_API_KEY: API_KEY,
+    CARD_TOKEN_KEYS,
     // A dead worker's jobs are taken over once their lock (this + 5 s) runs out.
     CARDS_API_TIMEOUT_MS: '1000',
     LOG_LEVEL: 'info',

@@ -1,6 +1,6 @@
 import { readdirSync, readFileSync, rmSync } from 'node:fs';
 import { secretsIn } from '../faults/secrets.js';
-import { ADMIN_TOKEN, API_KEY } from '../fixtures.js';
+import { ADMIN_TOKEN, API_KEY, TEST_TOKEN_KEY } from '../fixtures.js';
 import { LOG_ARCHIVE_DIR } from '../log-archive.js';
 
 /**
@@ -20,8 +20,13 @@ export default function setup() {
     }
     const logs = files.map((f) => readFileSync(`${LOG_ARCHIVE_DIR}/${f}`, 'utf8'));
     const lines = logs.reduce((n, log) => n + log.split('\n').length, 0);
-    const found = secretsIn(logs, { apiKey: API_KEY, adminToken: ADMIN_TOKEN, cardTokenShapes: true }).map(
-      (hit) => hit.replace(/^log (\d+)/, (_, n: string) => `${LOG_ARCHIVE_DIR}/${files[Number(n) - 1]}`),
+    const found = secretsIn(logs, {
+      apiKey: API_KEY,
+      adminToken: ADMIN_TOKEN,
+      tokenKeys: [TEST_TOKEN_KEY],
+      cardTokenShapes: true,
+    }).map((hit) =>
+      hit.replace(/^log (\d+)/, (_, n: string) => `${LOG_ARCHIVE_DIR}/${files[Number(n) - 1]}`),
     );
     if (found.length > 0) {
       // Vitest reports an error thrown here but still exits 0: the exit code is set by hand.

@@ -1,0 +1,61 @@
+import { createDb, type Db } from '../../db/client.js';
+import { recordAdminAction } from '../../db/ops/admin-actions.js';
+import { readStoredToken } from '../../db/ops/token-rotation.js';
+import type { AdminSource } from '../../db/schema.js';
+import { cliActor } from '../audit.js';
+import { type CardTokens, cardTokens } from './card-tokens.js';
+import { parseKeyRing } from './keyring.js';
+
+/** No card of that id is stored. */
+export class CardNotFoundError extends Error {
+  override readonly name = 'CardNotFoundError';
+  constructor(readonly cardId: number) {
+    super(`card ${cardId} is not stored`);
+  }
+}
+
+/**
+ * The token of one stored card, for a consumer that must charge it. Every read leaves an
+ * `admin_actions` row (`token_read`, the card and its subscriber; never the token). Throws
+ * {@link CardNotFoundError}, or `TokenKeyError` when the token's key is not in the ring or the
+ * stored value was altered.
+ */
+export async function readCardToken(
+  db: Db,
+  tokens: CardTokens,
+  cardId: number,
+  who: { actor: string; source: AdminSource },
+): Promise<string> {
+  const stored = await readStoredToken(db.$client, cardId);
+  if (stored === undefined) throw new CardNotFoundError(cardId);
+  const token = tokens.reveal(cardId, stored.token);
+  await recordAdminAction(db, {
+    ...who,
+    action: 'token_read',
+    detail: { cardId, subscriberId: stored.subscriberId },
+  });
+  return token;
+}
+
+/**
+ * The package's way for a billing job to read one card's token:
+ * `await fetchCardToken({ databaseUrl, keys: process.env.CARD_TOKEN_KEYS, cardId: 123 })`.
+ * `keys` is a CARD_TOKEN_KEYS value; `actor` defaults to the OS user.
+ */
+export async function fetchCardToken(options: {
+  databaseUrl: string;
+  keys?: string | undefined;
+  cardId: number;
+  actor?: string;
+}): Promise<string> {
+  const ring = options.keys === undefined ? undefined : parseKeyRing(options.keys);
+  const handle = createDb(options.databaseUrl, { max: 1 });
+  try {
+    return await readCardToken(handle.db, cardTokens(false, ring), options.cardId, {
+      actor: options.actor ?? cliActor(),
+      source: 'cli',
+    });
+  } finally {
+    await handle.close();
+  }
+}
