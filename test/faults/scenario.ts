@@ -6,7 +6,7 @@ import { queueIsIdle } from '../../jobs/worker.js';
 import type { SavedCard } from '../../src/api/schema.js';
 import type { RedisConfig } from '../../src/config-redis.js';
 import { cardsFor } from '../../src/mock-api/data.js';
-import { API_KEY, CARD_TOKEN_KEYS } from '../fixtures.js';
+import { API_KEY, CARD_TOKEN_KEYS, testTokens } from '../fixtures.js';
 import { type CliProcess, startCli, testQueue, waitFor } from '../queue-helpers.js';
 import { recordFaultRow } from './report.js';
 import { secretsIn } from './secrets.js';
@@ -160,7 +160,9 @@ export async function startScenario(o: ScenarioOptions): Promise<Scenario> {
       }
       const same = (r: (typeof rows.rows)[number], c: SavedCard) =>
         r.id === c.id &&
-        r.card_token === c.cardToken &&
+        // Sealed, and under the tests' key: the token the API served, never the token itself.
+        r.card_token !== c.cardToken &&
+        testTokens.reveal(r.id, { value: r.card_token, fingerprint: r.card_token_fingerprint }) === c.cardToken &&
         r.bin_number === c.binNumber &&
         r.card_family === c.cardFamily &&
         r.card_bank_code === c.cardBankCode &&
