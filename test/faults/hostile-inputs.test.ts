@@ -82,7 +82,7 @@ const env = () => ({
 });
 
 interface Case {
-  edge: 'cli' | 'env' | 'file' | 'http' | 'api';
+  edge: 'cli' | 'env' | 'file' | 'http' | 'api' | 'keys';
   name: string;
   /** Runs the input; returns what the user sees: an exit code or HTTP status, and the message. */
   run(): Promise<{ code: number; message: string }>;
@@ -131,7 +131,90 @@ async function answer(body: unknown, raw = false) {
 }
 const card = (overrides: Record<string, unknown>) => ({ ...makeCard(nextId), ...overrides });
 
+/** Runs `token --card-id` on a seeded card while its stored value is altered by `alter`, then puts it back. */
+async function withAlteredToken(alter: (value: string) => string, args: string[] = []) {
+  const id = seeded[0]!.id;
+  const { rows } = await database.handle.pool.query<{ card_token: string }>(
+    'select card_token from saved_cards where id = $1',
+    [id],
+  );
+  const original = rows[0]!.card_token;
+  await database.handle.pool.query('update saved_cards set card_token = $2 where id = $1', [
+    id,
+    alter(original),
+  ]);
+  try {
+    return await cli(['token', '--card-id', String(id), ...args]);
+  } finally {
+    await database.handle.pool.query('update saved_cards set card_token = $2 where id = $1', [id, original]);
+  }
+}
+const flipLastByte = (value: string) => {
+  const [scheme, keyId, body] = value.split(':') as [string, string, string];
+  const bytes = Buffer.from(body, 'base64url');
+  bytes[bytes.length - 1]! ^= 0x01;
+  return `${scheme}:${keyId}:${bytes.toString('base64url')}`;
+};
+const OTHER_KEY = `other:${Buffer.alloc(32, 7).toString('base64')}`;
+
 const cases: Case[] = [
+  // Card-token keys and sealed values
+  {
+    edge: 'keys',
+    name: 'CARD_TOKEN_KEYS without a key id',
+    run: () => cli(['sync', '--id', '9101'], { CARD_TOKEN_KEYS: Buffer.alloc(32, 1).toString('base64') }),
+    code: 2,
+    message: /CARD_TOKEN_KEYS is not a key ring .*no key id before a colon/,
+  },
+  {
+    edge: 'keys',
+    name: 'a key of 31 bytes',
+    run: () => cli(['worker'], { CARD_TOKEN_KEYS: `k1:${Buffer.alloc(31, 1).toString('base64')}` }),
+    code: 2,
+    message: /key k1 is 31 bytes; AES-256 needs exactly 32/,
+  },
+  {
+    edge: 'keys',
+    name: 'no keys while encryption is on',
+    run: () => cli(['sync', '--id', '9101'], { CARD_TOKEN_KEYS: '' }),
+    code: 2,
+    message: /CARD_TOKEN_KEYS is not set.*openssl rand -base64 32/,
+  },
+  {
+    edge: 'keys',
+    name: 'a stored value under a key id the ring does not hold',
+    run: () => cli(['token', '--card-id', String(seeded[0]!.id)], { CARD_TOKEN_KEYS: OTHER_KEY }),
+    code: 1,
+    message: /sealed under key test1, which CARD_TOKEN_KEYS does not hold/,
+  },
+  {
+    edge: 'keys',
+    name: 'a dry run against tokens under a key the ring does not hold',
+    run: async () => {
+      upstream.script.set('id:9101', ok(seeded.filter((c) => c.subscriberId === 9101)));
+      try {
+        return await cli(['sync', '--id', '9101', '--dry-run'], { CARD_TOKEN_KEYS: OTHER_KEY });
+      } finally {
+        upstream.script.delete('id:9101');
+      }
+    },
+    code: 1,
+    message: /dry run: card \d+: the stored token is sealed under key test1/,
+  },
+  {
+    edge: 'keys',
+    name: 'a sealed value whose tag was altered',
+    run: () => withAlteredToken(flipLastByte),
+    code: 1,
+    message: /failed authentication under key test1 .*refusing to decrypt it/,
+  },
+  {
+    edge: 'keys',
+    name: 'a sealed value naming an unknown scheme',
+    run: () => withAlteredToken((v) => v.replace(/^ct1:/, 'ct9:')),
+    code: 1,
+    message: /is not a sealed value/,
+  },
   // CLI arguments
   { edge: 'cli', name: 'sync without a target', run: () => cli(['sync']), code: 2, message: /--id/ },
   { edge: 'cli', name: 'sync --id abc', run: () => cli(['sync', '--id', 'abc']), code: 2, message: /--id/ },
@@ -435,7 +518,7 @@ const cases: Case[] = [
 describe('hostile inputs: a clear error, and stored data left intact', () => {
   it('there are at least 40 cases, at every edge', () => {
     expect(cases.length).toBeGreaterThanOrEqual(40);
-    expect(new Set(cases.map((c) => c.edge))).toEqual(new Set(['cli', 'env', 'file', 'http', 'api']));
+    expect(new Set(cases.map((c) => c.edge))).toEqual(new Set(['cli', 'env', 'file', 'http', 'api', 'keys']));
   });
 
   it.for(cases)('$edge: $name', async (c) => {
@@ -455,7 +538,7 @@ describe('hostile inputs: a clear error, and stored data left intact', () => {
     ).toEqual([]);
     recordFaultRow({
       scenario: 'hostile inputs',
-      faults: `${cases.length} hostile inputs (CLI, env, files, admin HTTP, API answers)`,
+      faults: `${cases.length} hostile inputs (CLI, env, files, admin HTTP, API answers, token keys)`,
       faultCount: cases.length,
       jobs: 0,
       subscribersChecked: 2,
