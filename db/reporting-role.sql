@@ -1,4 +1,4 @@
--- A read-only role for analysts: the reporting views and tables, never a card token.
+-- A read-only role for analysts: the reporting views and tables, never a card token or an e-mail.
 -- Apply after `cards-sync migrate`, as a superuser or the tables' owner:
 --   psql "$DATABASE_URL" -f db/reporting-role.sql
 -- then give people logins that inherit it:
@@ -16,12 +16,27 @@ $$;
 
 GRANT USAGE ON SCHEMA public TO cards_sync_reporting;
 
--- The views run with their owner's rights: the role reads them without any right on card_token.
-GRANT SELECT ON saved_cards_active, subscriber_freshness TO cards_sync_reporting;
-GRANT SELECT ON subscribers, sync_runs, saved_card_changes, refresh_runs TO cards_sync_reporting;
+-- The views run with their owner's rights: the role reads them without any right on card_token
+-- or e-mail addresses.
+GRANT SELECT ON saved_cards_active, subscriber_freshness, subscribers_report, sync_runs_report
+  TO cards_sync_reporting;
+GRANT SELECT ON saved_card_changes, refresh_runs TO cards_sync_reporting;
 
--- saved_cards itself: every column but card_token.
+-- saved_cards itself: every column but card_token and its fingerprint.
 REVOKE ALL ON saved_cards FROM cards_sync_reporting;
 GRANT SELECT (id, subscriber_id, bin_number, card_family, card_bank_code, card_bank_name, company_id,
               create_date, first_seen_at, last_seen_at, updated_at, removed_at)
   ON saved_cards TO cards_sync_reporting;
+
+-- subscribers and sync_runs: every column but email (an earlier version of this file granted the
+-- whole tables; the REVOKEs take that back).
+REVOKE ALL ON subscribers, sync_runs FROM cards_sync_reporting;
+GRANT SELECT (subscriber_id, last_synced_at, last_success_at, last_status, last_error,
+              consecutive_failures, active_cards)
+  ON subscribers TO cards_sync_reporting;
+GRANT SELECT (id, subscriber_id, trigger, job_id, refresh_run_id, started_at, finished_at, status,
+              cards_seen, inserted, updated, unchanged, removed, restored, error_code, error_message)
+  ON sync_runs TO cards_sync_reporting;
+
+-- The audit trail is for operators: no right at all.
+REVOKE ALL ON admin_actions FROM cards_sync_reporting;

@@ -262,3 +262,42 @@ export const subscriberFreshness = pgView('subscriber_freshness').as((qb) =>
     })
     .from(subscribers),
 );
+
+/** Every column of `subscribers` but `email`: what analysts read (they have no right on e-mails). */
+export const subscribersReport = pgView('subscribers_report').as((qb) =>
+  qb
+    .select({
+      subscriberId: subscribers.subscriberId,
+      lastSyncedAt: subscribers.lastSyncedAt,
+      lastSuccessAt: subscribers.lastSuccessAt,
+      lastStatus: subscribers.lastStatus,
+      lastError: subscribers.lastError,
+      consecutiveFailures: subscribers.consecutiveFailures,
+      activeCards: subscribers.activeCards,
+    })
+    .from(subscribers),
+);
+
+/** Every column of `sync_runs` but `email`, for analysts. */
+export const syncRunsReport = pgView('sync_runs_report').as((qb) =>
+  qb
+    .select({
+      id: syncRuns.id,
+      subscriberId: syncRuns.subscriberId,
+      trigger: syncRuns.trigger,
+      jobId: syncRuns.jobId,
+      refreshRunId: syncRuns.refreshRunId,
+      startedAt: syncRuns.startedAt,
+      finishedAt: syncRuns.finishedAt,
+      status: syncRuns.status,
+      cardsSeen: syncRuns.cardsSeen,
+      inserted: syncRuns.inserted,
+      updated: syncRuns.updated,
+      unchanged: syncRuns.unchanged,
+      removed: syncRuns.removed,
+      restored: syncRuns.restored,
+      errorCode: syncRuns.errorCode,
+      errorMessage: syncRuns.errorMessage,
+    })
+    .from(syncRuns),
+);

@@ -110,6 +110,31 @@ describe('reporting surface', () => {
     for (const q of queries) await asAnalyst.query(q);
   });
 
+  it('the analyst reads no e-mail address: not in subscribers, not in sync_runs, and no audit trail', async () => {
+    await asOwner(`update subscribers set email = 'ayse.yilmaz@example.com' where subscriber_id = 80001`);
+    await asOwner(`update sync_runs set email = 'ayse.yilmaz@example.com' where subscriber_id = 80001`);
+    for (const denied of [
+      'select email from subscribers',
+      'select * from subscribers',
+      'select email from sync_runs',
+      'select * from sync_runs',
+      'select * from admin_actions',
+      'select card_token_fingerprint from saved_cards',
+    ]) {
+      await expect(asAnalyst.query(denied), denied).rejects.toMatchObject({ code: '42501' });
+    }
+    // The same rows without the e-mails, to join on subscriber_id.
+    const subs = await asAnalyst.query('select * from subscribers_report order by subscriber_id');
+    expect(subs.fields.map((f) => f.name)).not.toContain('email');
+    expect(subs.rows.map((r) => Number(r.subscriber_id))).toEqual([80_001, 80_002]);
+    const runs = await asAnalyst.query('select * from sync_runs_report where subscriber_id = 80001');
+    expect(runs.fields.map((f) => f.name)).not.toContain('email');
+    expect(runs.rows.length).toBeGreaterThan(0);
+    expect(JSON.stringify([subs.rows, runs.rows])).not.toContain('ayse');
+    const named = await asAnalyst.query('select subscriber_id, last_status from subscribers order by 1');
+    expect(named.rows.length).toBe(2);
+  });
+
   it('the analyst cannot write', async () => {
     await expect(asAnalyst.query('delete from saved_card_changes')).rejects.toMatchObject({ code: '42501' });
   });

@@ -1,0 +1,2 @@
+CREATE VIEW "public"."subscribers_report" AS (select "subscriber_id", "last_synced_at", "last_success_at", "last_status", "last_error", "consecutive_failures", "active_cards" from "subscribers");--> statement-breakpoint
+CREATE VIEW "public"."sync_runs_report" AS (select "id", "subscriber_id", "trigger", "job_id", "refresh_run_id", "started_at", "finished_at", "status", "cards_seen", "inserted", "updated", "unchanged", "removed", "restored", "error_code", "error_message" from "sync_runs");
