@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { describe, expect, inject, it } from 'vitest';
-import { API_KEY, CARD_TOKEN_KEYS, useScriptedApi } from './fixtures.js';
+import { API_KEY, CARD_TOKEN_KEYS, testTokens, useScriptedApi } from './fixtures.js';
 import { adminQuery, useTestDatabase, withDatabase } from './helpers.js';
 import { runCli } from './queue-helpers.js';
 
@@ -80,5 +80,50 @@ describe('cards-sync doctor', () => {
     );
     expect(line(run.stdout, 'redis')).toMatch(/^ok\s+redis/);
     expect(line(run.stdout, 'api key')).toMatch(/^WARN\s+api key\s+CARDS_API_BASE_URL and CARDS_API_KEY/);
+    expect(line(run.stdout, 'card tokens')).toMatch(/^FAIL\s+card tokens\s+not checked/);
+  });
+
+  it('card tokens: ok when all are sealed under the first key; says what rotation has left, a lost key, and off', async () => {
+    const env = { DATABASE_URL: database.url, REDIS_URL: inject('redisUrl') };
+    const sealed = testTokens.store(990001, 'tok-doctor-1');
+    await database.handle.pool.query(
+      `insert into saved_cards (id, subscriber_id, card_token, card_token_fingerprint, bin_number, card_family,
+         card_bank_code, card_bank_name, company_id, create_date, first_seen_at, last_seen_at, updated_at)
+       values (990001, 99, $1, $2, '4761-xxxx-xxxx-0043', '', 1, 'AKBA', 1, now(), now(), now(), now()),
+              (990002, 99, 'tok-doctor-plain', null, '4761-xxxx-xxxx-0043', '', 1, 'AKBA', 1, now(), now(), now(), now())`,
+      [sealed.value, sealed.fingerprint],
+    );
+    try {
+      const rotated = `test2:${Buffer.alloc(32, 9).toString('base64')},${CARD_TOKEN_KEYS}`;
+      const older = await runCli(['doctor'], { ...env, CARD_TOKEN_KEYS: rotated });
+      expect(line(older.stdout, 'card tokens')).toMatch(
+        /^WARN\s+card tokens\s+sealing under key test2 \(ring test2, test1\); 1 tokens in plain text and 1 under older keys: run `cards-sync tokens rotate`/,
+      );
+      const lost = await runCli(['doctor'], {
+        ...env,
+        CARD_TOKEN_KEYS: `test2:${Buffer.alloc(32, 9).toString('base64')}`,
+      });
+      expect(lost.code).toBe(1);
+      expect(line(lost.stdout, 'card tokens')).toMatch(
+        /^FAIL\s+card tokens\s+1 tokens are sealed under key test1, which CARD_TOKEN_KEYS does not hold: add it back/,
+      );
+      const off = await runCli(['doctor'], { ...env, CARD_TOKEN_ENCRYPTION: 'off' });
+      expect(line(off.stdout, 'card tokens')).toMatch(
+        /^WARN\s+card tokens\s+CARD_TOKEN_ENCRYPTION=off: new tokens are stored as received \(1 in plain text now\)/,
+      );
+      const none = await runCli(['doctor'], env);
+      expect(line(none.stdout, 'card tokens')).toMatch(
+        /^FAIL\s+card tokens\s+CARD_TOKEN_KEYS is not set: generate a key with `openssl rand -base64 32`/,
+      );
+      await database.handle.pool.query('delete from saved_cards where id = 990002');
+      const clean = await runCli(['doctor'], { ...env, CARD_TOKEN_KEYS });
+      expect(line(clean.stdout, 'card tokens')).toMatch(
+        /^ok\s+card tokens\s+every stored token sealed under key test1 \(ring test1\)/,
+      );
+      for (const r of [older, lost, off, none, clean])
+        expect(r.stdout + r.stderr).not.toContain('tok-doctor');
+    } finally {
+      await database.handle.pool.query('delete from saved_cards where id in (990001, 990002)');
+    }
   });
 });

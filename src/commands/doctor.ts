@@ -4,6 +4,7 @@ import { appliedCount, shippedCount } from '../../db/migrate.js';
 import { createRedis, evictionPolicy, type RedisClient } from '../../jobs/redis.js';
 import { createApiClient } from '../api/client.js';
 import type { Config } from '../config.js';
+import { HOW_TO_MAKE_A_KEY } from '../config-tokens.js';
 import type { Io } from './common.js';
 import { describeDbError, ensureRedis } from './common.js';
 
@@ -39,6 +40,7 @@ async function postgresChecks(config: Config): Promise<Check[]> {
       { verdict: 'FAIL', name: 'postgres', says: fix },
       { verdict: 'FAIL', name: 'migrations', says: 'not checked: Postgres does not answer' },
       { verdict: 'FAIL', name: 'clock', says: 'not checked: Postgres does not answer' },
+      { verdict: 'FAIL', name: 'card tokens', says: 'not checked: Postgres does not answer' },
     ];
   }
   try {
@@ -79,10 +81,60 @@ async function postgresChecks(config: Config): Promise<Check[]> {
             says: `${(skew / 1000).toFixed(1)} s off Postgres's clock (more than ${MAX_SKEW_MS / 1000} s): run time sync (chrony, systemd-timesyncd) on this host or the database's`,
           },
     );
+    if (applied >= shipped) checks.push(await tokenCheck(client, config));
     return checks;
   } finally {
     await client.end().catch(() => {});
   }
+}
+
+/** How tokens are stored: the setting, the ring, and what `tokens rotate` has left to do. */
+async function tokenCheck(client: pg.Client, config: Config): Promise<Check> {
+  const { rows } = await client.query<{ key: string | null; n: number }>(
+    `select case when card_token_fingerprint is null then null else split_part(card_token, ':', 2) end as key,
+            count(*)::int as n
+       from saved_cards group by 1`,
+  );
+  const plain = rows.find((r) => r.key === null)?.n ?? 0;
+  const sealed = rows.filter((r) => r.key !== null) as { key: string; n: number }[];
+  const ring = config.tokens.ring;
+  if (config.tokens.encryption === 'off') {
+    return {
+      verdict: 'WARN',
+      name: 'card tokens',
+      says: `CARD_TOKEN_ENCRYPTION=off: new tokens are stored as received (${plain} in plain text now); set it on with CARD_TOKEN_KEYS, then run \`cards-sync tokens rotate\``,
+    };
+  }
+  if (ring === undefined) {
+    return {
+      verdict: 'FAIL',
+      name: 'card tokens',
+      says: `${HOW_TO_MAKE_A_KEY.replace(/^generate/, 'CARD_TOKEN_KEYS is not set: generate')}; or choose CARD_TOKEN_ENCRYPTION=off`,
+    };
+  }
+  const lost = sealed.filter((r) => !ring.ids.includes(r.key));
+  if (lost.length > 0) {
+    const n = lost.reduce((a, r) => a + r.n, 0);
+    return {
+      verdict: 'FAIL',
+      name: 'card tokens',
+      says: `${n} tokens are sealed under key${lost.length === 1 ? '' : 's'} ${lost.map((r) => r.key).join(', ')}, which CARD_TOKEN_KEYS does not hold: add ${lost.length === 1 ? 'it' : 'them'} back`,
+    };
+  }
+  const older = sealed.filter((r) => r.key !== ring.primaryId).reduce((a, r) => a + r.n, 0);
+  const keys = `ring ${ring.ids.join(', ')}`;
+  if (plain + older > 0) {
+    return {
+      verdict: 'WARN',
+      name: 'card tokens',
+      says: `sealing under key ${ring.primaryId} (${keys}); ${plain} tokens in plain text and ${older} under older keys: run \`cards-sync tokens rotate\``,
+    };
+  }
+  return {
+    verdict: 'ok',
+    name: 'card tokens',
+    says: `every stored token sealed under key ${ring.primaryId} (${keys})`,
+  };
 }
 
 async function redisChecks(config: Config): Promise<Check[]> {
