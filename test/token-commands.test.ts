@@ -144,6 +144,10 @@ describe('cards-sync token --card-id N', () => {
       `select actor from admin_actions where action = 'token_read' order by id desc limit 1`,
     );
     expect(audit.rows[0]!.actor).toBe('billing-job');
+    // …under the package's own name, as a billing job imports it.
+    const pkg = (await import('cards-sync' as string)) as typeof import('../src/index.js');
+    expect(pkg.fetchCardToken).toBeTypeOf('function');
+    expect(pkg.parseKeyRing).toBeTypeOf('function');
   });
 });
 
