@@ -162,7 +162,8 @@ export async function startScenario(o: ScenarioOptions): Promise<Scenario> {
         r.id === c.id &&
         // Sealed, and under the tests' key: the token the API served, never the token itself.
         r.card_token !== c.cardToken &&
-        testTokens.reveal(r.id, { value: r.card_token, fingerprint: r.card_token_fingerprint }) === c.cardToken &&
+        testTokens.reveal(r.id, { value: r.card_token, fingerprint: r.card_token_fingerprint }) ===
+          c.cardToken &&
         r.bin_number === c.binNumber &&
         r.card_family === c.cardFamily &&
         r.card_bank_code === c.cardBankCode &&
