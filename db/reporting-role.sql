@@ -32,7 +32,7 @@ GRANT SELECT (id, subscriber_id, bin_number, card_family, card_bank_code, card_b
 -- whole tables; the REVOKEs take that back).
 REVOKE ALL ON subscribers, sync_runs FROM cards_sync_reporting;
 GRANT SELECT (subscriber_id, last_synced_at, last_success_at, last_status, last_error,
-              consecutive_failures, active_cards)
+              consecutive_failures, active_cards, consecutive_not_found, gone_at)
   ON subscribers TO cards_sync_reporting;
 GRANT SELECT (id, subscriber_id, trigger, job_id, refresh_run_id, started_at, finished_at, status,
               cards_seen, inserted, updated, unchanged, removed, restored, error_code, error_message)

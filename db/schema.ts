@@ -88,6 +88,13 @@ export const subscribers = pgTable(
     lastError: text('last_error'),
     consecutiveFailures: integer('consecutive_failures').notNull().default(0),
     activeCards: integer('active_cards').notNull().default(0),
+    /** Consecutive `not_found` answers; any other answer sets it back to 0. */
+    consecutiveNotFound: integer('consecutive_not_found').notNull().default(0),
+    /**
+     * When its active cards were marked removed after `SYNC_GONE_AFTER_NOT_FOUND` not-found answers
+     * in a row; null again once the API answers for it.
+     */
+    goneAt: tz('gone_at'),
   },
   // No index on the sync timestamps: every sync moves them, and an index on one would turn each
   // of those updates into new entries in every index of the table (no HOT update). Freshness
@@ -137,6 +144,16 @@ export const savedCardChanges = pgTable(
     change: text('change').$type<ChangeKind>().notNull(),
     /** Column names whose content changed (`updated`, or `restored` with new content). */
     changedFields: text('changed_fields').array(),
+    /**
+     * The earlier values of the changed fields (`card_token` only as `"changed"`), and for a restore
+     * the `removed_at` it ends; null on rows written before migration 0008.
+     */
+    previous: jsonb('previous').$type<Record<string, unknown>>(),
+    /**
+     * Why a card was `removed`: null when the answer no longer listed it, `moved` when another
+     * subscriber's answer took it, `not_found` when the API stopped knowing the subscriber.
+     */
+    reason: text('reason'),
     syncRunId: bigint('sync_run_id', { mode: 'number' }),
     changedAt: tz('changed_at').notNull(),
   },
@@ -274,6 +291,8 @@ export const subscribersReport = pgView('subscribers_report').as((qb) =>
       lastError: subscribers.lastError,
       consecutiveFailures: subscribers.consecutiveFailures,
       activeCards: subscribers.activeCards,
+      consecutiveNotFound: subscribers.consecutiveNotFound,
+      goneAt: subscribers.goneAt,
     })
     .from(subscribers),
 );

@@ -41,6 +41,8 @@ const DESIGN_COLUMNS: Record<string, string[]> = {
     'last_error',
     'consecutive_failures',
     'active_cards',
+    'consecutive_not_found',
+    'gone_at',
   ],
   sync_runs: [
     'id',
@@ -68,6 +70,8 @@ const DESIGN_COLUMNS: Record<string, string[]> = {
     'subscriber_id',
     'change',
     'changed_fields',
+    'previous',
+    'reason',
     'sync_run_id',
     'changed_at',
   ],
@@ -122,6 +126,8 @@ const DESIGN_COLUMNS: Record<string, string[]> = {
     'last_error',
     'consecutive_failures',
     'active_cards',
+    'consecutive_not_found',
+    'gone_at',
   ],
   sync_runs_report: [
     'id',
