@@ -123,6 +123,9 @@ describe('200 with a valid array', () => {
     expect(changes.at(-1)).toMatchObject({
       change: 'updated',
       changedFields: ['card_token', 'card_bank_name'],
+      // The earlier values; of the token only that it changed.
+      previous: { card_token: 'changed', card_bank_name: 'AKBA' },
+      reason: null,
     });
     expect(changes.at(-1)!.syncRunId).toBe(result.syncRunId);
   });
@@ -142,13 +145,18 @@ describe('200 with a valid array', () => {
     expect(restore.counts).toMatchObject({ restored: 1, unchanged: 1, removed: 0 });
     rows = await cardsOf(104);
     expect(rows.every((r) => r.removedAt === null)).toBe(true);
-    const changes = (await changesOf(104)).map((c) => [c.cardId, c.change, c.changedFields]);
+    const history = await changesOf(104);
+    const changes = history.map((c) => [c.cardId, c.change, c.changedFields]);
     expect(changes).toEqual([
       [a.id, 'added', null],
       [b.id, 'added', null],
       [b.id, 'removed', null],
       [b.id, 'restored', ['card_family']],
     ]);
+    // A restore keeps the removal it ends and the earlier values of what changed with it.
+    const removedAt = history[2]!.changedAt.toISOString();
+    expect(history[3]!.previous).toEqual({ card_family: 'Bonus', removed_at: removedAt });
+    expect(history.map((h) => h.previous).slice(0, 3)).toEqual([null, null, null]);
     const [sub] = await database.handle.db
       .select()
       .from(subscribers)

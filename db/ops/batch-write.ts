@@ -35,6 +35,10 @@ export interface KnownChange {
   subscriberId: number;
   change: ChangeKind;
   changedFields: string[] | null;
+  /** The earlier values of the changed fields (and a restore's `removed_at`); never the token. */
+  previous: Record<string, unknown> | null;
+  /** Why a card was removed: `moved` when another subscriber's answer took it. */
+  reason: string | null;
   /** Index of the run (in `runs`) the change belongs to. */
   run: number;
 }
@@ -123,14 +127,18 @@ with upserted as (
   select id, row_number() over (order by id) as ord from run
 ), changed as (
   -- In answer order, then the removals: history ids read like the answers did.
-  insert into saved_card_changes (card_id, subscriber_id, change, changed_fields, sync_run_id, changed_at)
-    select card_id, subscriber_id, change, string_to_array(fields, ','), sync_run_id, $1 from (
-      select ch.card_id, ch.subscriber_id, ch.change, ch.fields, run_of.id as sync_run_id, 0 as part, ch.n as seq
-        from unnest($28::bigint[], $29::bigint[], $30::text[], $31::text[], $32::bigint[])
-          with ordinality as ch(card_id, subscriber_id, change, fields, ord, n)
+  insert into saved_card_changes (card_id, subscriber_id, change, changed_fields, previous, reason,
+      sync_run_id, changed_at)
+    select card_id, subscriber_id, change, string_to_array(fields, ','), previous::jsonb, reason, sync_run_id, $1
+    from (
+      select ch.card_id, ch.subscriber_id, ch.change, ch.fields, ch.previous, ch.reason,
+          run_of.id as sync_run_id, 0 as part, ch.n as seq
+        from unnest($28::bigint[], $29::bigint[], $30::text[], $31::text[], $32::bigint[], $36::text[],
+            $37::text[])
+          with ordinality as ch(card_id, subscriber_id, change, fields, ord, previous, reason, n)
         join run_of using (ord)
       union all
-      select r.id, r.subscriber_id, 'removed', null, run_of.id, 1, r.id
+      select r.id, r.subscriber_id, 'removed', null, null, null, run_of.id, 1, r.id
         from removed r join item i on i.subscriber_id = r.subscriber_id join run_of on run_of.ord = i.ord
     ) change_rows
     order by part, seq
@@ -143,7 +151,7 @@ with upserted as (
   on conflict (subscriber_id) do update set
     last_synced_at = excluded.last_synced_at, last_success_at = excluded.last_success_at,
     last_status = excluded.last_status, last_error = null, consecutive_failures = 0,
-    active_cards = excluded.active_cards
+    active_cards = excluded.active_cards, consecutive_not_found = 0, gone_at = null
 )
 -- For a run: its position in the batch; for a removed card: its subscriber.
 select 'run' as kind, id, ord as ref from run_of
@@ -203,6 +211,9 @@ export async function writeBatch(
       of(w.successes, (s) => s.subscriberId),
       of(w.successes, (s) => s.activeCards),
       of(cards, (c) => c.token.fingerprint),
+      // As JSON text: unnest cannot take an array of jsonb values from a parameter as they are.
+      of(w.changes, (c) => (c.previous === null ? null : JSON.stringify(c.previous))),
+      of(w.changes, (c) => c.reason),
     ],
   });
   const runIds = new Array<number>(w.runs.length);

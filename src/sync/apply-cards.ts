@@ -119,13 +119,23 @@ function knownChanges(p: Planned, run: number): KnownChange[] {
   const subscriberId = p.item.subscriberId!;
   const out: KnownChange[] = [];
   for (const c of p.plan!.inserts)
-    out.push({ cardId: c.id, subscriberId, change: 'added', changedFields: null, run });
+    out.push({
+      cardId: c.id,
+      subscriberId,
+      change: 'added',
+      changedFields: null,
+      previous: null,
+      reason: null,
+      run,
+    });
   for (const u of p.plan!.updates) {
     out.push({
       cardId: u.card.id,
       subscriberId,
       change: u.restored ? 'restored' : 'updated',
       changedFields: u.changedFields.length > 0 ? u.changedFields : null,
+      previous: u.previous,
+      reason: null,
       run,
     });
     // A card now listed under this subscriber left its previous one: that one's history says so.
@@ -135,6 +145,8 @@ function knownChanges(p: Planned, run: number): KnownChange[] {
         subscriberId: u.previousSubscriberId,
         change: 'removed',
         changedFields: null,
+        previous: null,
+        reason: 'moved',
         run,
       });
     }

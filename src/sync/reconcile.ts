@@ -7,6 +7,11 @@ export interface CardUpdate {
   card: SavedCard;
   /** Column names whose content changed; empty for a plain restore. */
   changedFields: string[];
+  /**
+   * The stored values of the changed fields (`card_token` only as `"changed"`), and for a restore
+   * the `removed_at` it ends: what `saved_card_changes.previous` keeps.
+   */
+  previous: Record<string, unknown>;
   restored: boolean;
   /** Set when the card belonged to another subscriber until now. */
   previousSubscriberId?: number;
@@ -58,6 +63,25 @@ export function changedFields(stored: StoredCard, card: SavedCard, sameToken: Sa
   return fields;
 }
 
+/** What the stored row held in each changed column, as `saved_card_changes.previous` keeps it. */
+export function previousValues(stored: StoredCard, fields: readonly string[], restored: boolean) {
+  const value: Record<string, (s: StoredCard) => unknown> = {
+    subscriber_id: (s) => s.subscriberId,
+    // Never the token, nor anything derived from it: only that it changed.
+    card_token: () => 'changed',
+    bin_number: (s) => s.binNumber,
+    card_family: (s) => s.cardFamily,
+    card_bank_code: (s) => s.cardBankCode,
+    card_bank_name: (s) => s.cardBankName,
+    company_id: (s) => s.companyId,
+    create_date: (s) => s.createDate.toISOString(),
+  };
+  const previous: Record<string, unknown> = {};
+  for (const f of fields) previous[f] = value[f]!(stored);
+  if (restored) previous.removed_at = stored.removedAt?.toISOString() ?? null;
+  return previous;
+}
+
 /**
  * Reconciles one subscriber's upstream list against the stored rows (pure).
  *
@@ -95,10 +119,12 @@ export function reconcile(
     const restored = row.removedAt !== null;
     const moved = row.subscriberId !== card.subscriberId ? { previousSubscriberId: row.subscriberId } : {};
     if (restored) {
-      plan.updates.push({ card, changedFields: fields, restored: true, ...moved });
+      const previous = previousValues(row, fields, true);
+      plan.updates.push({ card, changedFields: fields, restored: true, previous, ...moved });
       plan.counts.restored++;
     } else if (fields.length > 0) {
-      plan.updates.push({ card, changedFields: fields, restored: false, ...moved });
+      const previous = previousValues(row, fields, false);
+      plan.updates.push({ card, changedFields: fields, restored: false, previous, ...moved });
       plan.counts.updated++;
     } else {
       plan.unchangedIds.push(card.id);
