@@ -27,6 +27,14 @@ export async function pauseProcessing(
   return { paused: true };
 }
 
+export interface ResumeOutcome {
+  wasPaused: boolean;
+  /** Why the queue was paused, if it was and the reason was recorded. */
+  endedPause: PauseReason | undefined;
+  /** The refresh run the breaker had halted and that now continues, if any. */
+  continuedRefreshRunId: number | undefined;
+}
+
 /**
  * Resumes every worker and continues a refresh run the breaker halted (its breaker off for the rest
  * of the run). Returns the id of the run that continues, if any.
@@ -36,12 +44,13 @@ export async function resumeProcessing(deps: {
   syncQueue: Queue;
   refreshQueue: Queue<RefreshJobData>;
   redis: RedisClient;
-}): Promise<{ wasPaused: boolean; continuedRefreshRunId: number | undefined }> {
+}): Promise<ResumeOutcome> {
   const wasPaused = await deps.syncQueue.isPaused();
+  const endedPause = wasPaused ? await readPauseReason(deps.syncQueue, deps.redis) : undefined;
   await resumeQueue(deps.syncQueue, deps.redis);
   const run = await resumeHaltedRun(deps.db);
-  if (run === undefined) return { wasPaused, continuedRefreshRunId: undefined };
+  if (run === undefined) return { wasPaused, endedPause, continuedRefreshRunId: undefined };
   const job = await deps.refreshQueue.add('refresh', { trigger: run.trigger, refreshRunId: run.id });
   if (job.id) await setRefreshJobId(deps.db, run.id, job.id);
-  return { wasPaused, continuedRefreshRunId: run.id };
+  return { wasPaused, endedPause, continuedRefreshRunId: run.id };
 }

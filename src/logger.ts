@@ -20,6 +20,8 @@ export const REDACT_PATHS = [
   '*.token',
   'adminToken',
   '*.adminToken',
+  'adminReadToken',
+  '*.adminReadToken',
   'authorization',
   '*.authorization',
   'headers.authorization',

@@ -10,13 +10,20 @@ import { testQueue } from './queue-helpers.js';
 
 /** The `_csrf` value of the admin pages in tests. */
 export const CSRF = csrfToken(ADMIN_TOKEN);
+/** `ADMIN_READ_TOKEN` of the `on` and `read-only` apps. */
+export const READ_TOKEN = 'test-read-token-8d2e6b31c4';
+
+export type AppName = 'on' | 'off' | 'read-only';
 
 export interface RequestOptions {
   /** The bearer token; null sends none. Default {@link ADMIN_TOKEN}. */
   token?: string | null;
   headers?: Record<string, string>;
-  /** `off`: the app without ADMIN_TOKEN. Default the app with it. */
-  app?: 'on' | 'off';
+  /**
+   * `on` (the default): ADMIN_TOKEN and ADMIN_READ_TOKEN set; `off`: neither; `read-only`: only
+   * ADMIN_READ_TOKEN.
+   */
+  app?: AppName;
 }
 
 /**
@@ -26,8 +33,7 @@ export interface RequestOptions {
 export function useAdminApp(database: { handle: DbHandle }) {
   const q = testQueue();
   const { logger, lines } = captureLogger();
-  let on: ReturnType<typeof createAdminApp>;
-  let off: ReturnType<typeof createAdminApp>;
+  const apps = {} as Record<AppName, ReturnType<typeof createAdminApp>>;
   let refreshQueue: ReturnType<typeof createRefreshQueue>;
   beforeAll(() => {
     refreshQueue = createRefreshQueue(q.redis, q.prefix);
@@ -40,8 +46,9 @@ export function useAdminApp(database: { handle: DbHandle }) {
       logger,
       prefix: q.prefix,
     };
-    on = createAdminApp({ ...deps, adminToken: ADMIN_TOKEN });
-    off = createAdminApp({ ...deps, adminToken: undefined });
+    apps.on = createAdminApp({ ...deps, adminToken: ADMIN_TOKEN, adminReadToken: READ_TOKEN });
+    apps.off = createAdminApp({ ...deps, adminToken: undefined });
+    apps['read-only'] = createAdminApp({ ...deps, adminToken: undefined, adminReadToken: READ_TOKEN });
   });
   afterAll(async () => {
     await refreshQueue?.close();
@@ -52,13 +59,16 @@ export function useAdminApp(database: { handle: DbHandle }) {
     const headers = new Headers(init.headers);
     if (init.token !== null) headers.set('authorization', `Bearer ${init.token ?? ADMIN_TOKEN}`);
     for (const [k, v] of new Headers(extra.headers)) headers.set(k, v);
-    const app = init.app === 'off' ? off : on;
-    return app.app.fetch(new Request(`http://admin.test${path}`, { ...extra, headers }));
+    return apps[init.app ?? 'on'].app.fetch(new Request(`http://admin.test${path}`, { ...extra, headers }));
   };
   return {
     q,
     logger,
     lines,
+    /** The app's routes as Hono lists them (`app.routes`). */
+    routes: (app: AppName = 'on') => apps[app].app.routes,
+    /** Any request: the method, headers and body of `extra`, the token and app of `init`. */
+    send,
     get: (path: string, init: RequestOptions = {}) => send(path, init),
     /** Posts a form as the admin page does: urlencoded, with `_csrf` unless told otherwise. */
     post: (
@@ -75,6 +85,7 @@ export function useAdminApp(database: { handle: DbHandle }) {
         headers: { 'content-type': contentType },
       });
     },
+    refreshQueue: () => refreshQueue,
     /** Asserts that no sync job waits on the queue. */
     async nothingQueued() {
       const c = await q.queue.getJobCounts('waiting', 'prioritized');

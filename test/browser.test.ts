@@ -1,8 +1,10 @@
 import { copyFileSync, existsSync, mkdirSync } from 'node:fs';
+import { Worker } from 'bullmq';
 import { type Browser, chromium, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { enqueueSyncs } from '../jobs/queue.js';
-import { createRefreshQueue } from '../jobs/refresh.js';
+import { createRedis } from '../jobs/redis.js';
+import { createRefreshQueue, REFRESH_QUEUE_NAME } from '../jobs/refresh.js';
 import { type SyncWorker, startSyncWorker } from '../jobs/worker.js';
 import { createAdminApp } from '../src/admin/app.js';
 import { createApiClient } from '../src/api/client.js';
@@ -18,6 +20,7 @@ import { testQueue } from './queue-helpers.js';
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const ARTIFACTS = new URL('../test-artifacts/', import.meta.url).pathname;
 const TOKEN = ADMIN_TOKEN;
+const READ_TOKEN = 'browser-read-token-5a0c7e9f13';
 
 const database = useTestDatabase();
 const upstream = useScriptedApi();
@@ -55,6 +58,7 @@ beforeAll(async () => {
     metrics: createMetrics({ defaultMetrics: false }),
     logger,
     adminToken: TOKEN,
+    adminReadToken: READ_TOKEN,
     prefix: q.prefix,
   });
   url = await admin.start(0, '127.0.0.1');
@@ -163,6 +167,84 @@ describe('admin pages in a browser', () => {
     await context.close();
   }, 30_000);
 });
+
+describe('the read token in a browser', () => {
+  it('shows the jobs dashboard without a button that acts, and the overview without forms', async () => {
+    await failOneRefreshJob();
+    const failedPage = `${url}/admin/queues/queue/saved-cards-refresh?status=failed`;
+    const seen: Record<string, string[]> = {};
+    for (const [who, password] of [
+      ['operator', TOKEN],
+      ['reader', READ_TOKEN],
+    ] as const) {
+      const context = await browser.newContext({ httpCredentials: { username: who, password } });
+      const page = await context.newPage();
+      await page.goto(failedPage);
+      await page.getByText(FAILED_REFRESH_JOB).first().waitFor({ timeout: 15_000 });
+      await page.waitForLoadState('networkidle');
+      seen[who] = await buttonsOf(page);
+      await page.screenshot({ path: `${ARTIFACTS}admin-dashboard-${who}.png`, fullPage: true });
+      await context.close();
+    }
+    // The same failed job: the operator may retry, clean, duplicate, edit or remove it; the reader
+    // only reads its data, options, logs and error.
+    const acting = ['Retry all', 'Clean all', 'refresh-cw', 'files', 'pencil', 'trash', 'ellipsis-vertical'];
+    for (const button of acting) expect(seen.operator).toContain(button);
+    for (const button of acting) expect(seen.reader).not.toContain(button);
+    expect(seen.reader).toEqual(expect.arrayContaining(['Error', 'Data', 'Options', 'Logs']));
+
+    const context = await browser.newContext({
+      httpCredentials: { username: 'reader', password: READ_TOKEN },
+    });
+    const page = await context.newPage();
+    await page.goto(`${url}/admin`);
+    await expect(page.locator('#queue-state').textContent()).resolves.toBe('running');
+    await expect(page.locator('#pause-form').count()).resolves.toBe(0);
+    await expect(page.locator('.read-only').textContent()).resolves.toContain('you may look but not pause');
+    await page.getByRole('heading', { name: 'Recent operator actions (admin_actions)' }).waitFor();
+    await page.screenshot({ path: `${ARTIFACTS}admin-overview-reader.png`, fullPage: true });
+    // What a button would have asked, asked by hand: refused, and the job is still there, failed.
+    const retry = await context.request.put(
+      `${url}/admin/queues/api/queues/saved-cards-refresh/${FAILED_REFRESH_JOB}/retry`,
+    );
+    expect(retry.status()).toBe(403);
+    expect(await retry.text()).toContain('the read token may look but not act');
+    const refreshQueue = createRefreshQueue(q.redis, q.prefix);
+    await expect((await refreshQueue.getJob(FAILED_REFRESH_JOB))?.getState()).resolves.toBe('failed');
+    await refreshQueue.close();
+    await context.close();
+  }, 60_000);
+});
+
+const FAILED_REFRESH_JOB = 'browser-failed-refresh';
+
+/** A refresh job failed for good (no refresh worker runs in this file), for the dashboard's retry buttons. */
+async function failOneRefreshJob(): Promise<void> {
+  const refreshQueue = createRefreshQueue(q.redis, q.prefix);
+  await refreshQueue.add('refresh', { trigger: 'manual' }, { jobId: FAILED_REFRESH_JOB, attempts: 1 });
+  await refreshQueue.close();
+  const connection = createRedis(inject('redisUrl'), { blocking: true });
+  const worker = new Worker(REFRESH_QUEUE_NAME, null, { connection, prefix: q.prefix });
+  const job = await worker.getNextJob('browser-test');
+  await job?.moveToFailed(new Error('failed on purpose by browser.test.ts'), 'browser-test');
+  await worker.close();
+  connection.disconnect();
+}
+
+/** What each button on the page says: its text, label or icon. */
+function buttonsOf(page: Page): Promise<string[]> {
+  return page.locator('main button').evaluateAll((elements) =>
+    elements.map((e) => {
+      const b = e as unknown as {
+        textContent: string | null;
+        innerHTML: string;
+        getAttribute(n: string): string | null;
+      };
+      const icon = /lucide-([a-z-]+)/.exec(b.innerHTML)?.[1];
+      return (b.textContent?.trim() || b.getAttribute('aria-label') || b.getAttribute('title') || icon) ?? '';
+    }),
+  );
+}
 
 /** Every request a page makes, its console errors and uncaught errors, and its CSP violations. */
 async function watch(page: Page) {
@@ -312,6 +394,11 @@ describe('the ops page in a browser', () => {
     await expect(page.locator('#queue-state').textContent()).resolves.toBe('running');
     await expect(page.locator('#flash').textContent()).resolves.toContain('Resumed');
     await expect(q.queue.isPaused()).resolves.toBe(false);
+    // Both are in the audit trail the overview lists, newest first, as the operator over HTTP.
+    const actions = page.locator('table#actions tbody tr');
+    await expect(actions.nth(0).getAttribute('data-action')).resolves.toBe('resume');
+    await expect(actions.nth(1).getAttribute('data-action')).resolves.toBe('pause');
+    await expect(actions.nth(1).textContent()).resolves.toContain('upstream maintenance until 06:00');
     await context.close();
   }, 90_000);
 });

@@ -3,31 +3,30 @@ import { serve } from '@hono/node-server';
 import { sql } from 'drizzle-orm';
 import { Hono } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
-import { z } from 'zod';
 import type { Db } from '../../db/client.js';
-import { freshnessBuckets, subscriberDetail } from '../../db/ops/admin.js';
+import { freshnessBuckets } from '../../db/ops/admin.js';
+import { recentAdminActions } from '../../db/ops/admin-actions.js';
 import { lastRefreshRun } from '../../db/ops/refresh-runs.js';
 import { readDataStatus } from '../../db/ops/status.js';
-import { BULK_THRESHOLD } from '../../jobs/lanes.js';
-import { type createSyncQueue, enqueueSyncs } from '../../jobs/queue.js';
+import type { createSyncQueue } from '../../jobs/queue.js';
 import type { RedisClient } from '../../jobs/redis.js';
 import type { createRefreshQueue } from '../../jobs/refresh.js';
-import type { Target } from '../api/client.js';
 import { queueStatusOf } from '../commands/status.js';
 import type { Logger } from '../logger.js';
 import type { Metrics } from '../metrics.js';
-import { parseEmail, parseSubscriberId, TargetError } from '../targets.js';
-import { requireToken } from './auth.js';
+import { registerApiRoutes } from './api-routes.js';
+import { type AdminEnv, requireToken } from './auth.js';
 import { mountBoard } from './board.js';
-import { csrfToken } from './csrf.js';
+import { formToken } from './csrf.js';
 import { registerOpsRoutes } from './ops-routes.js';
 import { parseFlash, renderOverview } from './overview.js';
 import { collectGauges } from './scrape.js';
 
+/** Operator actions the overview lists. */
+export const RECENT_ACTIONS = 5;
+
 /** Largest request body, bytes. */
 export const MAX_BODY_BYTES = 256 * 1024;
-/** Most subscribers one resync request may name. */
-export const MAX_RESYNC_ITEMS = 10_000;
 
 export interface AdminDeps {
   db: Db;
@@ -36,18 +35,16 @@ export interface AdminDeps {
   refreshQueue: ReturnType<typeof createRefreshQueue>;
   metrics: Metrics;
   logger: Logger;
-  /** `ADMIN_TOKEN`; without it the write routes, the dashboard and the overview are off. */
+  /** `ADMIN_TOKEN`, the operator's: may look and act. Without it, nobody acts. */
   adminToken: string | undefined;
+  /**
+   * `ADMIN_READ_TOKEN`, the reader's: may look (pages, reads, a read-only Bull Board) but not act.
+   * Default unset. With neither token, every route but health, readiness and metrics is off.
+   */
+  adminReadToken?: string | undefined;
   /** BullMQ prefix, for status. */
   prefix: string;
 }
-
-const resyncBody = z
-  .object({
-    subscriberIds: z.array(z.unknown()).max(MAX_RESYNC_ITEMS).optional(),
-    emails: z.array(z.unknown()).max(MAX_RESYNC_ITEMS).optional(),
-  })
-  .strict();
 
 async function withDeadline<T>(what: Promise<T>, ms: number): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
@@ -63,8 +60,8 @@ async function withDeadline<T>(what: Promise<T>, ms: number): Promise<T> {
 
 /** The admin HTTP app: health, readiness, metrics, the dashboards and the resync API. */
 export function createAdminApp(deps: AdminDeps) {
-  const app = new Hono();
-  const guard = requireToken(deps.adminToken);
+  const app = new Hono<AdminEnv>();
+  const guard = requireToken({ operator: deps.adminToken, reader: deps.adminReadToken });
 
   app.onError((error, c) => {
     deps.logger.error({ err: { message: error.message }, path: c.req.path }, 'admin request failed');
@@ -101,75 +98,15 @@ export function createAdminApp(deps: AdminDeps) {
     });
   });
 
-  app.post('/api/resync', guard, async (c) => {
-    if (!(c.req.header('content-type') ?? '').toLowerCase().startsWith('application/json')) {
-      return c.json({ error: 'send Content-Type: application/json' }, 415);
-    }
-    let raw: unknown;
-    try {
-      raw = await c.req.json();
-    } catch {
-      return c.json({ error: 'the body is not valid JSON' }, 400);
-    }
-    const parsed = resyncBody.safeParse(raw);
-    if (!parsed.success) {
-      return c.json(
-        {
-          error: `the body must be {"subscriberIds": [...], "emails": [...]} with at most ${MAX_RESYNC_ITEMS} items each`,
-        },
-        400,
-      );
-    }
-    const targets: Target[] = [];
-    const rejected: { field: string; index: number; reason: string }[] = [];
-    const check = (field: string, items: unknown[] | undefined, parse: (v: unknown) => Target) => {
-      for (const [index, v] of (items ?? []).entries()) {
-        try {
-          targets.push(parse(v));
-        } catch (error) {
-          if (!(error instanceof TargetError)) throw error;
-          rejected.push({ field, index, reason: error.message });
-        }
-      }
-    };
-    check('subscriberIds', parsed.data.subscriberIds, (v) => {
-      if (typeof v === 'number' && Number.isFinite(v)) return { subscriberId: parseSubscriberId(String(v)) };
-      if (typeof v === 'string') return { subscriberId: parseSubscriberId(v) };
-      throw new TargetError('a subscriber id must be a number or a string of digits');
-    });
-    check('emails', parsed.data.emails, (v) => {
-      if (typeof v !== 'string') throw new TargetError('an e-mail must be a string');
-      return { email: parseEmail(v) };
-    });
-    if (targets.length === 0 && rejected.length === 0) {
-      return c.json({ error: 'name at least one subscriber in subscriberIds or emails' }, 400);
-    }
-    const lane = targets.length > BULK_THRESHOLD ? 'bulk' : 'ops';
-    const { jobIds: _ids, ...counts } = await enqueueSyncs(deps.syncQueue, targets, 'api', { lane });
-    const body = { ...counts, rejected: rejected.length, errors: rejected };
-    // Like `cards-sync enqueue`: the valid ones are enqueued; any bad one makes it a 400.
-    return c.json(body, rejected.length > 0 ? 400 : 202);
-  });
-
-  app.get('/api/subscribers/:id', guard, async (c) => {
-    let id: number;
-    try {
-      id = parseSubscriberId(c.req.param('id'));
-    } catch (error) {
-      if (!(error instanceof TargetError)) throw error;
-      return c.json({ error: error.message }, 400);
-    }
-    const detail = await subscriberDetail(deps.db, id);
-    if (detail === undefined) return c.json({ error: `subscriber ${id} is not known` }, 404);
-    return c.json(detail);
-  });
+  registerApiRoutes(app, deps);
 
   app.get('/admin', guard, async (c) => {
-    const [queue, data, freshness, lastRefresh] = await Promise.all([
+    const [queue, data, freshness, lastRefresh, actions] = await Promise.all([
       queueStatusOf(deps.syncQueue, deps.redis, deps.prefix),
       readDataStatus(deps.db),
       freshnessBuckets(deps.db),
       lastRefreshRun(deps.db),
+      recentAdminActions(deps.db, RECENT_ACTIONS),
     ]);
     return c.html(
       renderOverview({
@@ -177,7 +114,8 @@ export function createAdminApp(deps: AdminDeps) {
         data,
         freshness,
         lastRefresh: lastRefresh ?? null,
-        csrf: csrfToken(deps.adminToken ?? ''),
+        recentActions: actions,
+        csrf: formToken(c.get('role'), deps.adminToken),
         flash: parseFlash(c.req.query()),
       }),
     );
@@ -185,7 +123,7 @@ export function createAdminApp(deps: AdminDeps) {
 
   registerOpsRoutes(app, deps);
 
-  mountBoard(app, '/admin/queues', [deps.syncQueue, deps.refreshQueue], guard);
+  mountBoard(app, '/admin/queues', [deps.syncQueue, deps.refreshQueue], guard, deps);
 
   let server: Server | undefined;
   return {

@@ -4,7 +4,11 @@ import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
 import { HonoAdapter } from '@bull-board/hono';
 import { serveStatic } from '@hono/node-server/serve-static';
 import type { Queue } from 'bullmq';
-import type { Hono, MiddlewareHandler } from 'hono';
+import { Hono, type MiddlewareHandler } from 'hono';
+import type { Db } from '../../db/client.js';
+import type { Logger } from '../logger.js';
+import { auditRequest } from './audit.js';
+import type { AdminEnv } from './auth.js';
 
 // Bull Board (the jobs dashboard) as mounted here: its entry page served without links to other
 // origins, under a Content-Security-Policy that allows only this server, and working as well with
@@ -63,12 +67,38 @@ export function boardPage(): MiddlewareHandler {
   };
 }
 
-/** Mounts Bull Board over `queues` at `basePath`, behind `guard`. */
-export function mountBoard(app: Hono, basePath: string, queues: readonly Queue[], guard: MiddlewareHandler) {
+function boardPlugin(basePath: string, queues: readonly Queue[], readOnlyMode: boolean) {
   const board = new HonoAdapter(serveStatic);
-  createBullBoard({ queues: queues.map((q) => new BullMQAdapter(q)), serverAdapter: board });
+  createBullBoard({
+    queues: queues.map((q) => new BullMQAdapter(q, { readOnlyMode })),
+    serverAdapter: board,
+  });
   board.setBasePath(basePath);
+  return board.registerPlugin();
+}
+
+/**
+ * Mounts Bull Board over `queues` at `basePath`, behind `guard`: the operator's board, whose
+ * every write that succeeds leaves an audit row (`dashboard`, with the route and its parameters),
+ * and for the reader the same pages over read-only queues (no retry, remove, promote, clean or
+ * pause buttons). The guard has already refused the reader every method that acts.
+ */
+export function mountBoard(
+  app: Hono<AdminEnv>,
+  basePath: string,
+  queues: readonly Queue[],
+  guard: MiddlewareHandler<AdminEnv>,
+  deps: { db: Db; logger: Logger },
+) {
+  const readOnly = new Hono().route(basePath, boardPlugin(basePath, queues, true));
   // `/*` matches the base path itself too.
-  app.use(`${basePath}/*`, boardPage(), guard);
-  app.route(basePath, board.registerPlugin());
+  app.use(`${basePath}/*`, boardPage(), guard, async (c, next) => {
+    if (c.get('role') === 'reader') return readOnly.fetch(c.req.raw, c.env);
+    await next();
+    // After `next`, the request's route and parameters are those of the Bull Board route that answered.
+    if (c.req.method !== 'GET' && c.req.method !== 'HEAD' && c.res.status < 400) {
+      await auditRequest(deps, c, 'dashboard', c.req.param());
+    }
+  });
+  app.route(basePath, boardPlugin(basePath, queues, false));
 }

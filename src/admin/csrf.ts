@@ -1,6 +1,6 @@
 import { createHmac } from 'node:crypto';
 import type { Context, MiddlewareHandler } from 'hono';
-import { tokenMatches } from './auth.js';
+import { type AdminRole, tokenMatches } from './auth.js';
 import { esc, messagePage } from './html.js';
 
 /**
@@ -22,6 +22,15 @@ const LABEL = 'cards-sync admin form v1';
 /** The `_csrf` value of every form, derived from the admin token. */
 export function csrfToken(adminToken: string): string {
   return createHmac('sha256', adminToken).update(LABEL).digest('base64url');
+}
+
+/**
+ * The `_csrf` value of the forms a page shows to `role`, or null for the reader, whose pages carry
+ * no forms: the value is derived from `ADMIN_TOKEN` alone, and the guard refuses the reader's posts
+ * before they reach the check anyway.
+ */
+export function formToken(role: AdminRole, adminToken: string | undefined): string | null {
+  return role === 'operator' && adminToken !== undefined ? csrfToken(adminToken) : null;
 }
 
 /** The hidden form field carrying {@link csrfToken}. */
@@ -62,7 +71,7 @@ const refused = (c: Context, why: string) =>
   );
 
 /**
- * Guards a form route (after the token guard): same-site origin, an
+ * Guards a form route (after the token guard, which has refused the reader): same-site origin, an
  * `application/x-www-form-urlencoded` body (415 otherwise) and the right `_csrf` field (403).
  */
 export function requireForm(adminToken: string | undefined): MiddlewareHandler {

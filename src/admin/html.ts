@@ -54,6 +54,14 @@ export function searchForm(): string {
   );
 }
 
+/** Stands where a form would be, on the pages the reader (`ADMIN_READ_TOKEN`) sees. */
+export function readOnlyNote(what: string): string {
+  return (
+    `<p class="read-only flash warn">Signed in with the read token: you may look but not ${esc(what)}. ` +
+    'That takes ADMIN_TOKEN.</p>'
+  );
+}
+
 /** A whole admin page. */
 export function layout(o: LayoutOptions): string {
   const refresh = o.refreshSeconds ? `<meta http-equiv="refresh" content="${o.refreshSeconds}">` : '';

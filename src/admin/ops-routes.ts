@@ -3,10 +3,12 @@ import { latestRunId, loadSubscriberPage, lookupEmail, type PageRun } from '../.
 import { pauseProcessing, resumeProcessing } from '../../jobs/control.js';
 import { type EnqueueCounts, enqueueSyncs } from '../../jobs/queue.js';
 import type { Target } from '../api/client.js';
+import { pauseDetail, resumeAudit } from '../audit.js';
 import { parseEmail, parseSubscriberId, parseTarget, TargetError } from '../targets.js';
 import type { AdminDeps } from './app.js';
-import { requireToken } from './auth.js';
-import { csrfToken, readForm, requireForm } from './csrf.js';
+import { auditRequest } from './audit.js';
+import { type AdminEnv, requireToken } from './auth.js';
+import { formToken, readForm, requireForm } from './csrf.js';
 import { messagePage } from './html.js';
 import { isKnown, type ResyncState, renderSubscriberPage, renderUnknownEmail } from './subscriber-page.js';
 
@@ -19,6 +21,13 @@ function queryCount(raw: string | undefined): number | undefined {
   const n = Number(raw);
   return Number.isSafeInteger(n) ? n : undefined;
 }
+
+/** An enqueue's counts for the audit trail (not its job ids). */
+const countsOf = ({ enqueued, alreadyQueued, promoted }: EnqueueCounts) => ({
+  enqueued,
+  alreadyQueued,
+  promoted,
+});
 
 /** The query a re-sync returns to the page with: the run id to wait past, and when it was asked. */
 function resyncQuery(since: number, counts: EnqueueCounts): string {
@@ -50,15 +59,16 @@ const badRequest = (c: Context, title: string, error: unknown) => {
 };
 
 /**
- * The ops page's routes, behind the admin token: find a subscriber by id or e-mail, look at it,
- * re-sync it and watch the run land; pause and resume processing with a reason. Every form posts
- * with a `_csrf` field (see csrf.ts).
+ * The ops page's routes, behind the tokens: find a subscriber by id or e-mail, look at it, re-sync
+ * it and watch the run land; pause and resume processing with a reason. The reader may look, not
+ * post. Every form posts with a `_csrf` field (see csrf.ts), and every post that acts leaves an
+ * audit row.
  */
-export function registerOpsRoutes(app: Hono, deps: AdminDeps): void {
-  const guard = requireToken(deps.adminToken);
+export function registerOpsRoutes(app: Hono<AdminEnv>, deps: AdminDeps): void {
+  const guard = requireToken({ operator: deps.adminToken, reader: deps.adminReadToken });
   const form = requireForm(deps.adminToken);
-  // The guard has refused every request when there is no token.
-  const csrf = () => csrfToken(deps.adminToken ?? '');
+  // The reader's pages carry no forms.
+  const csrf = (c: Context<AdminEnv>) => formToken(c.get('role'), deps.adminToken);
 
   /** The re-sync the page's query describes (`since`, `requested`, `already`), given its run if any. */
   async function resyncState(
@@ -98,7 +108,7 @@ export function registerOpsRoutes(app: Hono, deps: AdminDeps): void {
     }
     const resync = since === undefined ? undefined : await resyncState(c, since, found.newRun, new Map());
     return c.html(
-      renderUnknownEmail({ email: target.email, csrf: csrf(), ...(resync ? { resync } : {}) }),
+      renderUnknownEmail({ email: target.email, csrf: csrf(c), ...(resync ? { resync } : {}) }),
       404,
     );
   });
@@ -116,7 +126,7 @@ export function registerOpsRoutes(app: Hono, deps: AdminDeps): void {
     const html = renderSubscriberPage({
       subscriberId: id,
       data,
-      csrf: csrf(),
+      csrf: csrf(c),
       ...(resync ? { resync } : {}),
     });
     return c.html(html, isKnown(data) ? 200 : 404);
@@ -132,6 +142,7 @@ export function registerOpsRoutes(app: Hono, deps: AdminDeps): void {
     // Read before enqueueing: a fast worker's run must land above it.
     const since = await latestRunId(deps.db, id);
     const counts = await enqueueSyncs(deps.syncQueue, [{ subscriberId: id }], 'manual');
+    await auditRequest(deps, c, 'enqueue', { subscriberId: id, ...countsOf(counts) });
     return c.redirect(`/admin/subscribers/${id}?${resyncQuery(since, counts)}`, 303);
   });
 
@@ -145,6 +156,8 @@ export function registerOpsRoutes(app: Hono, deps: AdminDeps): void {
     // The subscriber behind an unknown e-mail has no id yet: wait past the newest run of all.
     const since = await latestRunId(deps.db);
     const counts = await enqueueSyncs(deps.syncQueue, [{ email }], 'manual');
+    // Not the e-mail itself: the audit trail keeps no addresses.
+    await auditRequest(deps, c, 'enqueue', { emails: 1, ...countsOf(counts) });
     const q = encodeURIComponent(email);
     return c.redirect(`/admin/subscribers?q=${q}&${resyncQuery(since, counts)}`, 303);
   });
@@ -154,6 +167,7 @@ export function registerOpsRoutes(app: Hono, deps: AdminDeps): void {
     const problem = reasonProblem(reason);
     if (problem !== undefined) return c.html(messagePage('Not paused', `${problem}. Nothing was done.`), 400);
     const outcome = await pauseProcessing({ syncQueue: deps.syncQueue, redis: deps.redis }, reason);
+    await auditRequest(deps, c, 'pause', pauseDetail(reason, outcome));
     return c.redirect(`/admin?done=${outcome.paused ? 'paused' : 'already-paused'}`, 303);
   });
 
@@ -164,6 +178,8 @@ export function registerOpsRoutes(app: Hono, deps: AdminDeps): void {
       refreshQueue: deps.refreshQueue,
       redis: deps.redis,
     });
+    const audit = resumeAudit(outcome);
+    await auditRequest(deps, c, audit.action, audit.detail);
     const run = outcome.continuedRefreshRunId;
     const done = outcome.wasPaused ? 'resumed' : 'not-paused';
     return c.redirect(`/admin?done=${done}${run !== undefined ? `&run=${run}` : ''}`, 303);

@@ -1,10 +1,12 @@
 import type { FreshnessBuckets } from '../../db/ops/admin.js';
+import type { AdminActionRow } from '../../db/ops/admin-actions.js';
 import type { RefreshRun } from '../../db/ops/refresh-runs.js';
 import type { DataStatus } from '../../db/ops/status.js';
 import { progressOf } from '../../jobs/refresh-plan.js';
+import { summarizeDetail } from '../audit.js';
 import type { QueueStatus } from '../commands/status.js';
 import { csrfField } from './csrf.js';
-import { esc, layout, searchForm, time } from './html.js';
+import { esc, layout, readOnlyNote, searchForm, time } from './html.js';
 
 function freshnessChart(b: FreshnessBuckets): string {
   const bars = [
@@ -101,7 +103,8 @@ function flashBlock(f: OverviewFlash | undefined, q: QueueStatus): string {
   return `<p id="flash" class="flash" data-done="${esc(f.done)}">${text}</p>`;
 }
 
-function controlForms(q: QueueStatus, csrf: string): string {
+function controlForms(q: QueueStatus, csrf: string | null): string {
+  if (csrf === null) return readOnlyNote('pause or resume processing');
   if (q.paused) {
     return `<form id="resume-form" method="post" action="/admin/resume">${csrfField(csrf)}<button type="submit">Resume processing</button> (also continues a refresh run the breaker halted)</form>`;
   }
@@ -109,6 +112,21 @@ function controlForms(q: QueueStatus, csrf: string): string {
     `<form id="pause-form" method="post" action="/admin/pause">${csrfField(csrf)}` +
     '<label>Reason <input type="text" name="reason" required maxlength="500" placeholder="why, for whoever looks next"></label> ' +
     '<button type="submit">Pause processing</button></form>'
+  );
+}
+
+function actionsBlock(rows: readonly AdminActionRow[]): string {
+  if (rows.length === 0) return '<p id="no-actions">No operator action recorded yet.</p>';
+  const body = rows
+    .map(
+      (r) =>
+        `<tr data-action="${esc(r.action)}" data-source="${esc(r.source)}"><td>${time(r.at)}</td><td>${esc(r.actor)}</td>` +
+        `<td>${esc(r.source)}</td><td>${esc(r.action)}</td><td>${esc(summarizeDetail(r.detail))}</td></tr>`,
+    )
+    .join('');
+  return (
+    '<table id="actions"><thead><tr><th>at</th><th>actor</th><th>source</th><th>action</th><th>detail</th></tr></thead>' +
+    `<tbody>${body}</tbody></table>`
   );
 }
 
@@ -127,8 +145,10 @@ export interface OverviewView {
   data: DataStatus;
   freshness: FreshnessBuckets;
   lastRefresh: RefreshRun | null;
-  /** The `_csrf` value for the pause and resume forms. */
-  csrf: string;
+  /** The newest operator actions (admin_actions), newest first. */
+  recentActions: readonly AdminActionRow[];
+  /** The `_csrf` value for the pause and resume forms; null for the reader, who gets no forms. */
+  csrf: string | null;
   /** The outcome of the pause or resume that redirected here, if any. */
   flash?: OverviewFlash | undefined;
 }
@@ -169,6 +189,8 @@ ${freshnessChart(view.freshness)}
 ${refreshBlock(view.lastRefresh)}
 <p>Next nightly run: ${q.nextNightlyRefresh ? time(q.nextNightlyRefresh) : 'not scheduled yet'}</p>
 <h2>Failed attempts in the last 24 hours (sync_runs)</h2>
-${failures}`;
+${failures}
+<h2>Recent operator actions (admin_actions)</h2>
+${actionsBlock(view.recentActions)}`;
   return layout({ title: 'cards-sync overview', head: RELOAD, body, nav: false });
 }

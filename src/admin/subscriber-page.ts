@@ -1,6 +1,6 @@
 import type { PageRun, SubscriberPageData } from '../../db/ops/subscriber-page.js';
 import { csrfField } from './csrf.js';
-import { esc, layout, time } from './html.js';
+import { esc, layout, readOnlyNote, time } from './html.js';
 
 /** How long the page keeps reloading while it waits for the run of a re-sync, ms. */
 export const RESYNC_WAIT_MS = 60_000;
@@ -69,7 +69,8 @@ function resyncBlock(r: ResyncState | undefined): string {
   );
 }
 
-function resyncForm(action: string, label: string, csrf: string, hidden = ''): string {
+function resyncForm(action: string, label: string, csrf: string | null, hidden = ''): string {
+  if (csrf === null) return readOnlyNote('re-sync');
   return `<form method="post" action="${esc(action)}" class="inline">${csrfField(csrf)}${hidden}<button type="submit" id="resync">${esc(label)}</button></form>`;
 }
 
@@ -158,7 +159,8 @@ export function isKnown(d: SubscriberPageData): boolean {
 export function renderSubscriberPage(view: {
   subscriberId: number;
   data: SubscriberPageData;
-  csrf: string;
+  /** The `_csrf` value of the re-sync form; null for the reader, who gets a note instead. */
+  csrf: string | null;
   resync?: ResyncState;
 }): string {
   const { subscriberId: id, data: d, resync } = view;
@@ -167,8 +169,8 @@ export function renderSubscriberPage(view: {
     : `<p id="unknown" class="alert">Subscriber ${id} is not known yet: no sync has stored it. It may still exist upstream; a re-sync asks the API.</p>`;
   const body =
     `<h1>Subscriber <span id="subscriber-id">${id}</span></h1>${intro}` +
-    `<div class="actions">${resyncForm(`/admin/subscribers/${id}/resync`, 'Re-sync now', view.csrf)} ` +
-    'asks a worker to sync this subscriber now, through the queue.</div>' +
+    `<div class="actions">${resyncForm(`/admin/subscribers/${id}/resync`, 'Re-sync now', view.csrf)}` +
+    `${view.csrf === null ? '' : ' asks a worker to sync this subscriber now, through the queue.'}</div>` +
     resyncBlock(resync) +
     subscriberBlock(d) +
     `<h2>Cards</h2>${cardsTable(d, resync?.changed ?? new Map())}` +
@@ -182,7 +184,11 @@ export function renderSubscriberPage(view: {
 }
 
 /** An e-mail no subscriber is stored with yet, and "Re-sync this e-mail". */
-export function renderUnknownEmail(view: { email: string; csrf: string; resync?: ResyncState }): string {
+export function renderUnknownEmail(view: {
+  email: string;
+  csrf: string | null;
+  resync?: ResyncState;
+}): string {
   const body =
     `<h1>No subscriber with this e-mail yet</h1><p id="unknown" class="alert">The e-mail <b id="email">${esc(view.email)}</b> ` +
     'is not known yet: no sync has learned it. The subscriber may exist upstream; a re-sync asks the API by e-mail.</p>' +

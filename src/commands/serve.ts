@@ -33,6 +33,7 @@ export async function startAdmin(
     metrics: shared.metrics,
     logger: shared.logger,
     adminToken: config.adminToken,
+    adminReadToken: config.adminReadToken,
     prefix: config.queuePrefix,
   });
   const host = listen.host ?? config.adminHost;
@@ -46,7 +47,11 @@ export async function startAdmin(
     throw new CliError(`the admin server cannot listen on ${host}:${port}: ${(error as Error).message}`, 1);
   }
   shared.logger.info(
-    { url, writeRoutes: config.adminToken ? 'on' : 'off (no ADMIN_TOKEN)' },
+    {
+      url,
+      writeRoutes: config.adminToken ? 'on' : 'off (no ADMIN_TOKEN)',
+      readToken: config.adminReadToken ? 'on' : 'off (no ADMIN_READ_TOKEN)',
+    },
     'admin server listening',
   );
   return {
@@ -59,6 +64,14 @@ export async function startAdmin(
   };
 }
 
+/** What the admin server's tokens allow, when not everything. */
+function accessNote(config: Config): string {
+  if (config.adminToken) return '';
+  return config.adminReadToken
+    ? ' (read-only: ADMIN_READ_TOKEN may look; set ADMIN_TOKEN to act)'
+    : ' (write routes and dashboard off: set ADMIN_TOKEN)';
+}
+
 /** `cards-sync serve`: the admin HTTP server alone. */
 export async function cmdServe(
   config: Config,
@@ -68,9 +81,7 @@ export async function cmdServe(
   const logger = createLogger({ level: config.logLevel });
   const metrics = createMetrics();
   const admin = await startAdmin(config, { logger, metrics }, opts);
-  io.out(
-    `admin server on ${admin.url}${config.adminToken ? '' : ' (write routes and dashboard off: set ADMIN_TOKEN)'}`,
-  );
+  io.out(`admin server on ${admin.url}${accessNote(config)}`);
   return new Promise<number>(() => {
     onShutdown(async () => {
       await admin.stop();
