@@ -114,7 +114,12 @@ describe('status', () => {
     expect(await q.queue.isPaused()).toBe(false);
     const after = await runCli(['status'], q.env);
     expect(after.stdout).toContain(': running');
-    expect(after.stdout).not.toContain('maintenance');
+    // The pause is gone from the queue's state, and stays in the audit trail status lists last.
+    const [state, trail] = after.stdout.split('recent operator actions');
+    expect(state).not.toContain('maintenance');
+    expect(trail).toMatch(
+      /\(cli\) {2}resume {2}wasPaused=true endedPauseBy=operator endedPauseReason=maintenance\n/,
+    );
     expect(after.stdout).not.toContain('PAUSED');
     const afterJson = await statusJson(q.env);
     expect(afterJson.queue.paused).toBe(false);

@@ -12,6 +12,7 @@ import type { Config } from '../config.js';
 import { CliError } from '../errors.js';
 import { type Line, readLines } from '../lines.js';
 import { parseTarget, TargetError } from '../targets.js';
+import { auditCli } from './audit.js';
 import { ensureRedis, type Io } from './common.js';
 
 /** Jobs per `addBulk`: one Redis round trip each, a bounded amount of memory. */
@@ -35,6 +36,8 @@ export interface EnqueueStreams {
 }
 
 interface Tally {
+  /** Valid targets handed to the queue. */
+  sent: number;
   lines: number;
   blank: number;
   enqueued: number;
@@ -77,6 +80,19 @@ async function openFile(path: string): Promise<{ stream: Readable; size?: number
   return {
     stream: createReadStream(path, { highWaterMark: 256 * 1024 }),
     size: info.isFile() ? info.size : undefined,
+  };
+}
+
+/** What the audit trail keeps of an enqueue: counts and the file, never the ids or e-mails themselves. */
+function auditDetail(tally: Tally, opts: EnqueueOptions): Record<string, unknown> {
+  return {
+    enqueued: tally.enqueued,
+    alreadyQueued: tally.alreadyQueued,
+    promoted: tally.promoted,
+    rejected: tally.rejected,
+    ids: opts.ids.length,
+    emails: opts.emails.length,
+    ...(opts.file !== undefined ? { file: opts.file === '-' ? 'stdin' : opts.file } : {}),
   };
 }
 
@@ -131,6 +147,7 @@ export async function cmdEnqueue(
   const redis = createRedis(config.redis);
   const queue = createSyncQueue(redis, { prefix: config.queuePrefix, attempts: config.syncAttempts });
   const tally: Tally = {
+    sent: 0,
     lines: 0,
     blank: 0,
     enqueued: 0,
@@ -149,6 +166,7 @@ export async function cmdEnqueue(
     // Subscribers named on the command line take the ops lane; a file's lines the bulk lane just
     // behind it, so that one large file does not hold up the next single re-sync (jobs/lanes.ts).
     const add = async (targets: Target[], lane: 'ops' | 'bulk') => {
+      tally.sent += targets.length;
       const counts = await enqueueSyncs(queue, targets, 'manual', { lane });
       tally.enqueued += counts.enqueued;
       tally.alreadyQueued += counts.alreadyQueued;
@@ -209,6 +227,10 @@ export async function cmdEnqueue(
       bar?.stop();
       bar = undefined;
     }
+  } catch (error) {
+    // Some jobs may be on the queue already: that much was done.
+    if (tally.sent > 0) await auditCli(config, io, 'enqueue', { ...auditDetail(tally, opts), failed: true });
+    throw error;
   } finally {
     bar?.stop();
     await queue.close().catch(() => {});
@@ -224,5 +246,6 @@ export async function cmdEnqueue(
         ? ` (${tally.promoted} of the already queued were waiting in a refresh and moved ahead of it)`
         : ''),
   );
+  if (tally.sent > 0) await auditCli(config, io, 'enqueue', auditDetail(tally, opts));
   return tally.rejected > 0 ? 1 : 0;
 }

@@ -1,16 +1,20 @@
 import { createDb } from '../../db/client.js';
 import { pauseProcessing, resumeProcessing } from '../../jobs/control.js';
 import { createRefreshQueue } from '../../jobs/refresh.js';
+import { pauseDetail, resumeAudit } from '../audit.js';
 import type { Config } from '../config.js';
 import { formatTime } from '../time.js';
+import { auditCli } from './audit.js';
 import { describeDbError, type Io } from './common.js';
 import { withQueue } from './status.js';
 
 /** `cards-sync pause`: stops every worker from taking new jobs; in-flight ones finish. */
 export async function cmdPause(config: Config, io: Io, opts: { reason?: string }): Promise<number> {
+  const reason = opts.reason ?? 'paused by an operator';
   const outcome = await withQueue(config, (syncQueue, redis) =>
-    pauseProcessing({ syncQueue, redis }, opts.reason ?? 'paused by an operator'),
+    pauseProcessing({ syncQueue, redis }, reason),
   );
+  await auditCli(config, io, 'pause', pauseDetail(reason, outcome));
   if (!outcome.paused) {
     const a = outcome.already;
     io.out(
@@ -41,6 +45,8 @@ export async function cmdResume(config: Config, io: Io): Promise<number> {
       }
     });
     if (outcome === undefined) return 1;
+    const audit = resumeAudit(outcome);
+    await auditCli(config, io, audit.action, audit.detail, handle.db);
     io.out(
       outcome.continuedRefreshRunId !== undefined
         ? `resumed; refresh run ${outcome.continuedRefreshRunId} continues from where it halted`

@@ -10,6 +10,7 @@ import { createRefreshQueue, openRefreshRun } from '../../jobs/refresh.js';
 import type { Config } from '../config.js';
 import { CliError } from '../errors.js';
 import { formatTime } from '../time.js';
+import { auditCli } from './audit.js';
 import { describeDbError, ensureRedis, type Io } from './common.js';
 
 const UNITS: Record<string, number> = { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000 };
@@ -42,7 +43,9 @@ export async function cmdRefresh(config: Config, io: Io, opts: { stale?: string 
     } catch (error) {
       throw new CliError(describeDbError(error, config.databaseUrl) ?? 'cannot count subscribers', 1);
     }
+    const asked = { ...(opts.stale !== undefined ? { stale: opts.stale } : {}), matching };
     if (matching === 0) {
+      await auditCli(config, io, 'refresh', { ...asked, started: false }, handle.db);
       // Not a run: an empty one would read as a successful refresh to status and to alerts.
       io.out(
         staleBefore
@@ -59,6 +62,7 @@ export async function cmdRefresh(config: Config, io: Io, opts: { stale?: string 
     }
     if (!started.started) {
       const r = started.inProgress;
+      await auditCli(config, io, 'refresh', { ...asked, started: false, inProgressRunId: r.id }, handle.db);
       io.err(
         `cards-sync: refresh run ${r.id} (${r.trigger}) is already ${r.status}, started ${formatTime(r.startedAt)}; ` +
           (r.status === 'halted' ? '`cards-sync resume` continues it' : 'follow it with `cards-sync status`'),
@@ -72,6 +76,13 @@ export async function cmdRefresh(config: Config, io: Io, opts: { stale?: string 
       await abandonRefreshRun(handle.db, started.run.id, 'its refresh job could not be queued');
       throw error;
     }
+    await auditCli(
+      config,
+      io,
+      'refresh',
+      { ...asked, started: true, refreshRunId: started.run.id },
+      handle.db,
+    );
     io.out(
       `started refresh run ${started.run.id}${staleBefore ? ` of subscribers not synced since ${formatTime(staleBefore)}` : ' of every known subscriber'}; ` +
         'the workers fan it out — follow it with `cards-sync status`',

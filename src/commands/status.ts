@@ -1,11 +1,13 @@
 import { createDb } from '../../db/client.js';
 import { rootCause } from '../../db/errors.js';
+import { type AdminActionRow, recentAdminActions } from '../../db/ops/admin-actions.js';
 import { lastRefreshRun, type RefreshRun } from '../../db/ops/refresh-runs.js';
 import { type DataStatus, readDataStatus } from '../../db/ops/status.js';
 import { createSyncQueue, readPauseReason } from '../../jobs/queue.js';
 import { createRedis } from '../../jobs/redis.js';
 import { progressOf } from '../../jobs/refresh-plan.js';
 import { createRefreshQueue, SCHEDULER_ID } from '../../jobs/refresh-queue.js';
+import { actionJson, describeAction } from '../audit.js';
 import type { Config } from '../config.js';
 import { formatTime } from '../time.js';
 import { describeDbError, ensureRedis, type Io } from './common.js';
@@ -161,13 +163,32 @@ function formatStatus(
   return lines;
 }
 
+/** Operator actions `status` lists. */
+export const STATUS_ACTIONS = 5;
+
+/** The newest operator actions, or why they cannot be read. */
+type RecentActions = AdminActionRow[] | { error: string };
+
+function formatActions(actions: RecentActions): string[] {
+  if ('error' in actions) return [`recent operator actions: cannot read them: ${actions.error}`];
+  if (actions.length === 0) return ['recent operator actions: none recorded'];
+  return [
+    'recent operator actions (admin_actions, newest first):',
+    ...actions.map((a) => `  ${describeAction(a)}`),
+  ];
+}
+
 /** `cards-sync status [--json]`. */
 export async function cmdStatus(config: Config, io: Io, opts: { json: boolean }): Promise<number> {
   const queue = await readQueueStatus(config);
   let data: (DataStatus & { lastRefresh: RefreshRun | null }) | { error: string };
+  let actions: RecentActions | undefined;
   const handle = createDb(config.databaseUrl, { max: 1, timeoutMs: config.databaseTimeoutMs });
   try {
     data = { ...(await readDataStatus(handle.db)), lastRefresh: (await lastRefreshRun(handle.db)) ?? null };
+    actions = await recentAdminActions(handle.db, STATUS_ACTIONS).catch((error: unknown) => ({
+      error: describeDbError(error, config.databaseUrl) ?? rootCause(error).message,
+    }));
   } catch (error) {
     data = {
       error:
@@ -181,7 +202,11 @@ export async function cmdStatus(config: Config, io: Io, opts: { json: boolean })
       'error' in data || data.lastRefresh === null || !['running', 'halted'].includes(data.lastRefresh.status)
         ? null
         : progressOf(data.lastRefresh);
-    io.out(JSON.stringify({ queue, data, refreshProgress: refresh }));
-  } else for (const line of formatStatus(queue, data)) io.out(line);
+    const recentActions = actions === undefined || 'error' in actions ? null : actions.map(actionJson);
+    io.out(JSON.stringify({ queue, data, refreshProgress: refresh, recentActions }));
+  } else {
+    for (const line of formatStatus(queue, data)) io.out(line);
+    if (actions !== undefined) for (const line of formatActions(actions)) io.out(line);
+  }
   return 'error' in data ? 1 : 0;
 }
