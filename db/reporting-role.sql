@@ -18,7 +18,12 @@ GRANT USAGE ON SCHEMA public TO cards_sync_reporting;
 
 -- The views run with their owner's rights: the role reads them without any right on card_token
 -- or e-mail addresses.
-GRANT SELECT ON saved_cards_active, subscriber_freshness, subscribers_report, sync_runs_report
+GRANT SELECT ON saved_cards_active, subscriber_freshness, subscribers_report, sync_runs_report,
+  saved_card_history TO cards_sync_reporting;
+-- saved_cards_as_of(at) and saved_card_as_of(card, at) run with the caller's rights: they read only
+-- columns granted below.
+GRANT EXECUTE ON FUNCTION saved_cards_as_of(timestamptz), saved_cards_as_of(timestamptz, bigint),
+  saved_card_as_of(bigint, timestamptz)
   TO cards_sync_reporting;
 GRANT SELECT ON saved_card_changes, refresh_runs TO cards_sync_reporting;
 

@@ -117,6 +117,23 @@ const DESIGN_COLUMNS: Record<string, string[]> = {
     'last_seen_at',
     'updated_at',
   ],
+  // One row per card version (migration 0009).
+  saved_card_history: [
+    'card_id',
+    'subscriber_id',
+    'bin_number',
+    'card_family',
+    'card_bank_code',
+    'card_bank_name',
+    'company_id',
+    'create_date',
+    'first_seen_at',
+    'updated_at',
+    'valid_from',
+    'valid_to',
+    'is_current',
+    'exact',
+  ],
   // The analysts' tables without e-mail addresses.
   subscribers_report: [
     'subscriber_id',

@@ -135,6 +135,23 @@ describe('reporting surface', () => {
     expect(named.rows.length).toBe(2);
   });
 
+  it('the analyst reads the history: saved_cards_as_of and saved_card_history, without tokens', async () => {
+    const now = await asAnalyst.query('select * from saved_cards_as_of(now()) order by id');
+    expect(now.rows.map((r) => [Number(r.subscriber_id), r.removed_at === null, r.exact])).toEqual([
+      [80_001, true, true],
+      [80_001, true, true],
+      [80_002, false, true],
+    ]);
+    expect(now.fields.map((f) => f.name)).not.toContain('card_token');
+    const history = await asAnalyst.query('select * from saved_card_history order by card_id, valid_from');
+    expect(history.rows.map((r) => [Number(r.subscriber_id), r.is_current])).toEqual([
+      [80_001, true],
+      [80_001, true],
+      [80_002, false],
+    ]);
+    expect(JSON.stringify([now.rows, history.rows])).not.toContain('deadbeef');
+  });
+
   it('the analyst cannot write', async () => {
     await expect(asAnalyst.query('delete from saved_card_changes')).rejects.toMatchObject({ code: '42501' });
   });

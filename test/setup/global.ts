@@ -1,5 +1,6 @@
 import pg from 'pg';
 import type { TestProject } from 'vitest/node';
+import { withDatabase } from '../../db/databases.js';
 import { runMigrations } from '../../db/migrate.js';
 import { resolveServices } from './services.js';
 
@@ -9,12 +10,6 @@ declare module 'vitest' {
     templateUrl: string;
     redisUrl: string;
   }
-}
-
-export function withDatabase(url: string, name: string): string {
-  const u = new URL(url);
-  u.pathname = `/${name}`;
-  return u.toString();
 }
 
 /** Migrates one template database for the run; each test file clones it (see helpers). */

@@ -1,0 +1,211 @@
+import { describe, expect, it } from 'vitest';
+import type { SavedCard } from '../src/cards.js';
+import { applyCardsBatch, type CardsToApply } from '../src/sync/apply-cards.js';
+import { testTokens } from './fixtures.js';
+import { useTestDatabase } from './helpers.js';
+
+// saved_cards_as_of(at) and saved_card_history, held against the truth: a random sequence of
+// syncs (cards added, changed, removed, restored, moved between subscribers, answers unchanged)
+// with a snapshot of saved_cards after each one. For every snapshot's time, the function must
+// return exactly the snapshot, and the history view exactly its active cards.
+
+const database = useTestDatabase();
+const STEPS = Number(process.env.HISTORY_PROPERTY_STEPS ?? 2000);
+const SEED = Number(process.env.HISTORY_PROPERTY_SEED ?? Date.now() % 1_000_000);
+
+/** mulberry32: a small seeded PRNG, so a failing sequence can be run again with its seed. */
+function prng(seed: number) {
+  let a = seed >>> 0;
+  const next = () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+  return {
+    below: (n: number) => Math.floor(next() * n),
+    pick: <T>(xs: readonly T[]) => xs[Math.floor(next() * xs.length)]!,
+    chance: (p: number) => next() < p,
+  };
+}
+
+const SUBSCRIBERS = [61_001, 61_002, 61_003, 61_004, 61_005];
+const BANKS = ['AKBA', 'ISBANK', 'GARANTI', 'YAPIKREDI', 'ZIRAAT'];
+const FAMILIES = ['Bonus', 'World', 'Maximum', ''];
+
+interface UpstreamCard extends SavedCard {
+  /** Null while no subscriber's answer lists it. */
+  owner: number | null;
+}
+
+const COLUMNS = `id, subscriber_id, bin_number, card_family, card_bank_code, card_bank_name, company_id,
+  create_date, first_seen_at, last_seen_at, updated_at, removed_at`;
+
+type Row = Record<string, unknown>;
+const normalise = (rows: Row[]) =>
+  rows.map((r) =>
+    Object.fromEntries(
+      Object.entries(r).map(([k, v]) => [
+        k,
+        v instanceof Date ? v.toISOString() : v === null ? null : String(v),
+      ]),
+    ),
+  );
+
+describe('saved_cards_as_of and saved_card_history against snapshots of a random history', () => {
+  it(`${STEPS} random steps: every snapshot time rebuilds exactly (seed from HISTORY_PROPERTY_SEED)`, async () => {
+    const pool = database.handle.pool;
+    const r = prng(SEED);
+    const upstream = new Map<number, UpstreamCard>();
+    let nextId = 8_800_000;
+    const ops: Record<string, number> = {};
+    const snapshots: { at: Date; rows: Row[] }[] = [];
+
+    const newCard = (owner: number): UpstreamCard => ({
+      id: nextId++,
+      owner,
+      subscriberId: owner,
+      cardToken: `tok-${nextId}-${r.below(1e9)}`,
+      binNumber: `4${r.below(900) + 100}-xxxx-xxxx-${String(r.below(10_000)).padStart(4, '0')}`,
+      cardFamily: r.pick(FAMILIES),
+      cardBankCode: 100_000 + r.below(5),
+      cardBankName: r.pick(BANKS),
+      companyId: r.below(3) - 1,
+      createDate: `2021-0${1 + r.below(9)}-1${r.below(10)}T10:00:00+03:00`,
+    });
+    const change = (c: UpstreamCard) => {
+      switch (r.below(5)) {
+        case 0:
+          c.cardBankName = r.pick(BANKS);
+          c.cardBankCode = 100_000 + r.below(5);
+          break;
+        case 1:
+          c.cardFamily = r.pick(FAMILIES);
+          break;
+        case 2:
+          c.cardToken = `tok-${c.id}-${r.below(1e9)}`;
+          break;
+        case 3:
+          c.companyId = r.below(3) - 1;
+          break;
+        default:
+          c.createDate = `2022-0${1 + r.below(9)}-0${1 + r.below(9)}T08:30:00+03:00`;
+      }
+    };
+    const answer = (s: number): CardsToApply => ({
+      subscriberId: s,
+      cards: [...upstream.values()]
+        .filter((c) => c.owner === s)
+        .map(({ owner: _owner, ...c }) => ({ ...c, subscriberId: s })),
+      run: { email: null, trigger: 'manual', jobId: null, refreshRunId: null, startedAt: new Date() },
+    });
+
+    for (let step = 0; step < STEPS; step++) {
+      const owned = [...upstream.values()].filter((c) => c.owner !== null);
+      const unowned = [...upstream.values()].filter((c) => c.owner === null);
+      const roll = r.below(100);
+      let touched: number[];
+      let op: string;
+      if (roll < 25 || owned.length === 0) {
+        const c = newCard(r.pick(SUBSCRIBERS));
+        upstream.set(c.id, c);
+        [op, touched] = ['add', [c.owner!]];
+      } else if (roll < 50) {
+        const c = r.pick(owned);
+        change(c);
+        if (r.chance(0.3)) change(c);
+        [op, touched] = ['change', [c.owner!]];
+      } else if (roll < 65) {
+        const c = r.pick(owned);
+        const was = c.owner!;
+        c.owner = null;
+        [op, touched] = ['remove', [was]];
+      } else if (roll < 77 && unowned.length > 0) {
+        const c = r.pick(unowned);
+        c.owner = r.pick(SUBSCRIBERS);
+        if (r.chance(0.4)) change(c);
+        [op, touched] = ['restore', [c.owner]];
+      } else if (roll < 90) {
+        const c = r.pick(owned);
+        const was = c.owner!;
+        c.owner = r.pick(SUBSCRIBERS.filter((s) => s !== was));
+        if (r.chance(0.3)) change(c);
+        // The old owner's sync may come first, later, together or not at all.
+        const order = r.below(4);
+        touched = order === 0 ? [c.owner] : order === 1 ? [c.owner, was] : order === 2 ? [was, c.owner] : [];
+        if (order === 3) {
+          await applyCardsBatch(database.handle.db, testTokens, [answer(c.owner), answer(was)]);
+        }
+        op = 'move';
+      } else {
+        [op, touched] = ['unchanged', [r.pick(SUBSCRIBERS)]];
+      }
+      ops[op] = (ops[op] ?? 0) + 1;
+      for (const s of touched) {
+        const [result] = await applyCardsBatch(database.handle.db, testTokens, [answer(s)]);
+        expect(result!.status, `seed ${SEED} step ${step}`).toBe('succeeded');
+      }
+      const at = new Date();
+      const { rows } = await pool.query(`select ${COLUMNS} from saved_cards order by id`);
+      snapshots.push({ at, rows: normalise(rows) });
+      // The next sync's time must come after this snapshot's.
+      await new Promise((done) => setTimeout(done, 2));
+    }
+
+    for (const [k, snap] of snapshots.entries()) {
+      const asOf = await pool.query(`select ${COLUMNS}, exact from saved_cards_as_of($1) order by id`, [
+        snap.at,
+      ]);
+      expect(
+        asOf.rows.every((row) => row.exact === true),
+        `seed ${SEED} snapshot ${k}: exact`,
+      ).toBe(true);
+      expect(
+        normalise(asOf.rows.map(({ exact: _exact, ...row }) => row)),
+        `seed ${SEED} snapshot ${k} of ${snapshots.length}`,
+      ).toEqual(snap.rows);
+      // One subscriber's wallet then: the same rows, those it owned.
+      const who = SUBSCRIBERS[k % SUBSCRIBERS.length]!;
+      const wallet = await pool.query(`select ${COLUMNS} from saved_cards_as_of($1, $2) order by id`, [
+        snap.at,
+        who,
+      ]);
+      expect(normalise(wallet.rows), `seed ${SEED} wallet of ${who} at snapshot ${k}`).toEqual(
+        snap.rows.filter((row) => row.subscriber_id === String(who)),
+      );
+      const history = await pool.query(
+        `select card_id as id, subscriber_id, bin_number, card_family, card_bank_code, card_bank_name, company_id,
+           create_date, first_seen_at, updated_at from saved_card_history
+         where valid_from <= $1 and (valid_to is null or valid_to > $1) order by card_id`,
+        [snap.at],
+      );
+      const active = snap.rows
+        .filter((row) => row.removed_at === null)
+        .map(({ last_seen_at: _l, removed_at: _r, ...row }) => row);
+      expect(normalise(history.rows), `seed ${SEED} history at snapshot ${k}`).toEqual(active);
+    }
+    // The sequence exercised every kind of step, and the history carries what analysts need.
+    expect(Object.keys(ops).sort()).toEqual(['add', 'change', 'move', 'remove', 'restore', 'unchanged']);
+    const kinds = await pool.query<{ change: string; reason: string | null; with_previous: number }>(
+      `select change, reason, count(*) filter (where previous is not null)::int as with_previous
+       from saved_card_changes group by 1, 2 order by 1, 2`,
+    );
+    const byKind = Object.fromEntries(
+      kinds.rows.map((k) => [`${k.change}/${k.reason ?? ''}`, k.with_previous]),
+    );
+    expect(Object.keys(byKind).sort()).toEqual([
+      'added/',
+      'removed/',
+      'removed/moved',
+      'restored/',
+      'updated/',
+    ]);
+    expect(byKind['updated/']).toBeGreaterThan(0);
+    expect(byKind['restored/']).toBeGreaterThan(0);
+    const tokens = await pool.query(
+      `select count(*)::int as n from saved_card_changes where previous::text like '%tok-%'`,
+    );
+    expect(tokens.rows[0]!.n).toBe(0);
+  }, 240_000);
+});
