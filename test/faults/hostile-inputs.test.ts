@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createRefreshQueue } from '../../jobs/refresh.js';
 import { createAdminApp } from '../../src/admin/app.js';
+import { csrfToken } from '../../src/admin/csrf.js';
 import { type ApiClient, createApiClient } from '../../src/api/client.js';
 import { createMetrics } from '../../src/metrics.js';
 import { directWriter } from '../../src/sync/group-commit.js';
@@ -22,6 +23,7 @@ const database = useTestDatabase();
 const upstream = useScriptedApi();
 const q = testQueue();
 const TOKEN = 'hostile-admin-token-0c5e91d2a7';
+const READ_TOKEN = 'hostile-read-token-7d3f02b6c1';
 const { logger, lines } = captureLogger();
 let api: ApiClient;
 let admin: ReturnType<typeof createAdminApp>;
@@ -52,6 +54,7 @@ beforeAll(async () => {
     metrics: createMetrics({ defaultMetrics: false }),
     logger,
     adminToken: TOKEN,
+    adminReadToken: READ_TOKEN,
     prefix: q.prefix,
   });
   dir = await mkdtemp(join(tmpdir(), 'cards-sync-hostile-'));
@@ -378,6 +381,63 @@ const cases: Case[] = [
     code: 401,
     message: /error/,
   },
+  // The read token on every write route: it may look, never act.
+  ...(
+    [
+      ['POST', '/api/resync', 'application/json', '{"subscriberIds":[9101]}'],
+      ['POST', '/admin/subscribers/9101/resync', 'application/x-www-form-urlencoded', 'x=1'],
+      ['POST', '/admin/resync-email', 'application/x-www-form-urlencoded', 'email=a%40example.com'],
+      ['POST', '/admin/pause', 'application/x-www-form-urlencoded', 'reason=read+token'],
+      ['POST', '/admin/resume', 'application/x-www-form-urlencoded', 'x=1'],
+      ['PUT', '/admin/queues/api/queues/saved-cards-sync/retry/failed', 'application/json', '{}'],
+      ['PUT', '/admin/queues/api/queues/saved-cards-sync/pause', 'application/json', '{}'],
+    ] as const
+  ).map(
+    ([method, path, type, body]): Case => ({
+      edge: 'http',
+      name: `the read token on ${method} ${path}`,
+      run: () => http(path, { method, body, headers: { 'content-type': type }, token: READ_TOKEN }),
+      code: 403,
+      message: /the read token may look but not act; use ADMIN_TOKEN/,
+    }),
+  ),
+  // CSRF on the ops page's forms: the operator's token alone does not make a form count.
+  {
+    edge: 'http',
+    name: 'a pause form without _csrf',
+    run: () =>
+      http('/admin/pause', {
+        method: 'POST',
+        body: 'reason=csrf',
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      }),
+    code: 403,
+    message: /no valid _csrf field/,
+  },
+  {
+    edge: 'http',
+    name: 'a re-sync form posted from another site',
+    run: () =>
+      http('/admin/subscribers/9101/resync', {
+        method: 'POST',
+        body: `_csrf=${encodeURIComponent(csrfToken(TOKEN))}`,
+        headers: { 'content-type': 'application/x-www-form-urlencoded', origin: 'https://evil.example' },
+      }),
+    code: 403,
+    message: /sent from another origin/,
+  },
+  {
+    edge: 'http',
+    name: "a pause form carrying the read token's _csrf",
+    run: () =>
+      http('/admin/pause', {
+        method: 'POST',
+        body: `reason=csrf&_csrf=${encodeURIComponent(csrfToken(READ_TOKEN))}`,
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      }),
+    code: 403,
+    message: /no valid _csrf field/,
+  },
   {
     edge: 'http',
     name: 'malformed JSON',
@@ -534,7 +594,12 @@ describe('hostile inputs: a clear error, and stored data left intact', () => {
     expect(rows.rows.map((r) => Number(r.id))).toEqual(seeded.map((c) => c.id).sort((a, b) => a - b));
     const tokens = new Set(seeded.map((c) => c.cardToken));
     expect(
-      secretsIn([...outputs, lines.join('\n')], { apiKey: API_KEY, adminToken: TOKEN, cardTokens: tokens }),
+      secretsIn([...outputs, lines.join('\n')], {
+        apiKey: API_KEY,
+        adminToken: TOKEN,
+        otherSecrets: [READ_TOKEN],
+        cardTokens: tokens,
+      }),
     ).toEqual([]);
     recordFaultRow({
       scenario: 'hostile inputs',

@@ -2,8 +2,8 @@
 export interface Secrets {
   apiKey?: string;
   adminToken?: string;
-  /** Card-token key material (CARD_TOKEN_KEYS values without their ids). */
-  tokenKeys?: readonly string[];
+  /** Card-token key material and other tokens that must never reach a log. */
+  otherSecrets?: readonly string[];
   /** Every card token the API handed out in the scenario. */
   cardTokens?: ReadonlySet<string>;
   /**
@@ -38,8 +38,8 @@ export function secretsIn(logs: readonly string[], secrets: Secrets): string[] {
       const where = `log ${n + 1} line ${i + 1}`;
       if (secrets.apiKey && line.includes(secrets.apiKey)) found.push(`${where}: the API key`);
       if (secrets.adminToken && line.includes(secrets.adminToken)) found.push(`${where}: the admin token`);
-      for (const key of secrets.tokenKeys ?? [])
-        if (line.includes(key)) found.push(`${where}: a card-token key`);
+      for (const key of secrets.otherSecrets ?? [])
+        if (line.includes(key)) found.push(`${where}: a card-token key or an admin token`);
       if (secrets.cardTokenShapes && /(?<![0-9a-z])(?:[0-9a-f]{32}|tok\d{29})(?![0-9a-z])/i.test(line)) {
         found.push(`${where}: something shaped like a card token`);
       }

@@ -23,7 +23,7 @@ export default function setup() {
     const found = secretsIn(logs, {
       apiKey: API_KEY,
       adminToken: ADMIN_TOKEN,
-      tokenKeys: [TEST_TOKEN_KEY],
+      otherSecrets: [TEST_TOKEN_KEY],
       cardTokenShapes: true,
     }).map((hit) =>
       hit.replace(/^log (\d+)/, (_, n: string) => `${LOG_ARCHIVE_DIR}/${files[Number(n) - 1]}`),
