@@ -88,7 +88,10 @@ export const subscribers = pgTable(
     lastError: text('last_error'),
     consecutiveFailures: integer('consecutive_failures').notNull().default(0),
     activeCards: integer('active_cards').notNull().default(0),
-    /** Consecutive `not_found` answers; any other answer sets it back to 0. */
+    /**
+     * `not_found` answers since the last success, which sets it back to 0; other failures leave it
+     * as it is. A retried job counts once, and a 404 fetched before a success already applied not at all.
+     */
     consecutiveNotFound: integer('consecutive_not_found').notNull().default(0),
     /**
      * When its active cards were marked removed after `SYNC_GONE_AFTER_NOT_FOUND` not-found answers

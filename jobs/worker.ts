@@ -43,6 +43,8 @@ export async function startSyncWorker(
     queue: Queue<SyncJobData, SyncJobResult>;
     redis: RedisClient;
     metrics?: Metrics;
+    /** `SYNC_GONE_AFTER_NOT_FOUND`; 0 = never. Default 3. */
+    goneAfterNotFound?: number;
   },
   options: SyncWorkerOptions,
 ): Promise<SyncWorker> {

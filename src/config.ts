@@ -42,6 +42,11 @@ export interface Config {
   syncRateLimitPerSec: number;
   /** `SYNC_ATTEMPTS`: attempts for transient failures. Default 5. */
   syncAttempts: number;
+  /**
+   * `SYNC_GONE_AFTER_NOT_FOUND`: consecutive `not_found` answers after which a subscriber's active
+   * cards are marked removed; 0 = never. Default 3.
+   */
+  syncGoneAfterNotFound: number;
   /** `REFRESH_CRON`: nightly refresh schedule, 5-field cron. Default `0 2 * * *`. */
   refreshCron: string;
   /** `REFRESH_TZ`: time zone of the schedule. Default `UTC`. */
@@ -118,6 +123,11 @@ const variables = {
     echo: true,
   },
   SYNC_ATTEMPTS: { schema: whole(1, 100), expect: 'a whole number of attempts from 1 to 100', echo: true },
+  SYNC_GONE_AFTER_NOT_FOUND: {
+    schema: whole(0, 1000),
+    expect: 'a whole number of not_found answers from 0 (never) to 1000',
+    echo: true,
+  },
   REFRESH_CRON: {
     schema: text.refine(
       (v) => v === undefined || (v.split(/\s+/).length === 5 && /^[\d*/,\-A-Za-z?LW#\s]+$/.test(v)),
@@ -259,6 +269,7 @@ export function loadConfig(env: Env): Config {
     syncConcurrency: e.SYNC_CONCURRENCY ?? 16,
     syncRateLimitPerSec: e.SYNC_RATE_LIMIT_PER_SEC ?? 0,
     syncAttempts: e.SYNC_ATTEMPTS ?? 5,
+    syncGoneAfterNotFound: e.SYNC_GONE_AFTER_NOT_FOUND ?? 3,
     refreshCron: e.REFRESH_CRON?.split(/\s+/).join(' ') ?? '0 2 * * *',
     refreshTz: e.REFRESH_TZ ?? 'UTC',
     refreshMaxWipeRatio: e.REFRESH_MAX_WIPE_RATIO ?? 0.2,

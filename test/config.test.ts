@@ -55,6 +55,7 @@ describe('defaults (DESIGN §2)', () => {
       syncConcurrency: 16,
       syncRateLimitPerSec: 0,
       syncAttempts: 5,
+      syncGoneAfterNotFound: 3,
       refreshCron: '0 2 * * *',
       refreshTz: 'UTC',
       refreshMaxWipeRatio: 0.2,
@@ -99,6 +100,7 @@ describe('defaults (DESIGN §2)', () => {
       'SYNC_CONCURRENCY',
       'SYNC_RATE_LIMIT_PER_SEC',
       'SYNC_ATTEMPTS',
+      'SYNC_GONE_AFTER_NOT_FOUND',
       'REFRESH_CRON',
       'REFRESH_TZ',
       'QUEUE_PREFIX',
@@ -150,6 +152,7 @@ describe('accepted values', () => {
       SYNC_CONCURRENCY: '1',
       SYNC_RATE_LIMIT_PER_SEC: '250',
       SYNC_ATTEMPTS: '100',
+      SYNC_GONE_AFTER_NOT_FOUND: ' 7 ',
       REFRESH_CRON: '30   3 * * 1-5',
       REFRESH_TZ: 'Europe/Istanbul',
       REFRESH_MAX_WIPE_RATIO: ' 0.5 ',
@@ -174,6 +177,7 @@ describe('accepted values', () => {
       syncConcurrency: 1,
       syncRateLimitPerSec: 250,
       syncAttempts: 100,
+      syncGoneAfterNotFound: 7,
       refreshCron: '30 3 * * 1-5',
       refreshTz: 'Europe/Istanbul',
       refreshMaxWipeRatio: 0.5,
@@ -226,6 +230,7 @@ describe('malformed values stop the command with one line naming the variable', 
     'SYNC_CONCURRENCY',
     'SYNC_RATE_LIMIT_PER_SEC',
     'SYNC_ATTEMPTS',
+    'SYNC_GONE_AFTER_NOT_FOUND',
     'ADMIN_PORT',
   ] as const;
 
@@ -307,6 +312,20 @@ describe('malformed values stop the command with one line naming the variable', 
     expect(loadConfig({ DATABASE_TIMEOUT_MS: '3600000' }).databaseTimeoutMs).toBe(3_600_000);
     for (const bad of ['0', '999', '3600001', '2.5', '-1', '30s'])
       expectRefused({ DATABASE_TIMEOUT_MS: bad }, 'DATABASE_TIMEOUT_MS');
+  });
+
+  it('SYNC_GONE_AFTER_NOT_FOUND takes 0 (never) to 1000 and refuses anything else', () => {
+    expect(loadConfig({ SYNC_GONE_AFTER_NOT_FOUND: '0' }).syncGoneAfterNotFound).toBe(0);
+    expect(loadConfig({ SYNC_GONE_AFTER_NOT_FOUND: '1' }).syncGoneAfterNotFound).toBe(1);
+    expect(loadConfig({ SYNC_GONE_AFTER_NOT_FOUND: '1000' }).syncGoneAfterNotFound).toBe(1000);
+    expect(loadConfig({ SYNC_GONE_AFTER_NOT_FOUND: '  ' }).syncGoneAfterNotFound).toBe(3);
+    // "never" must be spelled 0: a word, a sign, a fraction, an exponent or a huge number is refused
+    // rather than read as some other threshold (or as no policy at all).
+    const hostile = ['never', 'off', '-1', '+3', '2.5', '3e2', '0x3', '1001', '1'.repeat(400), '3;drop', '٣'];
+    for (const bad of hostile) {
+      const error = expectRefused({ SYNC_GONE_AFTER_NOT_FOUND: bad }, 'SYNC_GONE_AFTER_NOT_FOUND');
+      expect(error.message, bad).toContain('a whole number of not_found answers from 0 (never) to 1000');
+    }
   });
 
   it('SYNC_RUNS_RETENTION_DAYS takes whole days', () => {

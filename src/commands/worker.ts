@@ -86,8 +86,9 @@ export async function cmdWorker(config: Config, io: Io, opts: WorkerCliOptions):
   };
   onShutdown((signal) => stop(signal), opts.shutdownTimeoutMs + 5000);
 
+  const goneAfterNotFound = config.syncGoneAfterNotFound;
   sync = await startSyncWorker(
-    { db: handle.db, api, logger, tokens, queue, redis, metrics },
+    { db: handle.db, api, logger, tokens, queue, redis, metrics, goneAfterNotFound },
     {
       redisUrl: config.redis,
       prefix: config.queuePrefix,

@@ -11,6 +11,7 @@ import type { CardTokens } from '../tokens/card-tokens.js';
 import { TokenKeyError } from '../tokens/keyring.js';
 import type { RunBase } from './apply-cards.js';
 import { type CardWriter, directWriter } from './group-commit.js';
+import { applyNotFound, DEFAULT_GONE_AFTER_NOT_FOUND } from './not-found.js';
 import { emptyCounts, type SyncCounts } from './reconcile.js';
 
 export interface SyncDeps {
@@ -21,6 +22,11 @@ export interface SyncDeps {
   tokens: CardTokens;
   /** Where answers are written. Default: each in a transaction of its own. */
   writer?: CardWriter;
+  /**
+   * `SYNC_GONE_AFTER_NOT_FOUND`: consecutive `not_found` answers after which a subscriber's active
+   * cards are marked removed; 0 = never. Default 3.
+   */
+  goneAfterNotFound?: number;
 }
 
 export interface SyncRequest {
@@ -153,16 +159,12 @@ export async function syncSubscriber(deps: SyncDeps, request: SyncRequest): Prom
     subscriberId = (await findSubscriberIdByEmail(db, email).catch(() => undefined)) ?? null;
   }
   switch (outcome.kind) {
-    case 'not_found':
-      return withApi(
-        await recordFailure(deps, log, base, t0, {
-          status: 'not_found',
-          subscriberId,
-          errorCode: 'not_found',
-          errorMessage: 'the API does not know this subscriber (HTTP 404)',
-          retryable: false,
-        }),
-      );
+    case 'not_found': {
+      const goneAfter = deps.goneAfterNotFound ?? DEFAULT_GONE_AFTER_NOT_FOUND;
+      const { syncRunId, counts, errorMessage } = await applyNotFound(db, base, subscriberId, goneAfter);
+      const failure = { status: 'not_found', subscriberId, errorCode: 'not_found', errorMessage } as const;
+      return withApi(finishFailure(log, t0, { ...failure, retryable: false }, syncRunId, counts));
+    }
     case 'invalid_response':
       return withApi(
         await recordFailure(deps, log, base, t0, {
@@ -272,6 +274,17 @@ async function recordFailure(
       now,
     });
   }
+  return finishFailure(log, t0, failure, syncRunId, emptyCounts());
+}
+
+/** Logs a recorded failure and makes its result. */
+function finishFailure(
+  log: () => Logger,
+  t0: number,
+  failure: Failure,
+  syncRunId: number,
+  counts: SyncCounts,
+): Omit<SyncResult, 'api'> {
   const durationMs = Math.round(performance.now() - t0);
   const level = failure.status === 'auth_rejected' ? 'error' : 'warn';
   log()[level](
@@ -282,7 +295,7 @@ async function recordFailure(
     status: failure.status,
     subscriberId: failure.subscriberId,
     syncRunId,
-    counts: emptyCounts(),
+    counts,
     errorCode: failure.errorCode,
     errorMessage: failure.errorMessage,
     retryable: failure.retryable,

@@ -1,0 +1,51 @@
+import type { Db } from '../../db/client.js';
+import { recordNotFound } from '../../db/ops/not-found.js';
+import type { RunBase } from './apply-cards.js';
+import { emptyCounts, type SyncCounts } from './reconcile.js';
+
+/** `SYNC_GONE_AFTER_NOT_FOUND`'s default. */
+export const DEFAULT_GONE_AFTER_NOT_FOUND = 3;
+
+const MESSAGE = 'the API does not know this subscriber (HTTP 404)';
+
+export interface NotFoundResult {
+  syncRunId: number;
+  /** `removed`: the active cards this answer marked removed. */
+  counts: SyncCounts;
+  /** Says so when cards were removed. */
+  errorMessage: string;
+}
+
+/**
+ * A 404: records the `not_found` run and, after `goneAfter` of them in a row (0 = never), marks
+ * the subscriber's active cards removed, all in one transaction (see `db/ops/not-found.ts`).
+ */
+export async function applyNotFound(
+  db: Db,
+  base: RunBase,
+  subscriberId: number | null,
+  goneAfter: number,
+): Promise<NotFoundResult> {
+  const recorded = await recordNotFound(db, {
+    run: {
+      ...base,
+      finishedAt: new Date(),
+      status: 'not_found',
+      errorCode: 'not_found',
+      errorMessage: MESSAGE,
+    },
+    subscriberId,
+    error: `not_found: ${MESSAGE}`,
+    goneAfter,
+  });
+  const errorMessage =
+    recorded.removed > 0
+      ? `${MESSAGE}; ${recorded.consecutiveNotFound} in a row (SYNC_GONE_AFTER_NOT_FOUND ${goneAfter}): ` +
+        `its ${recorded.removed} active cards were marked removed`
+      : MESSAGE;
+  return {
+    syncRunId: recorded.syncRunId,
+    counts: { ...emptyCounts(), removed: recorded.removed },
+    errorMessage,
+  };
+}
