@@ -59,8 +59,10 @@ async function countForRefresh(
       added: c.inserted + c.restored,
       removed: c.removed,
     };
-  } else if (result.status === 'not_found') outcome = { kind: 'notFound', ...base };
-  else if (result.status === 'invalid_response') outcome = { kind: 'invalid', ...base };
+  } else if (result.status === 'not_found') {
+    // SYNC_GONE_AFTER_NOT_FOUND took every active card: wiped, as by an empty answer.
+    outcome = { kind: 'notFound', wiped: c.removed > 0, added: 0, removed: c.removed };
+  } else if (result.status === 'invalid_response') outcome = { kind: 'invalid', ...base };
   else if (result.status === 'failed' && (!result.retryable || lastAttempt))
     outcome = { kind: 'failed', ...base };
   if (outcome === undefined) return;

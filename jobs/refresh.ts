@@ -33,7 +33,7 @@ export interface RefreshOptions {
   window?: number;
   /** Share of wiped subscribers that halts the run (`REFRESH_MAX_WIPE_RATIO`). Default 0.2. */
   maxWipeRatio?: number;
-  /** Succeeded syncs before the breaker judges. Default 50. */
+  /** Answers (succeeded or not_found syncs) before the breaker judges. Default 50. */
   breakerMinSyncs?: number;
   /** `SYNC_RUNS_RETENTION_DAYS`, pruned after a nightly run. Default 90. */
   retentionDays?: number;
@@ -105,14 +105,13 @@ export function createRefreshProcessor(deps: RefreshDeps, options: RefreshOption
     const tally = await readTally(deps.redis, prefix, run.id);
     const now = await applyTally(deps.db, run.id, tally);
     if (now.status !== 'running') return now;
-    if (
-      !now.breakerOverridden &&
-      now.succeeded >= minSyncs &&
-      now.wipedSubscribers / now.succeeded > maxWipeRatio
-    ) {
-      const share = Math.round((now.wipedSubscribers / now.succeeded) * 1000) / 10;
+    // A 404 answers too: after SYNC_GONE_AFTER_NOT_FOUND of them a subscriber loses every card, so
+    // an API that forgot everyone must trip the breaker even though no sync succeeds.
+    const answered = now.succeeded + now.notFound;
+    if (!now.breakerOverridden && answered >= minSyncs && now.wipedSubscribers / answered > maxWipeRatio) {
+      const share = Math.round((now.wipedSubscribers / answered) * 1000) / 10;
       const reason =
-        `${now.wipedSubscribers} of ${now.succeeded} synced subscribers (${share}%) lost every card, more than ` +
+        `${now.wipedSubscribers} of ${answered} answered subscribers (${share}%) lost every card, more than ` +
         `REFRESH_MAX_WIPE_RATIO ${maxWipeRatio}: an upstream outage looks likely. Check the API, then ` +
         '`cards-sync resume` to continue (removals stay in saved_card_changes; a later sync restores them)';
       // The queue is paused first, so that whoever sees the run halted finds the queue paused.
@@ -122,7 +121,7 @@ export function createRefreshProcessor(deps: RefreshDeps, options: RefreshOption
       });
       if (await haltRefreshRun(deps.db, run.id, reason)) {
         deps.logger.error(
-          { refreshRunId: run.id, wiped: now.wipedSubscribers, succeeded: now.succeeded },
+          { refreshRunId: run.id, wiped: now.wipedSubscribers, answered },
           `refresh halted: ${reason}`,
         );
       }

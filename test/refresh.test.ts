@@ -56,9 +56,17 @@ function setup(options: RefreshOptions = {}) {
     timeoutMs: 2000,
   });
   cleanups.push(() => api.close());
-  const startSync = async (concurrency = 8) => {
+  const startSync = async (concurrency = 8, goneAfterNotFound?: number) => {
     const w = await startSyncWorker(
-      { db: db(), api, logger, tokens: testTokens, queue: q.queue, redis: q.redis },
+      {
+        db: db(),
+        api,
+        logger,
+        tokens: testTokens,
+        queue: q.queue,
+        redis: q.redis,
+        ...(goneAfterNotFound !== undefined ? { goneAfterNotFound } : {}),
+      },
       { redisUrl: inject('redisUrl'), prefix: q.prefix, concurrency },
     );
     cleanups.push(() => w.close(5000));
@@ -285,6 +293,34 @@ describe('refresh runs', () => {
     );
     expect(restored.rows[0]!.n).toBe(ids.reduce((n, i) => n + cardsFor(i).length, 0));
     void sync;
+  }, 60_000);
+
+  it('the breaker counts subscribers SYNC_GONE_AFTER_NOT_FOUND wiped, as it counts empty answers', async () => {
+    const s = setup({ breakerMinSyncs: 50, maxWipeRatio: 0.2 });
+    const ids = Array.from({ length: 150 }, (_, i) => 75_000 + i);
+    await seedSubscribers(ids);
+    await s.startSync(4, 1);
+    await s.startRefresh();
+    expect((await finishedRun(await manualRun(s.refreshQueue))).status).toBe('completed');
+    // The API forgets everyone: no sync succeeds, yet every answer takes a subscriber's cards.
+    for (const i of ids) upstream.script.set(`id:${i}`, { status: 404 });
+    const id = await manualRun(s.refreshQueue);
+    const halted = await finishedRun(id);
+    expect(halted.status).toBe('halted');
+    expect(halted.haltedReason).toMatch(/of \d+ answered subscribers .* REFRESH_MAX_WIPE_RATIO/);
+    expect((await readPauseReason(s.queue, s.redis))?.by).toBe('breaker');
+    const { resumeProcessing } = await import('../jobs/control.js');
+    await resumeProcessing({ db: db(), syncQueue: s.queue, refreshQueue: s.refreshQueue, redis: s.redis });
+    const done = await waitFor('the run to complete', async () => {
+      const run = await loadRefreshRun(db(), id);
+      return run?.status === 'completed' ? run : false;
+    });
+    const cards = ids.reduce((n, i) => n + cardsFor(i).length, 0);
+    expect(done).toMatchObject({ succeeded: 0, notFound: 150, wipedSubscribers: 150, cardsRemoved: cards });
+    const reasons = await db().execute<{ reason: string | null; n: number }>(
+      sql`select reason, count(*)::int as n from saved_card_changes where change = 'removed' group by reason`,
+    );
+    expect(reasons.rows).toEqual([{ reason: 'not_found', n: cards }]);
   }, 60_000);
 });
 

@@ -224,7 +224,9 @@ export async function closeRefreshRun(db: Db, id: number): Promise<RefreshRun | 
              count(*) filter (where l.status = 'invalid_response')::int as invalid,
              (select coalesce(sum(inserted + restored), 0)::int from sync_runs where refresh_run_id = ${id}) as cards_added,
              (select coalesce(sum(removed), 0)::int from sync_runs where refresh_run_id = ${id}) as cards_removed,
-             count(*) filter (where l.status = 'succeeded' and l.removed > 0 and l.cards_seen = 0)::int as wiped,
+             -- Every card gone: an empty answer, or SYNC_GONE_AFTER_NOT_FOUND not_found answers in a row.
+             count(*) filter (where l.removed > 0 and (l.status = 'not_found'
+               or (l.status = 'succeeded' and l.cards_seen = 0)))::int as wiped,
              coalesce(max(l.id), 0) as last_id
       from (
         select distinct on (coalesce(subscriber_id::text, email)) id, status, removed, cards_seen
