@@ -6,7 +6,7 @@ import type { RedisConfig } from '../src/config-redis.js';
 import { type CardTokens, cardTokens } from '../src/tokens/card-tokens.js';
 import { newKeyMaterial, parseKeyRing } from '../src/tokens/keyring.js';
 
-// What the benchmarks share: a database of their own, made anew, and the mock API as a process.
+// What the benchmarks share: a database of their own, made anew, and an API as a process.
 
 const here = new URL('.', import.meta.url).pathname;
 /** The built CLI, as a user runs it. */
@@ -38,6 +38,37 @@ export async function startMockApi(
     if (m) return { url: m[1]!, child };
   }
   throw new Error('the mock API did not start');
+}
+
+/**
+ * The benchmark's API (bench/raw-api.ts) on a free loopback port, with the answers of subscribers
+ * 1..`subscribers` serialised before it listens; resolves once it listens.
+ */
+export async function startRawApi(
+  key: string,
+  cardsPerSubscriber: number,
+  subscribers: number,
+): Promise<{ url: string; child: ChildProcess }> {
+  const child = spawn(
+    process.execPath,
+    [
+      `${here}raw-api.js`,
+      '--key',
+      key,
+      '--cards',
+      String(cardsPerSubscriber),
+      '--subscribers',
+      String(subscribers),
+    ],
+    { stdio: ['ignore', 'pipe', 'inherit'] },
+  );
+  let out = '';
+  for await (const chunk of child.stdout!) {
+    out += chunk;
+    const m = /listening on (http:\/\/\S+)/.exec(out);
+    if (m) return { url: m[1]!, child };
+  }
+  throw new Error('the raw API did not start');
 }
 
 /** A whole-number flag of at least `min`, or a one-line refusal (exit 2). */
@@ -75,8 +106,13 @@ export function benchRedis(flag: string | undefined): {
   };
 }
 
-/** The benchmarks' card-token key ring: tokens are sealed, as in production (CARD_TOKEN_ENCRYPTION=on). */
-export const BENCH_CARD_TOKEN_KEYS = `bench:${newKeyMaterial()}`;
+/**
+ * The benchmarks' card-token key ring: tokens are sealed, as in production (CARD_TOKEN_ENCRYPTION=on).
+ * One ring per run: a benchmark's child process takes its parent's from `BENCH_CARD_TOKEN_KEYS`, so
+ * that a pipeline over rows another process sealed (c unchanged after c) can compare their tokens.
+ * Under a ring of its own, every stored token would read as changed.
+ */
+export const BENCH_CARD_TOKEN_KEYS = process.env.BENCH_CARD_TOKEN_KEYS ?? `bench:${newKeyMaterial()}`;
 
 /** How an in-process benchmark worker stores tokens: sealed under {@link BENCH_CARD_TOKEN_KEYS}. */
 export function benchTokens(): CardTokens {

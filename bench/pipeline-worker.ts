@@ -1,5 +1,5 @@
 import { parseArgs } from 'node:util';
-import { type Job, Worker } from 'bullmq';
+import { Worker } from 'bullmq';
 import { sql } from 'drizzle-orm';
 import type pg from 'pg';
 import { createDb } from '../db/client.js';
@@ -11,8 +11,10 @@ import { createApiClient } from '../src/api/client.js';
 import type { SavedCard } from '../src/api/schema.js';
 import { createLogger } from '../src/logger.js';
 import { benchRedis, benchTokens } from './harness.js';
+import { pipelineClock } from './pipeline-result.js';
 
-// One pipeline of the benchmark, in its own process so that its peak RSS is its own.
+// One pipeline of the benchmark, in its own process so that its peak RSS is its own. (r, the raw
+// ceiling, has a process of its own that loads none of the product: bench/raw-worker.ts.)
 //   a: fetch and validate, write nothing (the ceiling)
 //   b: fetch, then one Drizzle upsert statement per card (the naive baseline)
 //   c: cards-sync's own worker, the code path users run
@@ -94,26 +96,7 @@ async function main() {
   const redis = createRedis(redisUrl, { blocking: true });
   const queue = createSyncQueue(redis, { prefix });
   const logger = createLogger({ level: 'error' });
-  const durations: number[] = [];
-  let cards = 0;
-  let finished = 0;
-  let halfway = 0;
-  let doneAt = 0;
-  let resolveDone: () => void = () => {};
-  const done = new Promise<void>((r) => {
-    resolveDone = r;
-  });
-  const onFinished = (job: Job | undefined) => {
-    if (job?.processedOn && job.finishedOn) durations.push(job.finishedOn - job.processedOn);
-    finished++;
-    if (finished === Math.ceil(total / 2)) halfway = performance.now();
-    if (finished >= total) {
-      doneAt = performance.now();
-      resolveDone();
-    }
-  };
-  const started = performance.now();
-  const cpuStart = process.cpuUsage();
+  const clock = pipelineClock(total);
   let close: () => Promise<unknown>;
   if (values.pipeline === 'c') {
     const w = await startSyncWorker(
@@ -121,10 +104,10 @@ async function main() {
       { redisUrl, prefix, concurrency },
     );
     w.worker.on('completed', (job, result) => {
-      cards += result.cardsSeen ?? 0;
-      onFinished(job);
+      clock.addCards(result.cardsSeen ?? 0);
+      clock.finished(job);
     });
-    w.worker.on('failed', (job) => onFinished(job));
+    w.worker.on('failed', (job) => clock.finished(job, false));
     close = () => w.close(10_000);
   } else {
     const naive = values.pipeline === 'b';
@@ -135,7 +118,7 @@ async function main() {
       async (job, _token, signal) => {
         const outcome = await api.fetchCards(job.data.target, signal ? { signal } : {});
         if (outcome.kind !== 'ok') throw new Error(outcome.kind);
-        cards += outcome.cards.length;
+        clock.addCards(outcome.cards.length);
         if (floor) await floor(outcome.cards);
         if (!naive) return { n: outcome.cards.length };
         const now = new Date();
@@ -163,29 +146,13 @@ async function main() {
       },
       { connection: createRedis(redisUrl, { blocking: true }), prefix, concurrency },
     );
-    w.on('completed', (job) => onFinished(job));
-    w.on('failed', (job) => onFinished(job));
+    w.on('completed', (job) => clock.finished(job));
+    w.on('failed', (job) => clock.finished(job, false));
     close = () => w.close();
   }
-  await done;
-  const seconds = (performance.now() - started) / 1000;
-  const cpu = process.cpuUsage(cpuStart);
+  await clock.done;
   await close();
-  durations.sort((x, y) => x - y);
-  const pct = (p: number) => durations[Math.min(durations.length - 1, Math.floor(p * durations.length))] ?? 0;
-  const result = {
-    pipeline: values.pipeline,
-    jobs: finished,
-    seconds,
-    subscribersPerSec: finished / seconds,
-    // The second half alone: the steady rate, without the process's start and warm-up.
-    steadySubscribersPerSec: (finished - Math.ceil(total / 2)) / ((doneAt - halfway) / 1000),
-    cardsPerSec: cards / seconds,
-    p50Ms: pct(0.5),
-    p99Ms: pct(0.99),
-    peakRssMB: process.resourceUsage().maxRSS / 1024,
-    workerCpuMs: (cpu.user + cpu.system) / 1000,
-  };
+  const result = clock.result(values.pipeline!);
   process.stdout.write(`${JSON.stringify(result)}\n`);
   process.exit(0);
 }
