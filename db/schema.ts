@@ -7,7 +7,6 @@ import {
   integer,
   jsonb,
   pgTable,
-  pgView,
   text,
   timestamp,
   uniqueIndex,
@@ -98,6 +97,13 @@ export const subscribers = pgTable(
      * in a row; null again once the API answers for it.
      */
     goneAt: tz('gone_at'),
+    /**
+     * A digest of the cards its last applied answer listed (ids and content, the token by its keyed
+     * fingerprint), set by every success that took the full path and cleared by anything else that
+     * changes its cards (a move to another subscriber, the 404 policy). While it matches a new
+     * answer's digest, that answer is identical to what is stored: no card row is read or written.
+     */
+    cardsDigest: text('cards_digest'),
   },
   // No index on the sync timestamps: every sync moves them, and an index on one would turn each
   // of those updates into new entries in every index of the table (no HOT update). Freshness
@@ -246,80 +252,4 @@ export const adminActions = pgTable(
     check('admin_actions_source_valid', sql`${t.source} in (${inList(ADMIN_SOURCES)})`),
     index('admin_actions_at_idx').on(t.at),
   ],
-);
-
-/** Active cards without `card_token`, for analysts who must not see tokens. */
-export const savedCardsActive = pgView('saved_cards_active').as((qb) =>
-  qb
-    .select({
-      id: savedCards.id,
-      subscriberId: savedCards.subscriberId,
-      binNumber: savedCards.binNumber,
-      cardFamily: savedCards.cardFamily,
-      cardBankCode: savedCards.cardBankCode,
-      cardBankName: savedCards.cardBankName,
-      companyId: savedCards.companyId,
-      createDate: savedCards.createDate,
-      firstSeenAt: savedCards.firstSeenAt,
-      lastSeenAt: savedCards.lastSeenAt,
-      updatedAt: savedCards.updatedAt,
-    })
-    .from(savedCards)
-    .where(sql`${savedCards.removedAt} is null`),
-);
-
-/** How fresh each subscriber's copy is. */
-export const subscriberFreshness = pgView('subscriber_freshness').as((qb) =>
-  qb
-    .select({
-      subscriberId: subscribers.subscriberId,
-      lastSuccessAt: subscribers.lastSuccessAt,
-      age: sql<string>`now() - ${subscribers.lastSuccessAt}`.as('age'),
-      lastSyncedAt: subscribers.lastSyncedAt,
-      lastStatus: subscribers.lastStatus,
-      consecutiveFailures: subscribers.consecutiveFailures,
-      activeCards: subscribers.activeCards,
-    })
-    .from(subscribers),
-);
-
-/** Every column of `subscribers` but `email`: what analysts read (they have no right on e-mails). */
-export const subscribersReport = pgView('subscribers_report').as((qb) =>
-  qb
-    .select({
-      subscriberId: subscribers.subscriberId,
-      lastSyncedAt: subscribers.lastSyncedAt,
-      lastSuccessAt: subscribers.lastSuccessAt,
-      lastStatus: subscribers.lastStatus,
-      lastError: subscribers.lastError,
-      consecutiveFailures: subscribers.consecutiveFailures,
-      activeCards: subscribers.activeCards,
-      consecutiveNotFound: subscribers.consecutiveNotFound,
-      goneAt: subscribers.goneAt,
-    })
-    .from(subscribers),
-);
-
-/** Every column of `sync_runs` but `email`, for analysts. */
-export const syncRunsReport = pgView('sync_runs_report').as((qb) =>
-  qb
-    .select({
-      id: syncRuns.id,
-      subscriberId: syncRuns.subscriberId,
-      trigger: syncRuns.trigger,
-      jobId: syncRuns.jobId,
-      refreshRunId: syncRuns.refreshRunId,
-      startedAt: syncRuns.startedAt,
-      finishedAt: syncRuns.finishedAt,
-      status: syncRuns.status,
-      cardsSeen: syncRuns.cardsSeen,
-      inserted: syncRuns.inserted,
-      updated: syncRuns.updated,
-      unchanged: syncRuns.unchanged,
-      removed: syncRuns.removed,
-      restored: syncRuns.restored,
-      errorCode: syncRuns.errorCode,
-      errorMessage: syncRuns.errorMessage,
-    })
-    .from(syncRuns),
 );

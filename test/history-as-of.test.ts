@@ -147,7 +147,12 @@ describe('saved_cards_as_of and saved_card_history against snapshots of a random
         expect(result!.status, `seed ${SEED} step ${step}`).toBe('succeeded');
       }
       const at = new Date();
-      const { rows } = await pool.query(`select ${COLUMNS} from saved_cards order by id`);
+      // An active card's last_seen_at is carried by its subscriber's last success (DESIGN §4).
+      const { rows } = await pool.query(`select ${COLUMNS.replace(
+        'last_seen_at',
+        'case when c.removed_at is null then greatest(c.last_seen_at, s.last_success_at) else c.last_seen_at end as last_seen_at',
+      ).replace('id, subscriber_id', 'c.id, c.subscriber_id')}
+        from saved_cards c left join subscribers s on s.subscriber_id = c.subscriber_id order by c.id`);
       snapshots.push({ at, rows: normalise(rows) });
       // The next sync's time must come after this snapshot's.
       await new Promise((done) => setTimeout(done, 2));

@@ -43,6 +43,8 @@ const DESIGN_COLUMNS: Record<string, string[]> = {
     'active_cards',
     'consecutive_not_found',
     'gone_at',
+    // The digest of the last answer applied in full (migration 0010).
+    'cards_digest',
   ],
   sync_runs: [
     'id',

@@ -46,26 +46,43 @@ function storedCard(r: CardRow): StoredCard {
 export interface BatchRead {
   /** When each subscriber's newest applied answer was fetched (absent: none yet). */
   newest: Map<number, Date>;
-  /** Every row of the subscribers, plus every row whose id the answers list. */
+  /** Subscribers whose answer's digest is the stored one: identical, none of their cards read. */
+  unchanged: Set<number>;
+  /** Every row of the other subscribers, plus every row whose id their answers list. */
   stored: StoredCard[];
+}
+
+/** One answer of a batch, as the read needs it. */
+export interface AnswerToRead {
+  subscriberId: number;
+  /** Its digest (src/sync/digest.ts), compared with `subscribers.cards_digest`. */
+  digest: string;
+  cardIds: readonly number[];
 }
 
 /**
  * Begins a transaction, takes the advisory lock of every key and reads what reconciling needs, in
- * one round trip: four queries pipelined on the client, the last three prepared once per
+ * one round trip: five queries pipelined on the client, the last four prepared once per
  * connection. The locks are taken by a statement of their own, before the reads, so the reads'
  * snapshots are taken after the locks are held. Keys are locked in one order (their 64-bit
  * hashes, ascending), so two batches with overlapping keys wait for each other instead of
  * deadlocking.
+ *
+ * An answer whose digest equals its subscriber's `cards_digest` is identical to what is stored:
+ * none of its cards is read. Only a sync of the subscriber, under the lock held here, sets that
+ * digest; anything else can only clear it. So once the first read finds a digest different, the
+ * later read of the cards finds it different too, and reads the cards.
  */
 export async function beginLockAndRead(
   client: pg.PoolClient,
   lockKeys: readonly (number | string)[],
-  subscriberIds: readonly number[],
-  cardIds: readonly number[],
+  answers: readonly AnswerToRead[],
 ): Promise<BatchRead> {
-  const subs = [...subscriberIds];
-  const [, , newestRows, cardRows] = await allInOrder([
+  const subs = answers.map((a) => a.subscriberId);
+  const digests = answers.map((a) => a.digest);
+  const cardIds = answers.flatMap((a) => a.cardIds);
+  const cardOwners = answers.flatMap((a) => a.cardIds.map(() => a.subscriberId));
+  const [, , newestRows, unchangedRows, cardRows] = await allInOrder([
     client.query('begin'),
     client.query({
       name: 'cards-sync-lock',
@@ -87,15 +104,34 @@ export async function beginLockAndRead(
         ) newest`,
       values: [subs],
     }),
+    client.query<{ subscriber_id: number }>({
+      name: 'cards-sync-read-unchanged',
+      text: `select a.subscriber_id
+        from unnest($1::bigint[], $2::text[]) a(subscriber_id, digest)
+        join subscribers s on s.subscriber_id = a.subscriber_id
+        where s.cards_digest = a.digest`,
+      values: [subs, digests],
+    }),
     client.query<CardRow>({
       name: 'cards-sync-read-cards',
-      text: `select ${CARD_COLUMNS} from saved_cards where subscriber_id = any($1::bigint[]) or id = any($2::bigint[])`,
-      values: [subs, [...cardIds]],
+      text: `with changed as (
+          select a.subscriber_id
+          from unnest($1::bigint[], $2::text[]) a(subscriber_id, digest)
+          left join subscribers s on s.subscriber_id = a.subscriber_id
+          where s.cards_digest is distinct from a.digest
+        )
+        select ${CARD_COLUMNS} from saved_cards
+        where subscriber_id = any(array(select ch.subscriber_id from changed ch))
+          or id = any(array(
+            select l.id from unnest($3::bigint[], $4::bigint[]) l(id, subscriber_id)
+            join changed ch on ch.subscriber_id = l.subscriber_id))`,
+      values: [subs, digests, cardIds, cardOwners],
     }),
   ]);
   const newest = new Map<number, Date>();
   for (const r of newestRows.rows) newest.set(r.subscriber_id, r.started_at);
-  return { newest, stored: cardRows.rows.map(storedCard) };
+  const unchanged = new Set(unchangedRows.rows.map((r) => r.subscriber_id));
+  return { newest, unchanged, stored: cardRows.rows.map(storedCard) };
 }
 
 /**

@@ -43,19 +43,28 @@ export interface KnownChange {
   run: number;
 }
 
+/** A successful sync: what its `subscribers` row becomes. */
+export interface Success {
+  subscriberId: number;
+  activeCards: number;
+  /**
+   * The answer's digest, or null for an answer identical to what is stored (its digest matched):
+   * then `cards_digest` and `active_cards` keep what the row holds when the write reaches it,
+   * which is null and the recount if another subscriber's sync took one of its cards meanwhile.
+   */
+  digest: string | null;
+}
+
 export interface BatchWrite {
   now: Date;
   /** New, changed and restored cards, tokens in stored form; ids distinct. */
   upserts: readonly CardToWrite[];
-  /** Present and identical: only `last_seen_at` moves. */
-  touched: readonly number[];
   /** Vanished upstream: marked removed while still owned by that subscriber. */
   removals: readonly CardOwner[];
   runs: readonly RunRow[];
   changes: readonly KnownChange[];
-  /** Successful syncs; subscribers distinct. */
   /** Successful syncs; subscribers distinct. E-mails are learned afterwards (`learnEmails`). */
-  successes: readonly { subscriberId: number; activeCards: number }[];
+  successes: readonly Success[];
 }
 
 // A sealed token is compared by its fingerprint (two sealings of one token never match); an
@@ -96,12 +105,12 @@ with upserted as (
     removed_at = null
   -- An identical, present row is not rewritten.
   where ${contentChanged} or c.removed_at is not null
-), touched as (
-  -- By id alone: these rows were present and identical under the lock we still hold (a test of
-  -- removed_at here lures the planner onto the partial index of every active card).
-  update saved_cards c set last_seen_at = $1 where c.id = any($11::bigint[])
 ), removed as (
-  update saved_cards c set removed_at = $1
+  -- An active card's last_seen_at is carried by its subscriber's last success (DESIGN §4), the
+  -- last sync that listed it: its own column takes that value as it leaves. The subquery sees the
+  -- row as it was before this statement, the success before this one.
+  update saved_cards c set removed_at = $1, last_seen_at = greatest(c.last_seen_at, (
+      select o.last_success_at from subscribers o where o.subscriber_id = c.subscriber_id))
     from unnest($12::bigint[], $13::bigint[]) as gone(id, subscriber_id)
     where c.id = gone.id and c.subscriber_id = gone.subscriber_id and c.removed_at is null
     returning c.id, c.subscriber_id
@@ -144,14 +153,18 @@ with upserted as (
     order by part, seq
 ), subscriber as (
   insert into subscribers as s (subscriber_id, email, last_synced_at, last_success_at, last_status,
-      last_error, consecutive_failures, active_cards)
-    select sub.subscriber_id, null, $1, $1, 'succeeded', null, 0, sub.active_cards
-    from unnest($33::bigint[], $34::int[]) as sub(subscriber_id, active_cards)
+      last_error, consecutive_failures, active_cards, cards_digest)
+    select sub.subscriber_id, null, $1, $1, 'succeeded', null, 0, sub.active_cards, sub.digest
+    from unnest($33::bigint[], $34::int[], $11::text[]) as sub(subscriber_id, active_cards, digest)
     order by sub.subscriber_id
   on conflict (subscriber_id) do update set
     last_synced_at = excluded.last_synced_at, last_success_at = excluded.last_success_at,
     last_status = excluded.last_status, last_error = null, consecutive_failures = 0,
-    active_cards = excluded.active_cards, consecutive_not_found = 0, gone_at = null
+    -- A null digest: the answer was identical (see Success.digest). s.* is the row as the
+    -- update finds it, after any transaction that changed it meanwhile.
+    active_cards = case when excluded.cards_digest is null then s.active_cards else excluded.active_cards end,
+    cards_digest = coalesce(excluded.cards_digest, s.cards_digest),
+    consecutive_not_found = 0, gone_at = null
 )
 -- For a run: its position in the batch; for a removed card: its subscriber.
 select 'run' as kind, id, ord as ref from run_of
@@ -160,7 +173,7 @@ select 'removed', id, subscriber_id from removed`;
 
 /**
  * Writes a batch in one statement: cards upserted (ascending ids, so concurrent batches lock rows
- * in one order), touched and removed, one `sync_runs` row per run, history, and `subscribers`.
+ * in one order) and removed (an identical card is not written at all), one `sync_runs` row per run, history, and `subscribers`.
  * Returns the run ids in the order of `runs` and the cards really marked removed.
  */
 export async function writeBatch(
@@ -185,7 +198,7 @@ export async function writeBatch(
       // As a Date: milliseconds, like the comparison in reconcile (Postgres would round
       // nanoseconds to microseconds and the two would never agree).
       of(cards, (c) => new Date(c.createDate)),
-      [...w.touched].sort((a, b) => a - b),
+      of(w.successes, (s) => s.digest),
       of(w.removals, (r) => r.id),
       of(w.removals, (r) => r.subscriberId),
       of(w.runs, (r) => r.subscriberId),
@@ -256,7 +269,10 @@ export async function learnEmails(
   ]);
 }
 
-/** Recounts the active cards of subscribers whose card moved to another subscriber. */
+/**
+ * Recounts the active cards of subscribers whose card moved to another subscriber, and clears their
+ * digest: what is stored for them is no longer what their last answer listed.
+ */
 export async function recountActiveCards(
   client: pg.PoolClient,
   subscriberIds: readonly number[],
@@ -265,7 +281,8 @@ export async function recountActiveCards(
   await client.query({
     name: 'cards-sync-recount-active',
     text: `update subscribers s set active_cards = (
-        select count(*) from saved_cards c where c.subscriber_id = s.subscriber_id and c.removed_at is null)
+        select count(*) from saved_cards c where c.subscriber_id = s.subscriber_id and c.removed_at is null),
+        cards_digest = null
       where s.subscriber_id = any($1::bigint[])`,
     values: [[...subscriberIds]],
   });

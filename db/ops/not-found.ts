@@ -80,7 +80,9 @@ export async function recordNotFound(db: Db, answer: NotFoundAnswer): Promise<No
         update subscribers set
           consecutive_not_found = ${count},
           active_cards = case when ${remove}::boolean then 0 else active_cards end,
-          gone_at = case when ${remove}::boolean then coalesce(gone_at, ${answer.run.finishedAt}) else gone_at end
+          gone_at = case when ${remove}::boolean then coalesce(gone_at, ${answer.run.finishedAt}) else gone_at end,
+          -- Its stored cards are no longer what its last answer listed.
+          cards_digest = case when ${remove}::boolean then null else cards_digest end
         where subscriber_id = ${subscriberId}`);
     }
     return { syncRunId, counted, consecutiveNotFound: count, removed };
@@ -124,7 +126,9 @@ async function insertRunAndRemove(
         where subscriber_id = ${subscriberId} and removed_at is null and ${remove}::boolean
         order by id for update
     ), removed as (
-      update saved_cards c set removed_at = ${now}
+      -- last_seen_at: the last success listed the card (DESIGN §4); its own column takes that value.
+      update saved_cards c set removed_at = ${now}, last_seen_at = greatest(c.last_seen_at, (
+          select o.last_success_at from subscribers o where o.subscriber_id = c.subscriber_id))
         from gone where c.id = gone.id and c.subscriber_id = ${subscriberId} and c.removed_at is null
         returning c.id
     ), run as (

@@ -1,17 +1,12 @@
 import type { Db } from '../../db/client.js';
 import { beginLockAndRead, type CardOwner, lockAndReread } from '../../db/ops/batch-read.js';
-import {
-  type BatchWrite,
-  type KnownChange,
-  learnEmails,
-  type RunRow,
-  recountActiveCards,
-  writeBatch,
-} from '../../db/ops/batch-write.js';
+import { type BatchWrite, learnEmails, recountActiveCards, writeBatch } from '../../db/ops/batch-write.js';
 import type { SyncStatus, SyncTrigger } from '../../db/schema.js';
-import type { CardToWrite, SavedCard, StoredCard } from '../cards.js';
+import type { SavedCard } from '../cards.js';
 import type { CardTokens } from '../tokens/card-tokens.js';
-import { emptyCounts, type ReconcilePlan, reconcile, type SyncCounts } from './reconcile.js';
+import { indexStored, knownChanges, plan, runRow, toWrite } from './batch-plan.js';
+import { answerDigest } from './digest.js';
+import { emptyCounts, type SyncCounts } from './reconcile.js';
 
 /** The `sync_runs` columns known before the answer is written. */
 export interface RunBase {
@@ -56,131 +51,10 @@ export function lockKey(item: CardsToApply): number | string {
   return item.subscriberId ?? `email:${item.email?.toLowerCase() ?? ''}`;
 }
 
-/** What one answer of a batch turns into once the stored rows are known. */
-interface Planned {
-  item: CardsToApply;
-  /** Null: nothing to write but the run (an unknown e-mail with no cards, or superseded). */
-  plan: ReconcilePlan | null;
-  superseded: boolean;
-}
-
-/** The stored rows of a batch, by owner and by id. */
-interface StoredIndex {
-  newest: Map<number, Date>;
-  bySubscriber: Map<number, StoredCard[]>;
-  byId: Map<number, StoredCard>;
-}
-
-function indexStored(read: Awaited<ReturnType<typeof beginLockAndRead>>): StoredIndex {
-  const bySubscriber = new Map<number, StoredCard[]>();
-  const byId = new Map<number, StoredCard>();
-  for (const row of read.stored) {
-    byId.set(row.id, row);
-    const list = bySubscriber.get(row.subscriberId);
-    if (list) list.push(row);
-    else bySubscriber.set(row.subscriberId, [row]);
-  }
-  return { newest: read.newest, bySubscriber, byId };
-}
-
-function plan(item: CardsToApply, stored: StoredIndex, tokens: CardTokens): Planned {
-  const subscriberId = item.subscriberId;
-  if (subscriberId === null) return { item, plan: null, superseded: false };
-  // An answer fetched before one already applied is older news: applying it would undo newer
-  // removals or restores.
-  const newest = stored.newest.get(subscriberId);
-  if (newest !== undefined && newest.getTime() > item.run.startedAt.getTime()) {
-    return { item, plan: null, superseded: true };
-  }
-  // This subscriber's rows, and rows of others that its answer lists (cards that moved here).
-  const rows = [...(stored.bySubscriber.get(subscriberId) ?? [])];
-  for (const c of item.cards) {
-    const row = stored.byId.get(c.id);
-    if (row && row.subscriberId !== subscriberId) rows.push(row);
-  }
-  const sameToken = (row: StoredCard, token: string) => tokens.matches(row.id, row.token, token);
-  return { item, plan: reconcile(subscriberId, item.cards, rows, sameToken), superseded: false };
-}
-
-/**
- * A card to write, its token in stored form: an unchanged token keeps the value it has (no
- * re-encryption), unless it is stored in plain text while sealing is on; a new one is sealed.
- */
-function toWrite(card: SavedCard, row: StoredCard | undefined, tokens: CardTokens): CardToWrite {
-  const { cardToken, ...rest } = card;
-  const keep =
-    row !== undefined &&
-    (row.token.fingerprint !== null || !tokens.sealing) &&
-    tokens.matches(row.id, row.token, cardToken);
-  return { ...rest, token: keep ? row.token : tokens.store(card.id, cardToken) };
-}
-
-function knownChanges(p: Planned, run: number): KnownChange[] {
-  const subscriberId = p.item.subscriberId!;
-  const out: KnownChange[] = [];
-  for (const c of p.plan!.inserts)
-    out.push({
-      cardId: c.id,
-      subscriberId,
-      change: 'added',
-      changedFields: null,
-      previous: null,
-      reason: null,
-      run,
-    });
-  for (const u of p.plan!.updates) {
-    out.push({
-      cardId: u.card.id,
-      subscriberId,
-      change: u.restored ? 'restored' : 'updated',
-      changedFields: u.changedFields.length > 0 ? u.changedFields : null,
-      previous: u.previous,
-      reason: null,
-      run,
-    });
-    // A card now listed under this subscriber left its previous one: that one's history says so.
-    if (u.previousSubscriberId !== undefined && !u.restored) {
-      out.push({
-        cardId: u.card.id,
-        subscriberId: u.previousSubscriberId,
-        change: 'removed',
-        changedFields: null,
-        previous: null,
-        reason: 'moved',
-        run,
-      });
-    }
-  }
-  return out;
-}
-
-function runRow(p: Planned): RunRow {
-  const counts = p.plan?.counts ?? { ...emptyCounts(), cardsSeen: p.item.cards.length };
-  const run = p.item.run;
-  return {
-    email: run.email,
-    trigger: run.trigger,
-    jobId: run.jobId,
-    refreshRunId: run.refreshRunId,
-    startedAt: run.startedAt,
-    subscriberId: p.item.subscriberId,
-    status: p.superseded ? 'superseded' : 'succeeded',
-    cardsSeen: p.item.subscriberId === null ? 0 : counts.cardsSeen,
-    inserted: counts.inserted,
-    updated: counts.updated,
-    unchanged: counts.unchanged,
-    restored: counts.restored,
-    errorCode: p.superseded ? 'superseded' : null,
-    errorMessage: p.superseded
-      ? 'a newer answer was applied while this one was in flight; nothing written'
-      : null,
-  };
-}
-
 /**
  * Writes several answers in one transaction, under the advisory locks of all their subscribers,
- * in two round trips (see `db/ops/batch-write.ts`): upserts cards (an identical row keeps
- * everything but `last_seen_at`), soft-deletes and restores, writes history, one `sync_runs` row
+ * in two round trips (see `db/ops/batch-write.ts`): upserts cards (an identical row is not
+ * written: its subscriber's last success carries its `last_seen_at`), soft-deletes and restores, writes history, one `sync_runs` row
  * per answer and the `subscribers` rows. The answers must name distinct subscribers, e-mails and
  * card ids (the group committer makes sure of it). An answer fetched before an answer already
  * applied for its subscriber is recorded as `superseded` and not written, so two syncs of one
@@ -205,13 +79,14 @@ export async function applyCardsBatch(
   };
   client.on('error', onError);
   try {
-    const subscriberIds = items.flatMap((i) => (i.subscriberId === null ? [] : [i.subscriberId]));
-    const read = await beginLockAndRead(
-      client,
-      items.map(lockKey),
-      subscriberIds,
-      items.flatMap((i) => i.cards.map((c) => c.id)),
+    const digests = items.map((i) => (i.subscriberId === null ? null : answerDigest(i.cards, tokens)));
+    const answers = items.flatMap((i, n) =>
+      i.subscriberId === null
+        ? []
+        : [{ subscriberId: i.subscriberId, digest: digests[n]!, cardIds: i.cards.map((c) => c.id) }],
     );
+    const subscriberIds = answers.map((a) => a.subscriberId);
+    const read = await beginLockAndRead(client, items.map(lockKey), answers);
     // Cards of subscribers outside the batch are moving here: lock them before planning (rare).
     const ours = new Set(subscriberIds);
     const moving = read.stored.filter((r) => !ours.has(r.subscriberId)).map((r) => r.id);
@@ -222,13 +97,13 @@ export async function applyCardsBatch(
     }
     const now = new Date();
     const stored = indexStored(read);
-    const planned = items.map((item) => plan(item, stored, tokens));
+    const planned = items.map((item, n) => plan(item, digests[n] ?? null, stored, tokens));
     const writing = planned.filter((p) => p.plan !== null);
 
     // A stored card that one answer dropped and another written answer lists has moved: the lister
     // takes it (as if it had synced first), so the rows each part of the write touches stay
     // disjoint. A superseded answer writes nothing, so what it lists takes nothing from anyone.
-    const listed = new Set(writing.flatMap((p) => p.item.cards.map((c) => c.id)));
+    const listed = new Set(writing.flatMap((p) => (p.unchanged ? [] : p.item.cards.map((c) => c.id))));
     const removals: CardOwner[] = writing.flatMap((p) =>
       p
         .plan!.removedIds.filter((id) => !listed.has(id))
@@ -242,7 +117,6 @@ export async function applyCardsBatch(
         ...p.plan!.inserts.map((c) => toWrite(c, undefined, tokens)),
         ...p.plan!.updates.map((u) => toWrite(u.card, stored.byId.get(u.card.id), tokens)),
       ]),
-      touched: writing.flatMap((p) => p.plan!.unchangedIds),
       removals,
       runs: planned.map(runRow),
       changes: planned.flatMap((p, i) => (p.plan === null ? [] : knownChanges(p, i))),
@@ -250,6 +124,7 @@ export async function applyCardsBatch(
       successes: writing.map((p) => ({
         subscriberId: p.item.subscriberId!,
         activeCards: p.item.cards.length,
+        digest: p.unchanged ? null : p.digest,
       })),
     };
     const emailOwners = writing.flatMap((p) =>

@@ -16,6 +16,12 @@ export interface CardTokens {
   matches(cardId: number, stored: StoredToken, token: string): boolean;
   /** The token itself (for `cards-sync token`); throws {@link TokenKeyError} when it cannot. */
   reveal(cardId: number, stored: StoredToken): string;
+  /**
+   * What stands for the token in an answer's digest (src/sync/digest.ts): its keyed fingerprint
+   * when there is a key ring, so the digest never rests on the token alone; the token when there
+   * is none (it is then stored in plain text anyway).
+   */
+  digestPart(token: string): string;
 }
 
 const noRing = (cardId: number) =>
@@ -41,6 +47,9 @@ export function cardTokens(sealing: boolean, ring: KeyRing | undefined): CardTok
       if (stored.fingerprint === null) return stored.value;
       if (ring === undefined) throw noRing(cardId);
       return ring.open(cardId, stored.value);
+    },
+    digestPart(token) {
+      return ring === undefined ? token : ring.fingerprint(token);
     },
   };
 }

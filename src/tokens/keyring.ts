@@ -119,6 +119,11 @@ export class KeyRing {
     }
   }
 
+  /** The fingerprint `token` has under the sealing key (what a token sealed now would carry). */
+  fingerprint(token: string): string {
+    return fingerprint(this.#primary, token);
+  }
+
   /** The fingerprint `token` would have under the key that sealed `value`. */
   fingerprintLike(cardId: number, value: string, token: string): string {
     const id = sealedKeyId(value);

@@ -1,0 +1,86 @@
+import { eq, sql } from 'drizzle-orm';
+import { pgView } from 'drizzle-orm/pg-core';
+import { savedCards, subscribers, syncRuns } from './schema.js';
+
+// The reporting views (DESIGN §4): what analysts read. Their names and columns are public.
+
+/** Active cards without `card_token`, for analysts who must not see tokens. */
+export const savedCardsActive = pgView('saved_cards_active').as((qb) =>
+  qb
+    .select({
+      id: savedCards.id,
+      subscriberId: savedCards.subscriberId,
+      binNumber: savedCards.binNumber,
+      cardFamily: savedCards.cardFamily,
+      cardBankCode: savedCards.cardBankCode,
+      cardBankName: savedCards.cardBankName,
+      companyId: savedCards.companyId,
+      createDate: savedCards.createDate,
+      firstSeenAt: savedCards.firstSeenAt,
+      // An active card's own column moves only when the card is written; every success of its
+      // subscriber lists it (DESIGN §4), so the later of the two is when a sync last listed it.
+      lastSeenAt: sql<Date>`greatest(${savedCards.lastSeenAt}, ${subscribers.lastSuccessAt})`.as(
+        'last_seen_at',
+      ),
+      updatedAt: savedCards.updatedAt,
+    })
+    .from(savedCards)
+    .leftJoin(subscribers, eq(subscribers.subscriberId, savedCards.subscriberId))
+    .where(sql`${savedCards.removedAt} is null`),
+);
+
+/** How fresh each subscriber's copy is. */
+export const subscriberFreshness = pgView('subscriber_freshness').as((qb) =>
+  qb
+    .select({
+      subscriberId: subscribers.subscriberId,
+      lastSuccessAt: subscribers.lastSuccessAt,
+      age: sql<string>`now() - ${subscribers.lastSuccessAt}`.as('age'),
+      lastSyncedAt: subscribers.lastSyncedAt,
+      lastStatus: subscribers.lastStatus,
+      consecutiveFailures: subscribers.consecutiveFailures,
+      activeCards: subscribers.activeCards,
+    })
+    .from(subscribers),
+);
+
+/** Every column of `subscribers` but `email`: what analysts read (they have no right on e-mails). */
+export const subscribersReport = pgView('subscribers_report').as((qb) =>
+  qb
+    .select({
+      subscriberId: subscribers.subscriberId,
+      lastSyncedAt: subscribers.lastSyncedAt,
+      lastSuccessAt: subscribers.lastSuccessAt,
+      lastStatus: subscribers.lastStatus,
+      lastError: subscribers.lastError,
+      consecutiveFailures: subscribers.consecutiveFailures,
+      activeCards: subscribers.activeCards,
+      consecutiveNotFound: subscribers.consecutiveNotFound,
+      goneAt: subscribers.goneAt,
+    })
+    .from(subscribers),
+);
+
+/** Every column of `sync_runs` but `email`, for analysts. */
+export const syncRunsReport = pgView('sync_runs_report').as((qb) =>
+  qb
+    .select({
+      id: syncRuns.id,
+      subscriberId: syncRuns.subscriberId,
+      trigger: syncRuns.trigger,
+      jobId: syncRuns.jobId,
+      refreshRunId: syncRuns.refreshRunId,
+      startedAt: syncRuns.startedAt,
+      finishedAt: syncRuns.finishedAt,
+      status: syncRuns.status,
+      cardsSeen: syncRuns.cardsSeen,
+      inserted: syncRuns.inserted,
+      updated: syncRuns.updated,
+      unchanged: syncRuns.unchanged,
+      removed: syncRuns.removed,
+      restored: syncRuns.restored,
+      errorCode: syncRuns.errorCode,
+      errorMessage: syncRuns.errorMessage,
+    })
+    .from(syncRuns),
+);
