@@ -93,7 +93,8 @@ async function readPage(tx: Executor, subscriberId: number) {
   // An active card was last seen by its subscriber's last success (DESIGN §4), as in saved_cards_active.
   const lastSuccess = subscriberRows[0]?.lastSuccessAt ?? null;
   for (const c of cards) {
-    if (c.removedAt === null && lastSuccess !== null && lastSuccess > c.lastSeenAt) c.lastSeenAt = lastSuccess;
+    if (c.removedAt === null && lastSuccess !== null && lastSuccess > c.lastSeenAt)
+      c.lastSeenAt = lastSuccess;
   }
   return {
     subscriber: subscriberRows[0] ?? null,
