@@ -1,4 +1,4 @@
-import { once } from 'node:events';
+import { getEventListeners, once } from 'node:events';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -485,6 +485,17 @@ describe('cancellation by the caller', { timeout: 5_000 }, () => {
       { signal: controller.signal },
     );
     expect(outcome).toMatchObject({ kind: 'transient', code: 'aborted' });
+  });
+
+  // A worker hands every request of a job the job's signal: a listener left behind per request
+  // would grow without end on a long-lived signal (and Node warns past ten).
+  it('leaves no listener on the caller’s signal once each request is done, whatever its outcome', async () => {
+    const controller = new AbortController();
+    const api = client();
+    for (let i = 0; i < 20; i++) await api.fetchCards({ subscriberId: 1 }, { signal: controller.signal });
+    raw.handler = (_req, res) => res.writeHead(503).end('busy');
+    await api.fetchCards({ subscriberId: 1 }, { signal: controller.signal });
+    expect(getEventListeners(controller.signal, 'abort')).toHaveLength(0);
   });
 });
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { InvalidResponse, parseCards, type SavedCard } from '../src/api/schema.js';
+import { InvalidResponse, parseCards, recordProblem, type SavedCard } from '../src/api/schema.js';
 import { makeCard } from './fixtures.js';
 
 const SUBSCRIBER = 4242;
@@ -287,5 +287,65 @@ describe('rules across records', () => {
   it('accepts an e-mail lookup answer of one subscriber, whichever it is', () => {
     const cards: SavedCard[] = [makeCard(99), makeCard(99)];
     expect(parseCards(cards)).toEqual(cards);
+  });
+});
+
+// parseCards passes the common shape by hand and sends anything else through the schema: the two
+// must agree on every record, or a record the schema refuses could slip through the fast path.
+describe('the hand-checked fast path', () => {
+  const ODD_VALUES: unknown[] = [
+    undefined,
+    null,
+    true,
+    0,
+    -1,
+    1.5,
+    2 ** 53,
+    -(2 ** 53),
+    Number.MAX_SAFE_INTEGER,
+    '',
+    ' ',
+    '0',
+    'Bonus',
+    'a\u0000b',
+    '4761-xxxx-xxxx-0043',
+    '4761-XXXX-****-0043',
+    '4761-xxxx-xxxx-004',
+    '4761 xxxx xxxx 0043',
+    '4761123412340043',
+    '2021-02-28T14:01:35+03:00',
+    '2021-02-28T14:01:35.123456789-00:30',
+    '2021-02-29T14:01:35+03:00',
+    '2024-02-29T23:59:59+14:00',
+    '2021-02-28T24:00:00+03:00',
+    '2021-02-28T14:01:35Z',
+    '2021-02-28 14:01:35+03:00',
+    [],
+    {},
+    [1],
+  ];
+
+  it('accepts exactly the records the schema accepts, for every field and odd value', () => {
+    let accepted = 0;
+    let refused = 0;
+    for (const field of FIELDS) {
+      for (const value of ODD_VALUES) {
+        const record = value === undefined ? without(field) : card({ [field]: value });
+        const schemaSays = recordProblem(record, 0);
+        let parsed: SavedCard[] | undefined;
+        try {
+          parsed = parseCards([record]);
+        } catch (error) {
+          expect(error).toBeInstanceOf(InvalidResponse);
+          expect((error as Error).message).toBe(schemaSays);
+        }
+        expect(parsed === undefined, `${field} = ${JSON.stringify(value)}`).toBe(schemaSays !== undefined);
+        if (parsed) accepted++;
+        else refused++;
+      }
+    }
+    // Both verdicts were exercised, for every field.
+    expect(accepted).toBeGreaterThan(FIELDS.length);
+    expect(refused).toBeGreaterThan(FIELDS.length * 10);
   });
 });
