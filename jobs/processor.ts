@@ -5,7 +5,7 @@ import type { Metrics } from '../src/metrics.js';
 import { redactExcerpt } from '../src/redact.js';
 import type { SyncDeps } from '../src/sync/sync-subscriber.js';
 import { type SyncResult, syncSubscriber } from '../src/sync/sync-subscriber.js';
-import { countOpsServed, isOpsJob } from './lanes.js';
+import { isOpsJob, opsServedCounter } from './lanes.js';
 import { pauseQueue, type SyncJobData, type SyncJobResult, syncJobSchema } from './queue.js';
 import type { RedisClient } from './redis.js';
 import { countOutcome } from './refresh-tally.js';
@@ -100,6 +100,7 @@ export const AUTH_FIX =
  */
 export function createSyncProcessor(deps: ProcessorDeps) {
   let authPauseLogged = false;
+  const opsServed = opsServedCounter(deps.redis, deps.queue.opts.prefix ?? 'bull');
   // After Postgres was found away, each job asks it first, until it answers: a sync that cannot be
   // written must not spend a request of the rate-limited API. While Postgres is healthy, no probe.
   let dbSuspect = false;
@@ -121,7 +122,7 @@ export function createSyncProcessor(deps: ProcessorDeps) {
     const data = parsed.data;
     if (isOpsJob(data)) {
       // A slot went to ops work: the running refresh is owed its share (jobs/lanes.ts).
-      countOpsServed(deps.redis, deps.queue.opts.prefix ?? 'bull').catch(() => {});
+      opsServed.add();
     }
     if (dbSuspect) {
       try {

@@ -2,7 +2,7 @@ import { sql } from 'drizzle-orm';
 import { afterEach, describe, expect, inject, it } from 'vitest';
 import { startRefreshRun } from '../db/ops/refresh-runs.js';
 import { subscribers } from '../db/schema.js';
-import { LANE_PRIORITY } from '../jobs/lanes.js';
+import { LANE_PRIORITY, opsServedCounter, opsServedKey } from '../jobs/lanes.js';
 import { enqueueSyncs } from '../jobs/queue.js';
 import { createRefreshQueue, startRefreshWorker } from '../jobs/refresh.js';
 import { startSyncWorker } from '../jobs/worker.js';
@@ -186,5 +186,20 @@ describe('the ops lane', () => {
       select count(*)::int as n from (select subscriber_id from sync_runs where refresh_run_id = ${runId}
       group by 1 having count(*) > 1) t`);
     expect(twice.rows[0]!.n).toBe(0);
+  });
+});
+
+describe('counting the ops jobs served', () => {
+  it('sends the jobs started within a tenth of a second as one increment, and loses none', async () => {
+    const { redis, prefix } = setup();
+    const counter = opsServedCounter(redis, prefix);
+    const key = opsServedKey(prefix);
+    for (let i = 0; i < 50; i++) counter.add();
+    // Nothing sent yet: the jobs are counted here first.
+    expect(await redis.get(key)).toBeNull();
+    await waitFor('the count of 50', async () => (await redis.get(key)) === '50', 2000);
+    for (let i = 0; i < 7; i++) counter.add();
+    counter.flush();
+    await waitFor('the count of 57', async () => (await redis.get(key)) === '57', 2000);
   });
 });
