@@ -1,3 +1,4 @@
+import { createHash, type Hash, type Hmac } from 'node:crypto';
 import type { StoredToken } from '../cards.js';
 import type { KeyRing } from './keyring.js';
 import { TokenKeyError } from './keyring.js';
@@ -17,11 +18,12 @@ export interface CardTokens {
   /** The token itself (for `cards-sync token`); throws {@link TokenKeyError} when it cannot. */
   reveal(cardId: number, stored: StoredToken): string;
   /**
-   * What stands for the token in an answer's digest (src/sync/digest.ts): its keyed fingerprint
-   * when there is a key ring, so the digest never rests on the token alone; the token when there
-   * is none (it is then stored in plain text anyway).
+   * A fresh hash for an answer's digest (src/sync/digest.ts), which takes the tokens as they are:
+   * an HMAC under a key of the ring (derived from the sealing key) when there is one, so the digest
+   * never rests on a token alone; SHA-256 when there is none (tokens are then stored in plain text
+   * anyway).
    */
-  digestPart(token: string): string;
+  digestHash(): Hash | Hmac;
 }
 
 const noRing = (cardId: number) =>
@@ -48,8 +50,8 @@ export function cardTokens(sealing: boolean, ring: KeyRing | undefined): CardTok
       if (ring === undefined) throw noRing(cardId);
       return ring.open(cardId, stored.value);
     },
-    digestPart(token) {
-      return ring === undefined ? token : ring.fingerprint(token);
+    digestHash() {
+      return ring === undefined ? createHash('sha256') : ring.digestMac();
     },
   };
 }

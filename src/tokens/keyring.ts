@@ -1,4 +1,4 @@
-import { createCipheriv, createDecipheriv, createHmac, hkdfSync, randomBytes } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createHmac, type Hmac, hkdfSync, randomBytes } from 'node:crypto';
 
 // Card tokens at rest (DESIGN §2, §4): AES-256-GCM under a key ring. A sealed value names the key
 // that sealed it, so several keys live side by side while `tokens rotate` moves rows to the first
@@ -50,6 +50,7 @@ const aad = (cardId: number) => Buffer.from(`cards-sync card_token ${cardId}`);
 export class KeyRing {
   readonly #keys: Map<string, RingKey>;
   readonly #primary: RingKey;
+  #primaryDigestKey: Buffer | undefined;
 
   constructor(keys: readonly { id: string; key: Buffer }[]) {
     if (keys.length === 0) throw new KeyRingError('the key ring is empty');
@@ -117,6 +118,17 @@ export class KeyRing {
         'token_tampered',
       );
     }
+  }
+
+  /**
+   * A fresh HMAC-SHA-256 under a key derived from the sealing key for answer digests alone
+   * (src/sync/digest.ts): what it digests may hold tokens, and no digest rests on them unkeyed.
+   */
+  digestMac(): Hmac {
+    this.#primaryDigestKey ??= Buffer.from(
+      hkdfSync('sha256', this.#primary.key, Buffer.alloc(0), 'cards-sync answer digest', 32),
+    );
+    return createHmac('sha256', this.#primaryDigestKey);
   }
 
   /** The fingerprint `token` has under the sealing key (what a token sealed now would carry). */
