@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import type { StoredCard } from '../../src/cards.js';
-import { allInOrder } from './pipeline.js';
+import { allInOrder, sentTogether } from './pipeline.js';
 
 // The first of the write path's two round trips (see batch-write.ts): begin, lock, read.
 
@@ -82,39 +82,43 @@ export async function beginLockAndRead(
   const digests = answers.map((a) => a.digest);
   const cardIds = answers.flatMap((a) => a.cardIds);
   const cardOwners = answers.flatMap((a) => a.cardIds.map(() => a.subscriberId));
-  const [, , newestRows, unchangedRows, cardRows] = await allInOrder([
-    client.query('begin'),
-    client.query({
-      name: 'cards-sync-lock',
-      text: `select count(pg_advisory_xact_lock(h)) from (
+  const [, , newestRows, unchangedRows, cardRows] = await allInOrder(
+    sentTogether(
+      client,
+      () =>
+        [
+          client.query('begin'),
+          client.query({
+            name: 'cards-sync-lock',
+            text: `select count(pg_advisory_xact_lock(h)) from (
           select distinct hashtextextended(k, 0) as h from unnest($1::text[]) k order by 1
         ) ordered`,
-      values: [lockKeys.map((k) => `cards-sync:subscriber:${k}`)],
-    }),
-    client.query<{ subscriber_id: number; started_at: Date }>({
-      name: 'cards-sync-read-newest',
-      // Newest first down the (subscriber_id, started_at) index: one or two rows read, however
-      // many runs the subscriber has had.
-      text: `select s.id as subscriber_id, newest.started_at
+            values: [lockKeys.map((k) => `cards-sync:subscriber:${k}`)],
+          }),
+          client.query<{ subscriber_id: number; started_at: Date }>({
+            name: 'cards-sync-read-newest',
+            // Newest first down the (subscriber_id, started_at) index: one or two rows read, however
+            // many runs the subscriber has had.
+            text: `select s.id as subscriber_id, newest.started_at
         from unnest($1::bigint[]) s(id)
         cross join lateral (
           select started_at from sync_runs
             where subscriber_id = s.id and status = 'succeeded'
             order by started_at desc limit 1
         ) newest`,
-      values: [subs],
-    }),
-    client.query<{ subscriber_id: number }>({
-      name: 'cards-sync-read-unchanged',
-      text: `select a.subscriber_id
+            values: [subs],
+          }),
+          client.query<{ subscriber_id: number }>({
+            name: 'cards-sync-read-unchanged',
+            text: `select a.subscriber_id
         from unnest($1::bigint[], $2::text[]) a(subscriber_id, digest)
         join subscribers s on s.subscriber_id = a.subscriber_id
         where s.cards_digest = a.digest`,
-      values: [subs, digests],
-    }),
-    client.query<CardRow>({
-      name: 'cards-sync-read-cards',
-      text: `with changed as (
+            values: [subs, digests],
+          }),
+          client.query<CardRow>({
+            name: 'cards-sync-read-cards',
+            text: `with changed as (
           select a.subscriber_id
           from unnest($1::bigint[], $2::text[]) a(subscriber_id, digest)
           left join subscribers s on s.subscriber_id = a.subscriber_id
@@ -125,9 +129,11 @@ export async function beginLockAndRead(
           or id = any(array(
             select l.id from unnest($3::bigint[], $4::bigint[]) l(id, subscriber_id)
             join changed ch on ch.subscriber_id = l.subscriber_id))`,
-      values: [subs, digests, cardIds, cardOwners],
-    }),
-  ]);
+            values: [subs, digests, cardIds, cardOwners],
+          }),
+        ] as const,
+    ),
+  );
   const newest = new Map<number, Date>();
   for (const r of newestRows.rows) newest.set(r.subscriber_id, r.started_at);
   const unchanged = new Set(unchangedRows.rows.map((r) => r.subscriber_id));

@@ -1,6 +1,7 @@
 import type { Db } from '../../db/client.js';
 import { beginLockAndRead, type CardOwner, lockAndReread } from '../../db/ops/batch-read.js';
 import { type BatchWrite, learnEmails, recountActiveCards, writeBatch } from '../../db/ops/batch-write.js';
+import { sentTogether } from '../../db/ops/pipeline.js';
 import type { SyncStatus, SyncTrigger } from '../../db/schema.js';
 import type { SavedCard } from '../cards.js';
 import type { CardTokens } from '../tokens/card-tokens.js';
@@ -135,14 +136,20 @@ export async function applyCardsBatch(
     );
     // One round trip: the write, the e-mails, the recount and the commit are sent together. If a
     // statement fails, the ones behind it fail and the commit rolls back; the first error is thrown.
-    const [written, emails, recount, committed] = await Promise.allSettled([
-      writeBatch(client, batch),
-      // After the cards, as a sync always did: taking an e-mail from its old owner locks that
-      // owner's row, and doing it first would lock in another order than a sync of that owner.
-      learnEmails(client, emailOwners),
-      recountActiveCards(client, formerOwners),
-      client.query('commit'),
-    ]);
+    const [written, emails, recount, committed] = await Promise.allSettled(
+      sentTogether(
+        client,
+        () =>
+          [
+            writeBatch(client, batch),
+            // After the cards, as a sync always did: taking an e-mail from its old owner locks that
+            // owner's row, and doing it first would lock in another order than a sync of that owner.
+            learnEmails(client, emailOwners),
+            recountActiveCards(client, formerOwners),
+            client.query('commit'),
+          ] as const,
+      ),
+    );
     const failure = [written, emails, recount, committed].find((s) => s.status === 'rejected');
     if (committed.status === 'fulfilled' && committed.value.command === 'COMMIT' && failure) {
       // The server committed, but what it answered could not be read (a reply the client
