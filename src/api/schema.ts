@@ -7,15 +7,19 @@ export type { SavedCard };
 export const MASKED_BIN = /^\d{4}-[xX*]{4}-[xX*]{4}-\d{4}$/;
 const CREATE_DATE = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.\d{1,9})?([+-])(\d{2}):(\d{2})$/;
 
+const DAYS_IN_MONTH = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
+
 /** True when the string is a real date-time of the `YYYY-MM-DDThh:mm:ss+hh:mm` shape. */
 export function isCreateDate(value: string): boolean {
   const m = CREATE_DATE.exec(value);
   if (!m) return false;
-  const [year, month, day, hour, minute, second, , offH, offM] = m.slice(1).map(Number) as number[];
-  if (month! < 1 || month! > 12 || hour! > 23 || minute! > 59 || second! > 59) return false;
-  if (offH! > 14 || offM! > 59) return false;
-  const daysInMonth = new Date(Date.UTC(year!, month!, 0)).getUTCDate();
-  return day! >= 1 && day! <= daysInMonth;
+  const month = Number(m[2]);
+  const day = Number(m[3]);
+  if (month < 1 || month > 12 || Number(m[4]) > 23 || Number(m[5]) > 59 || Number(m[6]) > 59) return false;
+  if (Number(m[8]) > 14 || Number(m[9]) > 59) return false;
+  // February asks the calendar (as Date.UTC reads the year); every other month has its fixed length.
+  const days = month === 2 ? new Date(Date.UTC(Number(m[1]), 2, 0)).getUTCDate() : DAYS_IN_MONTH[month - 1]!;
+  return day >= 1 && day <= days;
 }
 
 /** True when a string holds 12 or more digits: it could be (part of) a full card number. */
