@@ -16,6 +16,7 @@ import {
   rowsPerSync,
   settle,
   tableCounts,
+  walByRelation,
   walBytes,
   walPosition,
   walSplit,
@@ -45,6 +46,11 @@ const { values } = parseArgs({
      * shared machine's speed during one pipeline does not decide the verdict.
      */
     rounds: { type: 'string', default: '3' },
+    /**
+     * Enqueue every pipeline's jobs as r's are (a plain addBulk, BullMQ's default job options), to
+     * tell what the product's job options cost from what its fetch path costs.
+     */
+    'plain-jobs': { type: 'boolean', default: false },
     /** Comma-separated subset of pipelines to run (r,a,b,c,f), for profiling one of them. */
     only: { type: 'string' },
     /** Write a V8 CPU profile of each pipeline's worker process into this folder. */
@@ -82,6 +88,8 @@ interface Result extends PipelineResult {
   walFpiBytesPerSync: number | null;
   /** Record bytes per sync written by anything else meanwhile: 0 when the run had the server alone. */
   walOtherBytesPerSync: number | null;
+  /** The bench database's WAL bytes per sync by relation (or record kind), full-page images apart. */
+  walByRelationPerSync: Record<string, { bytes: number; fpi: number }> | null;
   /** Rows inserted, updated (of which HOT) and deleted per sync, by table. */
   rowsPerSync: Rows;
   /** Tuples of saved_cards read per sync (seq_tup_read + idx_tup_fetch). */
@@ -100,13 +108,14 @@ async function runPipeline(
   const redis = createRedis(bench.target, { blocking: true });
   const raw = pipeline.startsWith('r');
   // r's jobs: a plain addBulk, BullMQ's default job options. The others: the product's enqueue.
-  const queue = raw
+  const plain = raw || values['plain-jobs'];
+  const queue = plain
     ? new Queue(QUEUE_NAME, { connection: redis, prefix })
     : createSyncQueue(redis, { prefix });
   for (let i = 0; i < count; i += 1000) {
     const ids = Array.from({ length: Math.min(1000, count - i) }, (_, j) => 1 + i + j);
     const targets = ids.map((subscriberId) => ({ subscriberId }));
-    if (raw) {
+    if (plain) {
       await queue.addBulk(targets.map((target) => ({ name: JOB_NAME, data: { target, trigger: 'manual' } })));
     } else {
       await enqueueSyncs(queue as ReturnType<typeof createSyncQueue>, targets, 'manual');
@@ -180,6 +189,7 @@ async function runPipeline(
   const per = (ms: number) => round(ms / result.jobs, 3);
   const wal = await walBytes(databaseUrl, pgBefore.lsn, endLsn);
   const split = pgBefore.walinspect ? await walSplit(databaseUrl, pgBefore.lsn, endLsn) : null;
+  const byRelation = pgBefore.walinspect ? await walByRelation(databaseUrl, pgBefore.lsn, endLsn) : null;
   await releaseWal();
   const reads = readsPerSync(pgBefore.tables, tablesAfter, 'saved_cards', result.jobs);
   return {
@@ -189,6 +199,16 @@ async function runPipeline(
     walBenchDbBytesPerSync: split && per(split.benchDbBytes),
     walFpiBytesPerSync: split && per(split.benchDbFpiBytes),
     walOtherBytesPerSync: split && per(split.otherBytes),
+    walByRelationPerSync:
+      byRelation &&
+      Object.fromEntries(
+        byRelation
+          .filter((r) => r.bytes / result.jobs >= 1)
+          .map((r) => [
+            r.what,
+            { bytes: round(r.bytes / result.jobs, 1), fpi: round(r.fpiBytes / result.jobs, 1) },
+          ]),
+      ),
     rowsPerSync: rowsPerSync(pgBefore.tables, tablesAfter, result.jobs),
     savedCardsReadPerSync: reads.tuples,
     savedCardsScansPerSync: { seq: reads.seqScans, idx: reads.idxScans },
@@ -371,6 +391,15 @@ async function main() {
         `${String(r.walOtherBytesPerSync === null ? '' : round(r.walOtherBytesPerSync)).padStart(13)} ` +
         `${`${r.savedCardsReadPerSync} (${r.savedCardsScansPerSync.seq}, ${r.savedCardsScansPerSync.idx})`.padStart(39)}  ${rows}`,
     );
+  }
+  // Where each sync's WAL goes, for cards-sync's pipelines in the first round.
+  for (const r of results.filter(
+    (x) => x.round === 1 && x.pipeline.startsWith('c') && x.walByRelationPerSync,
+  )) {
+    console.log(`\nWAL per sync by relation, ${r.pipeline} (bytes, of which full-page images):`);
+    for (const [what, b] of Object.entries(r.walByRelationPerSync!)) {
+      console.log(`  ${what.padEnd(40)} ${String(b.bytes).padStart(8)} ${String(b.fpi).padStart(8)}`);
+    }
   }
   const ratio = (x: number | undefined, y: number | undefined) =>
     x === undefined || y === undefined ? null : round(x / y, 3);

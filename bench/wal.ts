@@ -196,6 +196,42 @@ export async function walSplit(databaseUrl: string, from: string, to: string): P
   }
 }
 
+/**
+ * The bench database's WAL of `from`..`to` by what it was written for: the relation of the
+ * record's first block (table or index), or its kind for a record of no block (a commit). Bytes
+ * (full-page images included) and of which images, largest first; null where the WAL is unreadable.
+ */
+export async function walByRelation(
+  databaseUrl: string,
+  from: string,
+  to: string,
+): Promise<{ what: string; bytes: number; fpiBytes: number }[] | null> {
+  try {
+    return await withClient(databaseUrl, async (c) => {
+      const { rows } = await c.query<{ what: string; bytes: string; fpi: string }>(
+        `with w as (
+           select xid, resource_manager, record_type, record_length, fpi_length,
+                  substring(block_ref from 'rel d+/(d+)/(d+)') as db,
+                  (regexp_match(block_ref, 'rel d+/d+/(d+)'))[1]::oid as filenode
+           from pg_get_wal_records_info($1, least($2::pg_lsn, pg_current_wal_flush_lsn()))),
+         here as (select oid::text as db from pg_database where datname = current_database()),
+         ours as (select distinct xid from w where db = (select db from here) and xid <> 0)
+         select coalesce(pg_filenode_relation(0, w.filenode)::regclass::text,
+                         w.resource_manager || ' ' || w.record_type) as what,
+                sum(record_length) as bytes, sum(fpi_length) as fpi
+         from w
+         where w.db = (select db from here) or (w.filenode is null and w.xid in (select xid from ours))
+         group by 1 order by 2 desc`,
+        [from, to],
+      );
+      return rows.map((r) => ({ what: r.what, bytes: Number(r.bytes), fpiBytes: Number(r.fpi) }));
+    });
+  } catch (error) {
+    console.error(`  (WAL not split by relation: ${(error as Error).message})`);
+    return null;
+  }
+}
+
 /** Rows written per sync, by table (tables nothing was written to are left out). */
 export function rowsPerSync(
   before: Record<string, TableCounts>,
