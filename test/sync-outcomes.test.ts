@@ -197,6 +197,25 @@ describe('200 with []', () => {
   });
 });
 
+describe('an e-mail', () => {
+  it('belongs to the subscriber whose cards it last answered with: the old owner forgets it', async () => {
+    const emailOf = async (id: number) =>
+      (await database.handle.db.select().from(subscribers).where(eq(subscribers.subscriberId, id)))[0]?.email;
+    upstream.script.set('email:moving@example.com', ok([makeCard(131)]));
+    await sync({ email: 'moving@example.com' });
+    expect(await emailOf(131)).toBe('moving@example.com');
+    // The address now answers with another subscriber's cards, spelled differently.
+    upstream.script.set('email:Moving@Example.com', ok([makeCard(132)]));
+    await sync({ email: 'Moving@Example.com' });
+    expect(await emailOf(131)).toBeNull();
+    expect(await emailOf(132)).toBe('Moving@Example.com');
+    // Learned again by the first: the second forgets it.
+    upstream.script.set('email:moving@example.com', ok([makeCard(131)]));
+    await sync({ email: 'moving@example.com' });
+    expect([await emailOf(131), await emailOf(132)]).toEqual(['moving@example.com', null]);
+  });
+});
+
 describe('failures', () => {
   it('404: records not_found, changes no card, not retryable', async () => {
     upstream.script.set('id:107', ok([makeCard(107)]));

@@ -110,18 +110,21 @@ export async function beginLockAndRead(
           }),
           client.query<{ subscriber_id: number }>({
             name: 'cards-sync-read-unchanged',
-            text: `select a.subscriber_id
-        from unnest($1::bigint[], $2::text[]) a(subscriber_id, digest)
-        join subscribers s on s.subscriber_id = a.subscriber_id
-        where s.cards_digest = a.digest`,
+            // By `= any($1)`, not a join with unnest: a plan cached while `subscribers` was small would
+            // keep a hash join over a scan of the whole table (quadratic in a first large sync).
+            text: `select s.subscriber_id from subscribers s
+        where s.subscriber_id = any($1::bigint[])
+          and s.cards_digest = ($2::text[])[array_position($1::bigint[], s.subscriber_id)]`,
             values: [subs, digests],
           }),
           client.query<CardRow>({
             name: 'cards-sync-read-cards',
-            text: `with changed as (
+            text: `with known as materialized (
+          select subscriber_id, cards_digest from subscribers where subscriber_id = any($1::bigint[])
+        ), changed as (
           select a.subscriber_id
           from unnest($1::bigint[], $2::text[]) a(subscriber_id, digest)
-          left join subscribers s on s.subscriber_id = a.subscriber_id
+          left join known s on s.subscriber_id = a.subscriber_id
           where s.cards_digest is distinct from a.digest
         )
         select ${CARD_COLUMNS} from saved_cards

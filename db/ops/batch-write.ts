@@ -109,10 +109,12 @@ with upserted as (
   -- An active card's last_seen_at is carried by its subscriber's last success (DESIGN §4), the
   -- last sync that listed it: its own column takes that value as it leaves. The subquery sees the
   -- row as it was before this statement, the success before this one.
+  -- By = any($12), not a join with unnest: a plan cached while the table was small would keep a
+  -- hash join over a scan of all of it.
   update saved_cards c set removed_at = $1, last_seen_at = greatest(c.last_seen_at, (
       select o.last_success_at from subscribers o where o.subscriber_id = c.subscriber_id))
-    from unnest($12::bigint[], $13::bigint[]) as gone(id, subscriber_id)
-    where c.id = gone.id and c.subscriber_id = gone.subscriber_id and c.removed_at is null
+    where c.id = any($12::bigint[]) and c.removed_at is null
+      and c.subscriber_id = ($13::bigint[])[array_position($12::bigint[], c.id)]
     returning c.id, c.subscriber_id
 ), item as (
   select * from unnest($14::bigint[], $15::text[], $16::text[], $17::text[], $18::bigint[],
@@ -254,16 +256,18 @@ export async function learnEmails(
   await allInOrder([
     client.query({
       name: 'cards-sync-forget-emails',
+      // By `= any`, not a join with unnest (see the removal in WRITE_BATCH): the index is taken
+      // whatever the table's size when the plan was cached.
       text: `update subscribers s set email = null
-        from unnest($1::text[], $2::bigint[]) as owner(email, subscriber_id)
-        where lower(s.email) = lower(owner.email) and s.subscriber_id <> owner.subscriber_id`,
+        where lower(s.email) = any(array(select lower(e) from unnest($1::text[]) e))
+          and s.subscriber_id <> ($2::bigint[])[array_position(array(select lower(e) from unnest($1::text[]) e), lower(s.email))]`,
       values,
     }),
     client.query({
       name: 'cards-sync-learn-emails',
-      text: `update subscribers s set email = owner.email
-        from unnest($1::text[], $2::bigint[]) as owner(email, subscriber_id)
-        where s.subscriber_id = owner.subscriber_id and s.email is distinct from owner.email`,
+      text: `update subscribers s set email = ($1::text[])[array_position($2::bigint[], s.subscriber_id)]
+        where s.subscriber_id = any($2::bigint[])
+          and s.email is distinct from ($1::text[])[array_position($2::bigint[], s.subscriber_id)]`,
       values,
     }),
   ]);
