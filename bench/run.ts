@@ -14,6 +14,7 @@ import {
   markBefore,
   readsPerSync,
   rowsPerSync,
+  seqTuplesPerSync,
   settle,
   tableCounts,
   walByRelation,
@@ -92,6 +93,8 @@ interface Result extends PipelineResult {
   walByRelationPerSync: Record<string, { bytes: number; fpi: number }> | null;
   /** Rows inserted, updated (of which HOT) and deleted per sync, by table. */
   rowsPerSync: Rows;
+  /** Tuples read by sequential scans per sync, by table: 0 everywhere when every lookup takes an index. */
+  seqTuplesReadPerSync: Record<string, number>;
   /** Tuples of saved_cards read per sync (seq_tup_read + idx_tup_fetch). */
   savedCardsReadPerSync: number;
   /** Scans of saved_cards started per sync: sequential, by index. */
@@ -187,6 +190,14 @@ async function runPipeline(
   const result = JSON.parse(out.trim().split('\n').at(-1)!) as PipelineResult;
   if (result.failed > 0) console.error(`  (${pipeline}: ${result.failed} of ${result.jobs} jobs failed)`);
   const per = (ms: number) => round(ms / result.jobs, 3);
+  const scanned = Object.entries(seqTuplesPerSync(pgBefore.tables, tablesAfter, result.jobs)).filter(
+    ([, n]) => n >= 1,
+  );
+  if (scanned.length > 0) {
+    console.error(
+      `  (${pipeline}: sequential scans read ${scanned.map(([t, n]) => `${n} ${t} rows`).join(', ')} per sync)`,
+    );
+  }
   const wal = await walBytes(databaseUrl, pgBefore.lsn, endLsn);
   const split = pgBefore.walinspect ? await walSplit(databaseUrl, pgBefore.lsn, endLsn) : null;
   const byRelation = pgBefore.walinspect ? await walByRelation(databaseUrl, pgBefore.lsn, endLsn) : null;
@@ -210,6 +221,7 @@ async function runPipeline(
           ]),
       ),
     rowsPerSync: rowsPerSync(pgBefore.tables, tablesAfter, result.jobs),
+    seqTuplesReadPerSync: seqTuplesPerSync(pgBefore.tables, tablesAfter, result.jobs),
     savedCardsReadPerSync: reads.tuples,
     savedCardsScansPerSync: { seq: reads.seqScans, idx: reads.idxScans },
     redisPeakMB: redisPeak / 1048576,

@@ -211,8 +211,8 @@ export async function walByRelation(
       const { rows } = await c.query<{ what: string; bytes: string; fpi: string }>(
         `with w as (
            select xid, resource_manager, record_type, record_length, fpi_length,
-                  substring(block_ref from 'rel d+/(d+)/(d+)') as db,
-                  (regexp_match(block_ref, 'rel d+/d+/(d+)'))[1]::oid as filenode
+                  (regexp_match(block_ref, 'rel \\d+/(\\d+)/\\d+'))[1] as db,
+                  (regexp_match(block_ref, 'rel \\d+/\\d+/(\\d+)'))[1]::oid as filenode
            from pg_get_wal_records_info($1, least($2::pg_lsn, pg_current_wal_flush_lsn()))),
          here as (select oid::text as db from pg_database where datname = current_database()),
          ours as (select distinct xid from w where db = (select db from here) and xid <> 0)
@@ -280,4 +280,21 @@ export function readsPerSync(
     seqScans: per(d('seqScan')),
     idxScans: per(d('idxScan')),
   };
+}
+
+/**
+ * Tuples read by sequential scans per sync, by table (tables with none left out): a lookup that
+ * should go by index and does not (a plan cached while its table was small) shows here first.
+ */
+export function seqTuplesPerSync(
+  before: Record<string, TableCounts>,
+  after: Record<string, TableCounts>,
+  jobs: number,
+): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const [table, a] of Object.entries(after)) {
+    const read = a.seqRead - (before[table]?.seqRead ?? 0);
+    if (read > 0) out[table] = Math.round((read / jobs) * 1000) / 1000;
+  }
+  return out;
 }
