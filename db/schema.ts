@@ -138,8 +138,13 @@ export const syncRuns = pgTable(
     check('sync_runs_trigger_valid', sql`${t.trigger} in (${inList(SYNC_TRIGGERS)})`),
     check('sync_runs_status_valid', sql`${t.status} in (${inList(SYNC_STATUSES)})`),
     index('sync_runs_subscriber_started_idx').on(t.subscriberId, t.startedAt),
-    index('sync_runs_started_at_idx').on(t.startedAt),
-    index('sync_runs_refresh_run_id_idx').on(t.refreshRunId, t.id),
+    // Block-range (BRIN) indexes: rows arrive in started_at order and a refresh's rows together,
+    // every question asked of these two columns is a range or one run's rows, and a BRIN index
+    // writes no WAL for a row that lands in a range it already covers (a B-tree writes an entry
+    // for every sync: 143 of an unchanged sync's 644 bytes). autosummarize has autovacuum
+    // summarise each range as it fills; closeRefreshRun summarises the rest itself.
+    index('sync_runs_started_at_idx').using('brin', t.startedAt).with({ autosummarize: true }),
+    index('sync_runs_refresh_run_id_idx').using('brin', t.refreshRunId).with({ autosummarize: true }),
   ],
 );
 

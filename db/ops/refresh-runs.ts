@@ -205,6 +205,10 @@ export async function resumeHaltedRun(db: Db): Promise<RefreshRun | undefined> {
  * failure that later succeeded counts once, as a success).
  */
 export async function closeRefreshRun(db: Db, id: number): Promise<RefreshRun | undefined> {
+  // The run's rows by the BRIN index: its ranges not yet summarised (the newest, or all of them
+  // where autovacuum is off) would each be read whole, so summarise them first (a read of the
+  // rows this close reads anyway; one summary tuple a range written).
+  await db.execute(sql`select brin_summarize_new_values('sync_runs_refresh_run_id_idx'::regclass)`);
   const result = await db.execute(sql`
     update refresh_runs r set
       status = case when r.subscribers_total = 0 then 'empty' else 'completed' end,
