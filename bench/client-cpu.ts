@@ -35,29 +35,18 @@ function zodOnly(text: string): number {
   for (const [index, record] of body.entries()) {
     const problem = recordProblem(record, index);
     if (problem) throw new Error(problem);
-    const {
-      id,
-      cardToken,
-      binNumber,
-      cardFamily,
-      cardBankCode,
-      cardBankName,
-      subscriberId,
-      companyId,
-      createDate,
-    } = record;
-    if (seen.has(id as number)) throw new Error('repeated id');
-    seen.set(id as number, index);
+    if (seen.has(record.id as number)) throw new Error('repeated id');
+    seen.set(record.id as number, index);
     cards.push({
-      id,
-      cardToken,
-      binNumber,
-      cardFamily,
-      cardBankCode,
-      cardBankName,
-      subscriberId,
-      companyId,
-      createDate,
+      id: record.id,
+      cardToken: record.cardToken,
+      binNumber: record.binNumber,
+      cardFamily: record.cardFamily,
+      cardBankCode: record.cardBankCode,
+      cardBankName: record.cardBankName,
+      subscriberId: record.subscriberId,
+      companyId: record.companyId,
+      createDate: record.createDate,
     });
   }
   return cards.length;

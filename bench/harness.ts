@@ -26,18 +26,10 @@ export async function startMockApi(
   key: string,
   cardsPerSubscriber: number,
 ): Promise<{ url: string; child: ChildProcess }> {
-  const child = spawn(
-    process.execPath,
+  return spawnListening(
     [CLI, 'mock-api', '--port', '0', '--api-key', key, '--cards-per-subscriber', String(cardsPerSubscriber)],
-    { stdio: ['ignore', 'pipe', 'inherit'] },
+    'the mock API',
   );
-  let out = '';
-  for await (const chunk of child.stdout!) {
-    out += chunk;
-    const m = /listening on (http:\/\/\S+)/.exec(out);
-    if (m) return { url: m[1]!, child };
-  }
-  throw new Error('the mock API did not start');
 }
 
 /**
@@ -49,8 +41,7 @@ export async function startRawApi(
   cardsPerSubscriber: number,
   subscribers: number,
 ): Promise<{ url: string; child: ChildProcess }> {
-  const child = spawn(
-    process.execPath,
+  return spawnListening(
     [
       `${here}raw-api.js`,
       '--key',
@@ -60,15 +51,20 @@ export async function startRawApi(
       '--subscribers',
       String(subscribers),
     ],
-    { stdio: ['ignore', 'pipe', 'inherit'] },
+    'the raw API',
   );
+}
+
+/** Starts a Node process and resolves with the address it prints once it listens. */
+async function spawnListening(args: string[], what: string): Promise<{ url: string; child: ChildProcess }> {
+  const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] });
   let out = '';
   for await (const chunk of child.stdout!) {
     out += chunk;
     const m = /listening on (http:\/\/\S+)/.exec(out);
     if (m) return { url: m[1]!, child };
   }
-  throw new Error('the raw API did not start');
+  throw new Error(`${what} did not start`);
 }
 
 /** A whole-number flag of at least `min`, or a one-line refusal (exit 2). */
