@@ -1,5 +1,5 @@
-import { readFileSync } from 'node:fs';
 import { z } from 'zod';
+import { readApiKeyFile } from './config-api-key.js';
 import { type RedisConfig, redisTopology, redisVariables } from './config-redis.js';
 import { blankToUndefined, isTimeZone, text, urlOf, whole } from './config-schemas.js';
 import { type TokenConfig, tokenConfig, tokenVariables } from './config-tokens.js';
@@ -200,29 +200,6 @@ const envSchema = z.object(
 );
 
 type Parsed = z.output<typeof envSchema>;
-
-function readApiKeyFile(path: string): string {
-  let content: string;
-  try {
-    content = readFileSync(path, 'utf8');
-  } catch (error) {
-    const reason = (error as NodeJS.ErrnoException).code ?? 'unreadable';
-    throw new ConfigError(
-      `CARDS_API_KEY_FILE names a file that cannot be read (${reason}): ${path}`,
-      'CARDS_API_KEY_FILE',
-    );
-  }
-  const key = content.trim();
-  if (key === '')
-    throw new ConfigError(`CARDS_API_KEY_FILE names an empty file: ${path}`, 'CARDS_API_KEY_FILE');
-  if (!/^[\x21-\x7e]+$/.test(key)) {
-    throw new ConfigError(
-      'CARDS_API_KEY_FILE holds characters an HTTP header cannot carry (spaces or non-ASCII)',
-      'CARDS_API_KEY_FILE',
-    );
-  }
-  return key;
-}
 
 /**
  * Turns an environment into one validated {@link Config}. Rejects bad values rather than falling

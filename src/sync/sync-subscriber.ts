@@ -1,7 +1,6 @@
 import type { Db } from '../../db/client.js';
 import { isConnectionError, rootCause } from '../../db/errors.js';
-import { findSubscriberIdByEmail, recordSubscriberFailure } from '../../db/ops/subscribers.js';
-import { insertSyncRun } from '../../db/ops/sync-runs.js';
+import { findSubscriberIdByEmail } from '../../db/ops/subscribers.js';
 import type { SyncStatus, SyncTrigger } from '../../db/schema.js';
 import type { ApiClient, FetchOutcome, Target } from '../api/client.js';
 import type { SavedCard } from '../cards.js';
@@ -10,9 +9,10 @@ import { redactExcerpt } from '../redact.js';
 import type { CardTokens } from '../tokens/card-tokens.js';
 import { TokenKeyError } from '../tokens/keyring.js';
 import type { RunBase } from './apply-cards.js';
+import { finishFailure, recordFailure } from './failure.js';
 import { type CardWriter, directWriter } from './group-commit.js';
 import { applyNotFound, DEFAULT_GONE_AFTER_NOT_FOUND } from './not-found.js';
-import { emptyCounts, type SyncCounts } from './reconcile.js';
+import type { SyncCounts } from './reconcile.js';
 
 export interface SyncDeps {
   db: Db;
@@ -129,7 +129,7 @@ export async function syncSubscriber(deps: SyncDeps, request: SyncRequest): Prom
       if (error instanceof TokenKeyError) {
         // A stored token this process cannot read: not retried (the ring must change first), nothing written.
         return withApi(
-          await recordFailure(deps, log, base, t0, {
+          await recordFailure(deps.db, log, base, t0, {
             status: 'failed',
             subscriberId,
             errorCode: error.code,
@@ -143,7 +143,7 @@ export async function syncSubscriber(deps: SyncDeps, request: SyncRequest): Prom
       const code = root.code;
       log().warn({ errorCode: 'db_error', pgCode: code }, `sync could not be written: ${message}`);
       return withApi(
-        await recordFailure(deps, log, base, t0, {
+        await recordFailure(deps.db, log, base, t0, {
           status: 'failed',
           subscriberId,
           errorCode: isConnectionError(code) ? 'db_unavailable' : 'db_error',
@@ -167,7 +167,7 @@ export async function syncSubscriber(deps: SyncDeps, request: SyncRequest): Prom
     }
     case 'invalid_response':
       return withApi(
-        await recordFailure(deps, log, base, t0, {
+        await recordFailure(deps.db, log, base, t0, {
           status: 'invalid_response',
           subscriberId,
           errorCode: 'invalid_response',
@@ -177,7 +177,7 @@ export async function syncSubscriber(deps: SyncDeps, request: SyncRequest): Prom
       );
     case 'auth_rejected':
       return withApi(
-        await recordFailure(deps, log, base, t0, {
+        await recordFailure(deps.db, log, base, t0, {
           status: 'auth_rejected',
           subscriberId,
           errorCode: `http_${outcome.status}`,
@@ -188,7 +188,7 @@ export async function syncSubscriber(deps: SyncDeps, request: SyncRequest): Prom
       );
     case 'rate_limited':
       return withApi(
-        await recordFailure(deps, log, base, t0, {
+        await recordFailure(deps.db, log, base, t0, {
           status: 'rate_limited',
           subscriberId,
           errorCode: 'http_429',
@@ -200,7 +200,7 @@ export async function syncSubscriber(deps: SyncDeps, request: SyncRequest): Prom
       );
     case 'transient':
       return withApi(
-        await recordFailure(deps, log, base, t0, {
+        await recordFailure(deps.db, log, base, t0, {
           status: 'failed',
           subscriberId,
           errorCode: outcome.code,
@@ -210,7 +210,7 @@ export async function syncSubscriber(deps: SyncDeps, request: SyncRequest): Prom
       );
     case 'rejected':
       return withApi(
-        await recordFailure(deps, log, base, t0, {
+        await recordFailure(deps.db, log, base, t0, {
           status: 'failed',
           subscriberId,
           errorCode: outcome.code,
@@ -237,70 +237,4 @@ async function applyCards(
   const writer = deps.writer ?? directWriter(deps.db, deps.tokens);
   const applied = await writer.apply({ subscriberId, email, cards, run });
   return { ...applied, retryable: false };
-}
-
-interface Failure {
-  status: SyncStatus;
-  subscriberId: number | null;
-  errorCode: string;
-  errorMessage: string;
-  retryable: boolean;
-  retryAfterMs?: number;
-  /** Whether the failure counts against the subscriber (not for our own key or rate limit). Default true. */
-  touchSubscriber?: boolean;
-}
-
-async function recordFailure(
-  deps: SyncDeps,
-  log: () => Logger,
-  base: RunBase,
-  t0: number,
-  failure: Failure,
-): Promise<Omit<SyncResult, 'api'>> {
-  const now = new Date();
-  const syncRunId = await insertSyncRun(deps.db, {
-    ...base,
-    subscriberId: failure.subscriberId,
-    finishedAt: now,
-    status: failure.status,
-    errorCode: failure.errorCode,
-    errorMessage: failure.errorMessage,
-  });
-  if (failure.subscriberId !== null && failure.touchSubscriber !== false) {
-    await recordSubscriberFailure(deps.db, {
-      subscriberId: failure.subscriberId,
-      status: failure.status,
-      error: `${failure.errorCode}: ${failure.errorMessage}`,
-      now,
-    });
-  }
-  return finishFailure(log, t0, failure, syncRunId, emptyCounts());
-}
-
-/** Logs a recorded failure and makes its result. */
-function finishFailure(
-  log: () => Logger,
-  t0: number,
-  failure: Failure,
-  syncRunId: number,
-  counts: SyncCounts,
-): Omit<SyncResult, 'api'> {
-  const durationMs = Math.round(performance.now() - t0);
-  const level = failure.status === 'auth_rejected' ? 'error' : 'warn';
-  log()[level](
-    { subscriberId: failure.subscriberId, status: failure.status, errorCode: failure.errorCode, durationMs },
-    `sync ${failure.status}: ${failure.errorMessage}`,
-  );
-  const result: Omit<SyncResult, 'api'> = {
-    status: failure.status,
-    subscriberId: failure.subscriberId,
-    syncRunId,
-    counts,
-    errorCode: failure.errorCode,
-    errorMessage: failure.errorMessage,
-    retryable: failure.retryable,
-    ...(failure.retryAfterMs !== undefined ? { retryAfterMs: failure.retryAfterMs } : {}),
-    durationMs,
-  };
-  return result;
 }
