@@ -1,7 +1,9 @@
-import { inArray } from 'drizzle-orm';
+import { eq, inArray } from 'drizzle-orm';
 import pg from 'pg';
 import { expect, it } from 'vitest';
-import { savedCardChanges, savedCards } from '../db/schema.js';
+import { createDb } from '../db/client.js';
+import { savedCardChanges, savedCards, subscribers } from '../db/schema.js';
+import { savedCardsActive } from '../db/views.js';
 import type { SavedCard } from '../src/api/schema.js';
 import { applyCardsBatch, type CardsToApply } from '../src/sync/apply-cards.js';
 import { makeCard, testTokens } from './fixtures.js';
@@ -66,4 +68,53 @@ it('a card dropped by its owner while another sync takes it over gets one remova
     .from(savedCards)
     .where(inArray(savedCards.id, [card.id]));
   expect(row).toMatchObject({ subscriberId: newOwner, removedAt: null });
+});
+
+it('a card taken by another sync between a sync’s read and its write leaves no digest behind: the card comes back when it is listed again', async () => {
+  const [owner, taker] = [7201, 7202];
+  const [kept, taken, added] = [makeCard(owner), makeCard(owner), makeCard(owner)];
+  await applyCardsBatch(database.handle.db, testTokens, [answer(owner, [kept, taken])]);
+
+  // The owner's next sync lists `taken` unchanged, so it neither writes nor locks that row. Its
+  // write is held back until the taker's sync has taken the card and committed.
+  const held = createDb(database.url, { max: 1 });
+  const connect = held.pool.connect.bind(held.pool);
+  held.pool.connect = (async () => {
+    const client = await connect();
+    const query = client.query.bind(client) as (...args: unknown[]) => Promise<unknown>;
+    let gate: Promise<unknown> | undefined;
+    client.query = ((...args: unknown[]) => {
+      const config = args[0] as { name?: string } | string;
+      if (gate === undefined && typeof config === 'object' && config.name === 'cards-sync-write-batch') {
+        gate = applyCardsBatch(database.handle.db, testTokens, [
+          answer(taker, [{ ...taken, subscriberId: taker }]),
+        ]);
+      }
+      // Every query from the write on waits for the taker, in the order it was issued.
+      return gate === undefined ? query(...args) : gate.then(() => query(...args));
+    }) as typeof client.query;
+    return client;
+  }) as typeof held.pool.connect;
+  try {
+    await applyCardsBatch(held.db, testTokens, [answer(owner, [kept, taken, added])]);
+  } finally {
+    await held.close();
+  }
+  const [afterRace] = await database.handle.db
+    .select()
+    .from(subscribers)
+    .where(eq(subscribers.subscriberId, owner));
+  expect(afterRace?.cardsDigest).toBeNull();
+
+  // Upstream, the card goes back to its owner: the taker's answer drops it, the owner's lists it
+  // as before. The owner's answer is identical to the one it last wrote, and must still be applied.
+  await applyCardsBatch(database.handle.db, testTokens, [answer(taker, [])]);
+  await applyCardsBatch(database.handle.db, testTokens, [answer(owner, [kept, taken, added])]);
+  const active = await database.handle.db
+    .select({ id: savedCardsActive.id, subscriberId: savedCardsActive.subscriberId })
+    .from(savedCardsActive)
+    .where(inArray(savedCardsActive.subscriberId, [owner, taker]));
+  expect(active.sort((a, b) => a.id - b.id)).toEqual(
+    [kept, taken, added].map((c) => ({ id: c.id, subscriberId: owner })),
+  );
 });

@@ -274,22 +274,3 @@ export async function learnEmails(
     }),
   ]);
 }
-
-/**
- * Recounts the active cards of subscribers whose card moved to another subscriber, and clears their
- * digest: what is stored for them is no longer what their last answer listed.
- */
-export async function recountActiveCards(
-  client: pg.PoolClient,
-  subscriberIds: readonly number[],
-): Promise<void> {
-  if (subscriberIds.length === 0) return;
-  await client.query({
-    name: 'cards-sync-recount-active',
-    text: `update subscribers s set active_cards = (
-        select count(*) from saved_cards c where c.subscriber_id = s.subscriber_id and c.removed_at is null),
-        cards_digest = null
-      where s.subscriber_id = any($1::bigint[])`,
-    values: [[...subscriberIds]],
-  });
-}

@@ -1,6 +1,7 @@
 import type { Db } from '../../db/client.js';
 import { beginLockAndRead, type CardOwner, lockAndReread } from '../../db/ops/batch-read.js';
-import { type BatchWrite, learnEmails, recountActiveCards, writeBatch } from '../../db/ops/batch-write.js';
+import { type BatchWrite, learnEmails, writeBatch } from '../../db/ops/batch-write.js';
+import { forgetDigestsOfTakenCards, recountActiveCards } from '../../db/ops/digests.js';
 import { sentTogether } from '../../db/ops/pipeline.js';
 import type { SyncStatus, SyncTrigger } from '../../db/schema.js';
 import type { SavedCard } from '../cards.js';
@@ -134,9 +135,14 @@ export async function applyCardsBatch(
     const formerOwners = writing.flatMap((p) =>
       p.plan!.updates.flatMap((u) => (u.previousSubscriberId !== undefined ? [u.previousSubscriberId] : [])),
     );
-    // One round trip: the write, the e-mails, the recount and the commit are sent together. If a
-    // statement fails, the ones behind it fail and the commit rolls back; the first error is thrown.
-    const [written, emails, recount, committed] = await Promise.allSettled(
+    // The cards each new digest vouches for, to check after the write (forgetDigestsOfTakenCards).
+    const vouched: CardOwner[] = writing.flatMap((p) =>
+      p.unchanged ? [] : p.item.cards.map((c) => ({ id: c.id, subscriberId: p.item.subscriberId! })),
+    );
+    // One round trip: the write, the e-mails, the recount, the digests' check and the commit are
+    // sent together. If a statement fails, the ones behind it fail and the commit rolls back; the
+    // first error is thrown.
+    const [written, emails, recount, checked, committed] = await Promise.allSettled(
       sentTogether(
         client,
         () =>
@@ -146,11 +152,12 @@ export async function applyCardsBatch(
             // owner's row, and doing it first would lock in another order than a sync of that owner.
             learnEmails(client, emailOwners),
             recountActiveCards(client, formerOwners),
+            forgetDigestsOfTakenCards(client, vouched),
             client.query('commit'),
           ] as const,
       ),
     );
-    const failure = [written, emails, recount, committed].find((s) => s.status === 'rejected');
+    const failure = [written, emails, recount, checked, committed].find((s) => s.status === 'rejected');
     if (committed.status === 'fulfilled' && committed.value.command === 'COMMIT' && failure) {
       // The server committed, but what it answered could not be read (a reply the client
       // refuses). Writing the answers again would record them twice.
