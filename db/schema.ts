@@ -98,8 +98,8 @@ export const subscribers = pgTable(
      */
     goneAt: tz('gone_at'),
     /**
-     * A digest of the cards its last applied answer listed (ids and content, the token by its keyed
-     * fingerprint), set by every success that took the full path and cleared by anything else that
+     * A digest of the cards its last applied answer listed (ids and content; an HMAC under a key
+     * derived from the sealing key when tokens are sealed), set by every success that took the full path and cleared by anything else that
      * changes its cards (a move to another subscriber, the 404 policy). While it matches a new
      * answer's digest, that answer is identical to what is stored: no card row is read or written.
      */
@@ -138,13 +138,9 @@ export const syncRuns = pgTable(
     check('sync_runs_trigger_valid', sql`${t.trigger} in (${inList(SYNC_TRIGGERS)})`),
     check('sync_runs_status_valid', sql`${t.status} in (${inList(SYNC_STATUSES)})`),
     index('sync_runs_subscriber_started_idx').on(t.subscriberId, t.startedAt),
-    // Block-range (BRIN) indexes: rows arrive in started_at order and a refresh's rows together,
-    // every question asked of these two columns is a range or one run's rows, and a BRIN index
-    // writes no WAL for a row that lands in a range it already covers (a B-tree writes an entry
-    // for every sync: 143 of an unchanged sync's 644 bytes). autosummarize has autovacuum
-    // summarise each range as it fills; closeRefreshRun summarises the rest itself.
-    index('sync_runs_started_at_idx').using('brin', t.startedAt).with({ autosummarize: true }),
-    index('sync_runs_refresh_run_id_idx').using('brin', t.refreshRunId).with({ autosummarize: true }),
+    index('sync_runs_started_at_idx').on(t.startedAt),
+    // No index on refresh_run_id: it cost every sync 76 bytes of WAL for one query a run (its
+    // close), which finds the run's rows by id instead (refresh_runs.prior_sync_run_id).
   ],
 );
 
@@ -212,6 +208,8 @@ export const refreshRuns = pgTable(
     cardsRemoved: integer('cards_removed').notNull().default(0),
     /** Succeeded syncs whose answer removed every active card of the subscriber. */
     wipedSubscribers: integer('wiped_subscribers').notNull().default(0),
+    /** The newest `sync_runs.id` when the run began: every row of the run has a greater one. */
+    priorSyncRunId: bigint('prior_sync_run_id', { mode: 'number' }).notNull().default(0),
     /** The last `sync_runs.id` already tallied into the counts above. */
     lastSyncRunId: bigint('last_sync_run_id', { mode: 'number' }).notNull().default(0),
     haltedReason: text('halted_reason'),

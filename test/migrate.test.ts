@@ -105,6 +105,8 @@ const DESIGN_COLUMNS: Record<string, string[]> = {
     'rate_budget_per_sec',
     'expected_finish_at',
     'next_refresh_at',
+    // Issue 18: where the run's sync_runs rows begin (its close reads them by id).
+    'prior_sync_run_id',
   ],
   saved_cards_active: [
     'id',

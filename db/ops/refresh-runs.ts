@@ -25,6 +25,8 @@ export async function startRefreshRun(
         trigger: values.trigger,
         status: 'running',
         startedAt: new Date(),
+        // Taken with the insert: a sync of this run can only begin after the run is committed.
+        priorSyncRunId: sql`(select coalesce(max(id), 0) from sync_runs)`,
         staleBefore: values.staleBefore ?? null,
         jobId: values.jobId ?? null,
       })
@@ -205,11 +207,17 @@ export async function resumeHaltedRun(db: Db): Promise<RefreshRun | undefined> {
  * failure that later succeeded counts once, as a success).
  */
 export async function closeRefreshRun(db: Db, id: number): Promise<RefreshRun | undefined> {
-  // The run's rows by the BRIN index: its ranges not yet summarised (the newest, or all of them
-  // where autovacuum is off) would each be read whole, so summarise them first (a read of the
-  // rows this close reads anyway; one summary tuple a range written).
-  await db.execute(sql`select brin_summarize_new_values('sync_runs_refresh_run_id_idx'::regclass)`);
-  const result = await db.execute(sql`
+  // The run's rows, by the primary key: every one has an id above the run's prior_sync_run_id.
+  // Sequential scans off, so that a ledger whose statistics are old or missing is not read whole.
+  const [bounds] = await db
+    .select({ prior: refreshRuns.priorSyncRunId })
+    .from(refreshRuns)
+    .where(eq(refreshRuns.id, id));
+  if (bounds === undefined) return undefined;
+  const ofRun = sql`refresh_run_id = ${id} and id > ${bounds.prior}`;
+  const result = await db.transaction(async (tx) => {
+    await tx.execute(sql`set local enable_seqscan = off`);
+    return tx.execute(sql`
     update refresh_runs r set
       status = case when r.subscribers_total = 0 then 'empty' else 'completed' end,
       finished_at = now(),
@@ -226,20 +234,21 @@ export async function closeRefreshRun(db: Db, id: number): Promise<RefreshRun | 
              count(*) filter (where l.status = 'failed')::int as failed,
              count(*) filter (where l.status = 'not_found')::int as not_found,
              count(*) filter (where l.status = 'invalid_response')::int as invalid,
-             (select coalesce(sum(inserted + restored), 0)::int from sync_runs where refresh_run_id = ${id}) as cards_added,
-             (select coalesce(sum(removed), 0)::int from sync_runs where refresh_run_id = ${id}) as cards_removed,
+             (select coalesce(sum(inserted + restored), 0)::int from sync_runs where ${ofRun}) as cards_added,
+             (select coalesce(sum(removed), 0)::int from sync_runs where ${ofRun}) as cards_removed,
              -- Every card gone: an empty answer, or SYNC_GONE_AFTER_NOT_FOUND not_found answers in a row.
              count(*) filter (where l.removed > 0 and (l.status = 'not_found'
                or (l.status = 'succeeded' and l.cards_seen = 0)))::int as wiped,
              coalesce(max(l.id), 0) as last_id
       from (
         select distinct on (coalesce(subscriber_id::text, email)) id, status, removed, cards_seen
-        from sync_runs where refresh_run_id = ${id}
+        from sync_runs where ${ofRun}
         order by coalesce(subscriber_id::text, email), id desc
       ) l
     ) t
     where r.id = ${id} and r.status = 'running'
     returning r.id`);
+  });
   return result.rows.length === 1 ? loadRefreshRun(db, id) : undefined;
 }
 
