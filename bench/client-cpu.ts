@@ -1,8 +1,8 @@
 import { execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { parseArgs } from 'node:util';
 import { parseCards, recordProblem } from '../src/api/schema.js';
 import { cardsFor } from '../src/mock-api/data.js';
+import { parseFlags } from './harness.js';
 
 // npm run bench:client [-- --cards 5 --answers 200000]
 //   CPU of the API client's own steps, per answer (no network, no queue), best of 5 passes. Each
@@ -14,7 +14,7 @@ import { cardsFor } from '../src/mock-api/data.js';
 //   - the request's deadline combined with the job's signal: AbortSignal.timeout and
 //     AbortSignal.any (before), against one AbortController, a timer and a listener (now).
 
-const { values } = parseArgs({
+const { values } = parseFlags({
   options: {
     cards: { type: 'string', default: '5' },
     answers: { type: 'string', default: '200000' },

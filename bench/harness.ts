@@ -1,4 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process';
+import { type ParseArgsConfig, parseArgs } from 'node:util';
 import pg from 'pg';
 import { runMigrations } from '../db/migrate.js';
 import { loadConfig } from '../src/config.js';
@@ -65,6 +66,16 @@ async function spawnListening(args: string[], what: string): Promise<{ url: stri
     if (m) return { url: m[1]!, child };
   }
   throw new Error(`${what} did not start`);
+}
+
+/** The command line by `config`, or a one-line refusal (exit 2) of a flag it does not know. */
+export function parseFlags<T extends ParseArgsConfig>(config: T): ReturnType<typeof parseArgs<T>> {
+  try {
+    return parseArgs(config);
+  } catch (error) {
+    console.error((error as Error).message);
+    process.exit(2);
+  }
 }
 
 /** A whole-number flag of at least `min`, or a one-line refusal (exit 2). */

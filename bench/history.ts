@@ -1,13 +1,12 @@
-import { parseArgs } from 'node:util';
 import pg from 'pg';
-import { resetDatabase, wholeNumber } from './harness.js';
+import { parseFlags, resetDatabase, wholeNumber } from './harness.js';
 
 // What saved_cards_as_of costs as history grows: a synthetic history of H rows (an `added` row per
 // card and updates with their previous values), runs for every subscriber, then the whole table
 // and single wallets rebuilt at several points in the past.
 //   npm run bench:history -- --cards 200000 --updates 4     (≈ 1,000,000 history rows)
 
-const { values } = parseArgs({
+const { values } = parseFlags({
   options: {
     cards: { type: 'string', default: '200000' },
     updates: { type: 'string', default: '4' },

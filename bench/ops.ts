@@ -1,7 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { parseArgs } from 'node:util';
 import { request } from 'undici';
 import { createDb } from '../db/client.js';
 import { LANE_PRIORITY } from '../jobs/lanes.js';
@@ -12,6 +11,7 @@ import {
   BENCH_CARD_TOKEN_KEYS,
   benchRedis,
   CLI,
+  parseFlags,
   resetDatabase,
   startMockApi,
   wholeNumber,
@@ -23,7 +23,7 @@ import {
 //   refresh's backlog. Prints the latency from enqueued to the committed sync_runs row, the share of
 //   the budget the refresh used, and how many subscribers were fetched twice.
 
-const { values } = parseArgs({
+const { values } = parseFlags({
   options: {
     subscribers: { type: 'string', default: '20000' },
     rate: { type: 'string', default: '250' },

@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { parseArgs } from 'node:util';
+import { parseFlags } from './harness.js';
 
 // Where two pipelines' worker processes spend their CPU differently: self time by function and by
 // package, from two V8 CPU profiles (`npm run bench -- --only r,a --rounds 1 --cpu-prof DIR`
@@ -7,7 +7,7 @@ import { parseArgs } from 'node:util';
 //
 //   node dist/bench/profile-diff.js --jobs 20000 --top 10 r.cpuprofile a.cpuprofile
 
-const { values, positionals } = parseArgs({
+const { values, positionals } = parseFlags({
   allowPositionals: true,
   options: {
     /** Jobs each profiled process ran: figures are µs per subscriber. */

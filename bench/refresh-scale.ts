@@ -1,5 +1,4 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { parseArgs } from 'node:util';
 import { Worker } from 'bullmq';
 import pg from 'pg';
 import { createDb } from '../db/client.js';
@@ -9,13 +8,13 @@ import { createSyncQueue, QUEUE_NAME } from '../jobs/queue.js';
 import { createRedis } from '../jobs/redis.js';
 import { createRefreshQueue, startRefreshWorker } from '../jobs/refresh.js';
 import { createLogger } from '../src/logger.js';
-import { benchRedis } from './harness.js';
+import { benchRedis, parseFlags } from './harness.js';
 
 // How much Redis a refresh of N subscribers needs: the fan-out's backpressure should keep it flat.
 // Syncs are stood in for by a worker that completes each job at once, so the fan-out, not the
 // API, sets the pace.   npm run bench:refresh -- --subscribers 1000000
 
-const { values } = parseArgs({
+const { values } = parseFlags({
   options: {
     subscribers: { type: 'string', default: '1000000' },
     'database-url': {

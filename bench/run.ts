@@ -1,13 +1,19 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { writeFileSync } from 'node:fs';
-import { parseArgs } from 'node:util';
 import { Queue } from 'bullmq';
 import { createSyncQueue, enqueueSyncs, JOB_NAME, QUEUE_NAME } from '../jobs/queue.js';
 import { createRedis } from '../jobs/redis.js';
 import { lineChart } from './chart.js';
 import { postgresCpuMs, processCpuMs, redisCpuMs } from './cpu.js';
-import { BENCH_CARD_TOKEN_KEYS, benchRedis, resetDatabase, startRawApi, wholeNumber } from './harness.js';
+import {
+  BENCH_CARD_TOKEN_KEYS,
+  benchRedis,
+  parseFlags,
+  resetDatabase,
+  startRawApi,
+  wholeNumber,
+} from './harness.js';
 import type { PipelineResult } from './pipeline-result.js';
 import {
   holdWal,
@@ -30,7 +36,7 @@ import {
 // npm run bench -- --curve [5000,10000,20000,40000,80000] [--chart bench/curve.svg]
 //   cards-sync alone at growing sizes: is the cost per subscriber flat?
 
-const { values } = parseArgs({
+const { values } = parseFlags({
   options: {
     subscribers: { type: 'string', default: '20000' },
     cards: { type: 'string', default: '5' },
