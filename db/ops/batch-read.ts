@@ -44,6 +44,8 @@ function storedCard(r: CardRow): StoredCard {
 }
 
 export interface BatchRead {
+  /** Postgres's clock when the batch's locks were held: what its rows are stamped with. */
+  now: Date;
   /** When each subscriber's newest applied answer was fetched (absent: none yet). */
   newest: Map<number, Date>;
   /** Subscribers whose answer's digest is the stored one: identical, none of their cards read. */
@@ -82,7 +84,7 @@ export async function beginLockAndRead(
   const digests = answers.map((a) => a.digest);
   const cardIds = answers.flatMap((a) => a.cardIds);
   const cardOwners = answers.flatMap((a) => a.cardIds.map(() => a.subscriberId));
-  const [, , , newestRows, unchangedRows, cardRows] = await allInOrder(
+  const [, , lockRow, newestRows, unchangedRows, cardRows] = await allInOrder(
     sentTogether(
       client,
       () =>
@@ -94,9 +96,10 @@ export async function beginLockAndRead(
           // replans it (never, where autovacuum is off): a first sync of 80,000 subscribers read
           // 180M rows of `subscribers`. So the transaction plans with sequential scans off.
           client.query('set local enable_seqscan = off'),
-          client.query({
+          client.query<{ now: Date }>({
             name: 'cards-sync-lock',
-            text: `select count(pg_advisory_xact_lock(h)) from (
+            // Postgres's clock once the locks are held: the time the batch's rows are written at.
+            text: `select count(pg_advisory_xact_lock(h)), clock_timestamp() as now from (
           select distinct hashtextextended(k, 0) as h from unnest($1::text[]) k order by 1
         ) ordered`,
             values: [lockKeys.map((k) => `cards-sync:subscriber:${k}`)],
@@ -146,7 +149,7 @@ export async function beginLockAndRead(
   const newest = new Map<number, Date>();
   for (const r of newestRows.rows) newest.set(r.subscriber_id, r.started_at);
   const unchanged = new Set(unchangedRows.rows.map((r) => r.subscriber_id));
-  return { newest, unchanged, stored: cardRows.rows.map(storedCard) };
+  return { now: lockRow.rows[0]!.now, newest, unchanged, stored: cardRows.rows.map(storedCard) };
 }
 
 /**

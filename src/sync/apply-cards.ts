@@ -16,7 +16,10 @@ export interface RunBase {
   trigger: SyncTrigger;
   jobId: string | null;
   refreshRunId: number | null;
-  /** When the fetch started: an answer fetched before a newer applied one is not written. */
+  /**
+   * When the fetch started, by Postgres's clock (db/ops/clock.ts): an answer fetched before a
+   * newer applied one is not written.
+   */
   startedAt: Date;
 }
 
@@ -97,7 +100,8 @@ export async function applyCardsBatch(
       const movingIds = new Set(moving);
       read.stored = [...read.stored.filter((r) => !movingIds.has(r.id)), ...fresh];
     }
-    const now = new Date();
+    // Postgres's clock, never this host's: every host stamps its rows on one clock.
+    const now = read.now;
     const stored = indexStored(read);
     const planned = items.map((item, n) => plan(item, digests[n] ?? null, stored, tokens));
     const writing = planned.filter((p) => p.plan !== null);

@@ -125,6 +125,9 @@ export function knownChanges(p: Planned, run: number): KnownChange[] {
   return out;
 }
 
+/** Why a superseded answer wrote nothing. */
+export const SUPERSEDED = 'a newer answer was applied while this one was in flight; nothing written';
+
 export function runRow(p: Planned): RunRow {
   const counts = p.plan?.counts ?? { ...emptyCounts(), cardsSeen: p.item.cards.length };
   const run = p.item.run;
@@ -142,8 +145,6 @@ export function runRow(p: Planned): RunRow {
     unchanged: counts.unchanged,
     restored: counts.restored,
     errorCode: p.superseded ? 'superseded' : null,
-    errorMessage: p.superseded
-      ? 'a newer answer was applied while this one was in flight; nothing written'
-      : null,
+    errorMessage: p.superseded ? SUPERSEDED : null,
   };
 }

@@ -27,7 +27,9 @@ export async function recordFailure(
   t0: number,
   failure: Failure,
 ): Promise<Omit<SyncResult, 'api'>> {
-  const now = new Date();
+  // Postgres's clock at the fetch's start (RunBase.startedAt), and the time since by this host's
+  // monotonic one: never this host's wall clock.
+  const now = new Date(base.startedAt.getTime() + Math.max(0, performance.now() - t0));
   const syncRunId = await insertSyncRun(db, {
     ...base,
     subscriberId: failure.subscriberId,

@@ -25,11 +25,13 @@ export async function applyNotFound(
   base: RunBase,
   subscriberId: number | null,
   goneAfter: number,
+  /** By Postgres's clock: the fetch's start (RunBase.startedAt) and the time since. */
+  finishedAt: Date,
 ): Promise<NotFoundResult> {
   const recorded = await recordNotFound(db, {
     run: {
       ...base,
-      finishedAt: new Date(),
+      finishedAt,
       status: 'not_found',
       errorCode: 'not_found',
       errorMessage: MESSAGE,

@@ -1,5 +1,6 @@
 import type { Db } from '../../db/client.js';
 import { isConnectionError, rootCause } from '../../db/errors.js';
+import { dbClock } from '../../db/ops/clock.js';
 import { findSubscriberIdByEmail } from '../../db/ops/subscribers.js';
 import type { SyncStatus, SyncTrigger } from '../../db/schema.js';
 import type { ApiClient, FetchOutcome, Target } from '../api/client.js';
@@ -9,6 +10,7 @@ import { redactExcerpt } from '../redact.js';
 import type { CardTokens } from '../tokens/card-tokens.js';
 import { TokenKeyError } from '../tokens/keyring.js';
 import type { RunBase } from './apply-cards.js';
+import { SUPERSEDED } from './batch-plan.js';
 import { finishFailure, recordFailure } from './failure.js';
 import { type CardWriter, directWriter } from './group-commit.js';
 import { applyNotFound, DEFAULT_GONE_AFTER_NOT_FOUND } from './not-found.js';
@@ -77,7 +79,8 @@ export function maskEmail(email: string): string {
  */
 export async function syncSubscriber(deps: SyncDeps, request: SyncRequest): Promise<SyncResult> {
   const { db, api } = deps;
-  const startedAt = new Date();
+  // Asked of Postgres before the fetch: answers are ordered by one clock, not by each host's.
+  const startedAt = await dbClock(db.$client).now();
   const t0 = performance.now();
   const email = 'email' in request.target ? request.target.email : undefined;
   // Made on first use: a child logger costs a serialisation of its bindings, per sync.
@@ -161,7 +164,14 @@ export async function syncSubscriber(deps: SyncDeps, request: SyncRequest): Prom
   switch (outcome.kind) {
     case 'not_found': {
       const goneAfter = deps.goneAfterNotFound ?? DEFAULT_GONE_AFTER_NOT_FOUND;
-      const { syncRunId, counts, errorMessage } = await applyNotFound(db, base, subscriberId, goneAfter);
+      const finishedAt = new Date(startedAt.getTime() + (performance.now() - t0));
+      const { syncRunId, counts, errorMessage } = await applyNotFound(
+        db,
+        base,
+        subscriberId,
+        goneAfter,
+        finishedAt,
+      );
       const failure = { status: 'not_found', subscriberId, errorCode: 'not_found', errorMessage } as const;
       return withApi(finishFailure(log, t0, { ...failure, retryable: false }, syncRunId, counts));
     }
@@ -236,5 +246,8 @@ async function applyCards(
   }
   const writer = deps.writer ?? directWriter(deps.db, deps.tokens);
   const applied = await writer.apply({ subscriberId, email, cards, run });
+  if (applied.status === 'superseded') {
+    return { ...applied, errorCode: 'superseded', errorMessage: SUPERSEDED, retryable: false };
+  }
   return { ...applied, retryable: false };
 }
