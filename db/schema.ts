@@ -34,7 +34,11 @@ export const SYNC_STATUSES = [
 ] as const;
 export type SyncStatus = (typeof SYNC_STATUSES)[number];
 
-export const CHANGE_KINDS = ['added', 'updated', 'removed', 'restored'] as const;
+/**
+ * `conflict`: the subscriber's answer listed a card another subscriber holds as active; the card
+ * stayed with its holder (see {@link cardConflicts}). It changes no column.
+ */
+export const CHANGE_KINDS = ['added', 'updated', 'removed', 'restored', 'conflict'] as const;
 export type ChangeKind = (typeof CHANGE_KINDS)[number];
 
 const inList = (values: readonly string[]) => sql.raw(values.map((v) => `'${v}'`).join(', '));
@@ -161,7 +165,9 @@ export const savedCardChanges = pgTable(
     previous: jsonb('previous').$type<Record<string, unknown>>(),
     /**
      * Why a card was `removed`: null when the answer no longer listed it, `moved` when another
-     * subscriber's answer took it, `not_found` when the API stopped knowing the subscriber.
+     * subscriber's answer took it, `not_found` when the API stopped knowing the subscriber. A
+     * `conflict` row says `held_by_another`; a `restored` row that ends a conflict (the holder's
+     * answer dropped the card, the claimant's took it) says `conflict_resolved`.
      */
     reason: text('reason'),
     syncRunId: bigint('sync_run_id', { mode: 'number' }),
@@ -173,6 +179,37 @@ export const savedCardChanges = pgTable(
     index('saved_card_changes_subscriber_changed_idx').on(t.subscriberId, t.changedAt),
     index('saved_card_changes_changed_at_idx').on(t.changedAt),
     index('saved_card_changes_sync_run_id_idx').on(t.syncRunId),
+  ],
+);
+
+export const CONFLICT_RESOLUTIONS = ['claimant_dropped', 'moved'] as const;
+export type ConflictResolution = (typeof CONFLICT_RESOLUTIONS)[number];
+
+/**
+ * A card listed by two subscribers at once: the one that holds it (its `saved_cards` row) and one
+ * whose answer also lists it (the claimant). The card stays with its holder, and `token --card-id`
+ * refuses it, until the claimant's answer no longer lists it (`claimant_dropped`) or the holder's
+ * no longer does and the claimant's sync takes it (`moved`). One open row per card and claimant.
+ */
+export const cardConflicts = pgTable(
+  'card_conflicts',
+  {
+    id: bigint('id', { mode: 'number' }).primaryKey().generatedAlwaysAsIdentity(),
+    cardId: bigint('card_id', { mode: 'number' }).notNull(),
+    holderSubscriberId: bigint('holder_subscriber_id', { mode: 'number' }).notNull(),
+    claimantSubscriberId: bigint('claimant_subscriber_id', { mode: 'number' }).notNull(),
+    openedAt: tz('opened_at').notNull(),
+    /** The claimant's last answer that listed the card. */
+    lastSeenAt: tz('last_seen_at').notNull(),
+    resolvedAt: tz('resolved_at'),
+    resolution: text('resolution').$type<ConflictResolution>(),
+  },
+  (t) => [
+    uniqueIndex('card_conflicts_open_idx')
+      .on(t.cardId, t.claimantSubscriberId)
+      .where(sql`${t.resolvedAt} is null`),
+    index('card_conflicts_open_claimant_idx').on(t.claimantSubscriberId).where(sql`${t.resolvedAt} is null`),
+    check('card_conflicts_resolution_valid', sql`${t.resolution} in (${inList(CONFLICT_RESOLUTIONS)})`),
   ],
 );
 

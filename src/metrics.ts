@@ -1,6 +1,4 @@
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
-import type { RefreshRun } from '../db/ops/refresh-runs.js';
-import { progressOf } from '../jobs/refresh-plan.js';
 
 /**
  * The Prometheus metrics of one process. Workers observe syncs into it; the admin server
@@ -27,6 +25,7 @@ export interface Metrics {
   pausedSince: Gauge;
   keyRejected: Gauge;
   workers: Gauge;
+  cardConflicts: Gauge;
 }
 
 /** A subscriber counts as stale (`cards_sync_stale_subscribers`) with no successful sync for this long. */
@@ -138,20 +137,15 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
       help: 'Worker connections on the sync queue, as Redis counts them',
       registers: [registry],
     }),
+    cardConflicts: new Gauge({
+      name: 'cards_sync_card_conflicts',
+      help: 'Cards listed by two subscribers at once (card_conflicts still open): each stays with its holder, and its token is not handed out',
+      registers: [registry],
+    }),
     refreshOverrun: new Gauge({
       name: 'cards_sync_refresh_overrun',
       help: '1 when the refresh in progress cannot finish before the next scheduled refresh, at the configured rate or its own',
       registers: [registry],
     }),
   };
-}
-
-/** The refresh gauges, from the run in progress (all 0 when none is). */
-export function setRefreshGauges(metrics: Metrics, run: RefreshRun | undefined): void {
-  const p = run ? progressOf(run) : undefined;
-  metrics.refreshSubscribers.set({ state: 'planned' }, p?.planned ?? 0);
-  metrics.refreshSubscribers.set({ state: 'done' }, p?.done ?? 0);
-  metrics.refreshRate.set(p?.ratePerSec ?? 0);
-  metrics.refreshEta.set(p?.etaAt ? Math.round(p.etaAt.getTime() / 1000) : 0);
-  metrics.refreshOverrun.set(p?.overrun ? 1 : 0);
 }

@@ -70,13 +70,13 @@ it('a card dropped by its owner while another sync takes it over gets one remova
   expect(row).toMatchObject({ subscriberId: newOwner, removedAt: null });
 });
 
-it('a card taken by another sync between a sync’s read and its write leaves no digest behind: the card comes back when it is listed again', async () => {
+it('a card another sync claims between a sync’s read and its write stays with its owner, whose digest holds', async () => {
   const [owner, taker] = [7201, 7202];
   const [kept, taken, added] = [makeCard(owner), makeCard(owner), makeCard(owner)];
   await applyCardsBatch(database.handle.db, testTokens, [answer(owner, [kept, taken])]);
 
   // The owner's next sync lists `taken` unchanged, so it neither writes nor locks that row. Its
-  // write is held back until the taker's sync has taken the card and committed.
+  // write is held back until the other sync, whose answer lists the card too, has committed.
   const held = createDb(database.url, { max: 1 });
   const connect = held.pool.connect.bind(held.pool);
   held.pool.connect = (async () => {
@@ -90,7 +90,7 @@ it('a card taken by another sync between a sync’s read and its write leaves no
           answer(taker, [{ ...taken, subscriberId: taker }]),
         ]);
       }
-      // Every query from the write on waits for the taker, in the order it was issued.
+      // Every query from the write on waits for the other sync, in the order it was issued.
       return gate === undefined ? query(...args) : gate.then(() => query(...args));
     }) as typeof client.query;
     return client;
@@ -100,16 +100,24 @@ it('a card taken by another sync between a sync’s read and its write leaves no
   } finally {
     await held.close();
   }
+  // The card is the owner's (a conflict, not a move), so the digest the owner wrote is true.
   const [afterRace] = await database.handle.db
     .select()
     .from(subscribers)
     .where(eq(subscribers.subscriberId, owner));
-  expect(afterRace?.cardsDigest).toBeNull();
+  expect(afterRace?.cardsDigest).not.toBeNull();
+  const conflicts = await database.handle.pool.query(
+    'select holder_subscriber_id, claimant_subscriber_id from card_conflicts where card_id = $1 and resolved_at is null',
+    [taken.id],
+  );
+  expect(conflicts.rows).toEqual([{ holder_subscriber_id: owner, claimant_subscriber_id: taker }]);
 
-  // Upstream, the card goes back to its owner: the taker's answer drops it, the owner's lists it
-  // as before. The owner's answer is identical to the one it last wrote, and must still be applied.
+  // The other's answer drops it: the conflict ends; the owner's identical answer changes nothing.
   await applyCardsBatch(database.handle.db, testTokens, [answer(taker, [])]);
-  await applyCardsBatch(database.handle.db, testTokens, [answer(owner, [kept, taken, added])]);
+  const [again] = await applyCardsBatch(database.handle.db, testTokens, [
+    answer(owner, [kept, taken, added]),
+  ]);
+  expect(again!.counts).toMatchObject({ unchanged: 3 });
   const active = await database.handle.db
     .select({ id: savedCardsActive.id, subscriberId: savedCardsActive.subscriberId })
     .from(savedCardsActive)

@@ -15,6 +15,16 @@ const JOURNAL = fileURLToPath(new URL('../db/migrations/meta/_journal.json', imp
 /** DESIGN §4: the public column names analysts query. */
 const DESIGN_COLUMNS: Record<string, string[]> = {
   admin_actions: ['id', 'at', 'actor', 'source', 'action', 'detail'],
+  card_conflicts: [
+    'id',
+    'card_id',
+    'holder_subscriber_id',
+    'claimant_subscriber_id',
+    'opened_at',
+    'last_seen_at',
+    'resolved_at',
+    'resolution',
+  ],
   saved_cards: [
     'id',
     'subscriber_id',
@@ -341,7 +351,7 @@ describe('five migrate processes at once on a missing database', () => {
       );
       return { tables: t.rows[0]!.n, migrations: m.rows };
     });
-    expect(tables).toBe(6);
+    expect(tables).toBe(7);
     expect(migrations).toHaveLength(migrationCount);
     expect(migrations.every((m) => m.n === 1)).toBe(true);
   });

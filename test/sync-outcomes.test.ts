@@ -393,19 +393,27 @@ describe('edges of identity', () => {
 });
 
 describe('a card that moves', () => {
-  it('leaves a removal in its old owner’s history and recounts the old owner’s cards', async () => {
+  it('moves once its old owner’s answer drops it: a plain removal there, a restore here', async () => {
     const moving = makeCard(170);
-    upstream.script.set('id:170', ok([moving, makeCard(170)]));
+    const kept = makeCard(170);
+    upstream.script.set('id:170', ok([moving, kept]));
     await sync({ subscriberId: 170 });
+    // While the old owner still lists it, another subscriber's answer cannot take it (a conflict:
+    // test/card-conflict.test.ts). Its old owner drops it first, then the new one lists it.
+    upstream.script.set('id:170', ok([kept]));
+    expect((await sync({ subscriberId: 170 })).counts.removed).toBe(1);
     upstream.script.set('id:171', ok([{ ...moving, subscriberId: 171 }]));
     const result = await sync({ subscriberId: 171 });
-    expect(result.counts).toMatchObject({ updated: 1 });
+    expect(result.counts).toMatchObject({ restored: 1 });
     const [row] = await cardsOf(171);
     expect(row).toMatchObject({ id: moving.id, removedAt: null });
     expect((await changesOf(170)).map((c) => [c.cardId, c.change])).toEqual([
       [moving.id, 'added'],
-      [expect.any(Number), 'added'],
+      [kept.id, 'added'],
       [moving.id, 'removed'],
+    ]);
+    expect((await changesOf(171)).map((c) => [c.cardId, c.change, c.previous])).toEqual([
+      [moving.id, 'restored', expect.objectContaining({ subscriber_id: 170 })],
     ]);
     const [old] = await database.handle.db
       .select()
@@ -413,7 +421,6 @@ describe('a card that moves', () => {
       .where(eq(subscribers.subscriberId, 170));
     expect(old!.activeCards).toBe(1);
     // The old owner's next answer no longer lists it: nothing more to remove, no duplicate history.
-    upstream.script.set('id:170', ok([makeCard(170, { id: (await cardsOf(170))[0]!.id })]));
     const again = await sync({ subscriberId: 170 });
     expect(again.counts.removed).toBe(0);
     expect((await changesOf(170)).filter((c) => c.change === 'removed').length).toBe(1);

@@ -1,5 +1,6 @@
 import { sql } from 'drizzle-orm';
 import type { Db } from '../client.js';
+import { conflictSummary } from './conflicts.js';
 
 export interface DataStatus {
   subscribers: number;
@@ -12,6 +13,8 @@ export interface DataStatus {
   runsLast24h: Record<string, number>;
   /** Failures of the last 24 hours, by error code, most frequent first. */
   failuresLast24h: { errorCode: string; count: number; lastAt: string }[];
+  /** Cards listed by two subscribers at once (card_conflicts): how many now, the oldest since when. */
+  conflicts: { open: number; oldestOpenedAt: string | null };
 }
 
 /** ISO 8601 (UTC, `Z`) of a timestamp Postgres returned, whatever shape the driver gave it. */
@@ -44,6 +47,7 @@ export async function readDataStatus(db: Db): Promise<DataStatus> {
     select error_code, count(*)::int as n, max(finished_at) as last_at from sync_runs
     where started_at > now() - interval '24 hours' and status <> 'succeeded' and error_code is not null
     group by error_code order by n desc, error_code limit 10`);
+  const conflicts = await conflictSummary(db);
   return {
     subscribers: fresh?.subscribers ?? 0,
     syncedWithin24h: fresh?.synced_within_24h ?? 0,
@@ -57,5 +61,6 @@ export async function readDataStatus(db: Db): Promise<DataStatus> {
       count: r.n,
       lastAt: iso(r.last_at) ?? '',
     })),
+    conflicts: { open: conflicts.open, oldestOpenedAt: iso(conflicts.oldestOpenedAt) },
   };
 }

@@ -1,7 +1,10 @@
 import { freshnessBuckets, lastRefreshCompletedAt } from '../../db/ops/admin.js';
+import { conflictSummary } from '../../db/ops/conflicts.js';
+import type { RefreshRun } from '../../db/ops/refresh-runs.js';
 import { inProgressRun } from '../../db/ops/refresh-runs.js';
 import { readPauseReason } from '../../jobs/queue.js';
-import { type Metrics, STALE_AFTER_HOURS, setRefreshGauges } from '../metrics.js';
+import { progressOf } from '../../jobs/refresh-plan.js';
+import { type Metrics, STALE_AFTER_HOURS } from '../metrics.js';
 import type { AdminDeps } from './app.js';
 
 /**
@@ -13,7 +16,7 @@ export async function collectGauges(
   deps: Pick<AdminDeps, 'db' | 'redis' | 'syncQueue' | 'metrics'>,
 ): Promise<void> {
   const m: Metrics = deps.metrics;
-  const [counts, lastRefresh, current, fresh, paused, workers] = await Promise.all([
+  const [counts, lastRefresh, current, fresh, paused, workers, conflicts] = await Promise.all([
     deps.syncQueue
       .getJobCounts('waiting', 'active', 'delayed', 'prioritized', 'completed', 'failed')
       .catch(() => undefined),
@@ -22,6 +25,7 @@ export async function collectGauges(
     freshnessBuckets(deps.db, STALE_AFTER_HOURS).catch(() => undefined),
     deps.syncQueue.isPaused().catch(() => undefined),
     deps.syncQueue.getWorkersCount().catch(() => undefined),
+    conflictSummary(deps.db).catch(() => undefined),
   ]);
   if (counts) for (const [state, n] of Object.entries(counts)) m.jobs.set({ state }, n);
   m.lastRefreshSuccess.set(lastRefresh ? lastRefresh.getTime() / 1000 : 0);
@@ -45,4 +49,15 @@ export async function collectGauges(
     m.keyRejected.set(reason?.by === 'auth_rejected' ? 1 : 0);
   }
   if (workers !== undefined) m.workers.set(workers);
+  if (conflicts) m.cardConflicts.set(conflicts.open);
+}
+
+/** The refresh gauges, from the run in progress (all 0 when none is). */
+export function setRefreshGauges(metrics: Metrics, run: RefreshRun | undefined): void {
+  const p = run ? progressOf(run) : undefined;
+  metrics.refreshSubscribers.set({ state: 'planned' }, p?.planned ?? 0);
+  metrics.refreshSubscribers.set({ state: 'done' }, p?.done ?? 0);
+  metrics.refreshRate.set(p?.ratePerSec ?? 0);
+  metrics.refreshEta.set(p?.etaAt ? Math.round(p.etaAt.getTime() / 1000) : 0);
+  metrics.refreshOverrun.set(p?.overrun ? 1 : 0);
 }

@@ -159,6 +159,13 @@ function formatStatus(
         `    ${f.errorCode.padEnd(18)} ${String(f.count).padStart(7)}  last ${formatTime(f.lastAt)}`,
       );
   }
+  if (d.conflicts.open > 0) {
+    lines.push(
+      `  CONFLICTS: ${d.conflicts.open} card${d.conflicts.open === 1 ? '' : 's'} listed by two subscribers at once ` +
+        `(oldest since ${formatTime(d.conflicts.oldestOpenedAt ?? '')}); each stays with its holder and its token is refused ` +
+        '(card_conflicts where resolved_at is null)',
+    );
+  }
   lines.push(d.lastRefresh ? formatRefresh(d.lastRefresh) : 'refresh: none has run yet');
   return lines;
 }

@@ -7,9 +7,9 @@ import type { StoredToken } from '../cards.js';
 import type { Config } from '../config.js';
 import { requireCardTokens } from '../config-tokens.js';
 import { CliError, ConfigError } from '../errors.js';
+import { CardConflictError, CardNotFoundError, readCardToken } from '../read-card-token.js';
 import { cardTokens } from '../tokens/card-tokens.js';
 import { TokenKeyError } from '../tokens/keyring.js';
-import { CardNotFoundError, readCardToken } from '../tokens/read-token.js';
 import { describeDbError, type Io } from './common.js';
 
 // `cards-sync token --card-id N` and `cards-sync tokens rotate` (DESIGN §3).
@@ -35,7 +35,8 @@ export async function cmdToken(
     io.out(token);
     return 0;
   } catch (error) {
-    if (error instanceof CardNotFoundError) throw new CliError(error.message, 1);
+    if (error instanceof CardNotFoundError || error instanceof CardConflictError)
+      throw new CliError(error.message, 1);
     if (error instanceof TokenKeyError) throw new CliError(error.message, 1);
     throw new CliError(describeDbError(error, config.databaseUrl) ?? `token: ${rootCause(error).message}`, 1);
   } finally {

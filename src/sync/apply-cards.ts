@@ -1,12 +1,22 @@
+import type pg from 'pg';
 import type { Db } from '../../db/client.js';
 import { beginLockAndRead, type CardOwner, lockAndReread } from '../../db/ops/batch-read.js';
 import { type BatchWrite, learnEmails, writeBatch } from '../../db/ops/batch-write.js';
+import { claimKey, openClaims, resolveClaims, upsertClaims } from '../../db/ops/conflicts.js';
 import { forgetDigestsOfTakenCards, recountActiveCards } from '../../db/ops/digests.js';
 import { sentTogether } from '../../db/ops/pipeline.js';
 import type { SyncStatus, SyncTrigger } from '../../db/schema.js';
 import type { SavedCard } from '../cards.js';
 import type { CardTokens } from '../tokens/card-tokens.js';
-import { indexStored, knownChanges, plan, runRow, toWrite } from './batch-plan.js';
+import {
+  indexStored,
+  isSuperseded,
+  knownChanges,
+  type Planned,
+  plan,
+  runRow,
+  toWrite,
+} from './batch-plan.js';
 import { answerDigest } from './digest.js';
 import { emptyCounts, type SyncCounts } from './reconcile.js';
 
@@ -103,8 +113,12 @@ export async function applyCardsBatch(
     // Postgres's clock, never this host's: every host stamps its rows on one clock.
     const now = read.now;
     const stored = indexStored(read);
-    const planned = items.map((item, n) => plan(item, digests[n] ?? null, stored, tokens));
+    const applying = new Set(
+      items.flatMap((i) => (i.subscriberId !== null && !isSuperseded(i, stored) ? [i.subscriberId] : [])),
+    );
+    const planned = items.map((item, n) => plan(item, digests[n] ?? null, stored, tokens, applying));
     const writing = planned.filter((p) => p.plan !== null);
+    const conflicts = await conflictsOf(client, writing);
 
     // A stored card that one answer dropped and another written answer lists has moved: the lister
     // takes it (as if it had synced first), so the rows each part of the write touches stay
@@ -125,12 +139,16 @@ export async function applyCardsBatch(
       ]),
       removals,
       runs: planned.map(runRow),
-      changes: planned.flatMap((p, i) => (p.plan === null ? [] : knownChanges(p, i))),
-      // After the sync the subscriber's active cards are exactly the ones the answer lists.
+      changes: planned.flatMap((p, i) =>
+        p.plan === null ? [] : knownChanges(p, i, conflicts.opening, conflicts.resolving),
+      ),
+      // After the sync the subscriber's active cards are exactly the ones the answer lists, but
+      // for those in conflict. An answer with conflicts vouches for nothing: '' matches no
+      // answer's digest, so its next answer is read in full and its conflicts looked at again.
       successes: writing.map((p) => ({
         subscriberId: p.item.subscriberId!,
-        activeCards: p.item.cards.length,
-        digest: p.unchanged ? null : p.digest,
+        activeCards: p.item.cards.length - p.claims.length,
+        digest: p.unchanged ? null : p.claims.length > 0 ? '' : p.digest,
       })),
     };
     const emailOwners = writing.flatMap((p) =>
@@ -141,12 +159,17 @@ export async function applyCardsBatch(
     );
     // The cards each new digest vouches for, to check after the write (forgetDigestsOfTakenCards).
     const vouched: CardOwner[] = writing.flatMap((p) =>
-      p.unchanged ? [] : p.item.cards.map((c) => ({ id: c.id, subscriberId: p.item.subscriberId! })),
+      p.unchanged || p.claims.length > 0
+        ? []
+        : p.item.cards.map((c) => ({ id: c.id, subscriberId: p.item.subscriberId! })),
     );
     // One round trip: the write, the e-mails, the recount, the digests' check and the commit are
     // sent together. If a statement fails, the ones behind it fail and the commit rolls back; the
     // first error is thrown.
-    const [written, emails, recount, checked, committed] = await Promise.allSettled(
+    // Answers read in full settle their subscribers' conflicts (an unchanged answer had none).
+    const claimants = writing.flatMap((p) => (p.unchanged ? [] : [p.item.subscriberId!]));
+    const claims = writing.flatMap((p) => p.claims);
+    const [written, emails, recount, checked, opened, resolved, committed] = await Promise.allSettled(
       sentTogether(
         client,
         () =>
@@ -157,11 +180,15 @@ export async function applyCardsBatch(
             learnEmails(client, emailOwners),
             recountActiveCards(client, formerOwners),
             forgetDigestsOfTakenCards(client, vouched),
+            claims.length > 0 ? upsertClaims(client, claims, now) : Promise.resolve(undefined),
+            claimants.length > 0 ? resolveClaims(client, claimants, claims, now) : Promise.resolve(undefined),
             client.query('commit'),
           ] as const,
       ),
     );
-    const failure = [written, emails, recount, checked, committed].find((s) => s.status === 'rejected');
+    const failure = [written, emails, recount, checked, opened, resolved, committed].find(
+      (s) => s.status === 'rejected',
+    );
     if (committed.status === 'fulfilled' && committed.value.command === 'COMMIT' && failure) {
       // The server committed, but what it answered could not be read (a reply the client
       // refuses). Writing the answers again would record them twice.
@@ -199,4 +226,35 @@ export async function applyCardsBatch(
     client.removeListener('error', onError);
     client.release(broken);
   }
+}
+
+/**
+ * Which of the batch's claims open a conflict (the others are open already), and which of its
+ * moves end one. Asked of Postgres only when the batch has a claim or a move (rare): one round
+ * trip, under the batch's locks.
+ */
+async function conflictsOf(
+  client: pg.PoolClient,
+  writing: readonly Planned[],
+): Promise<{ opening: Set<string>; resolving: Set<string> }> {
+  const claims = writing.flatMap((p) => p.claims);
+  const moves = writing.flatMap((p) =>
+    p.plan!.updates.flatMap((u) =>
+      u.previousSubscriberId !== undefined
+        ? [
+            {
+              cardId: u.card.id,
+              holderSubscriberId: u.previousSubscriberId,
+              claimantSubscriberId: p.item.subscriberId!,
+            },
+          ]
+        : [],
+    ),
+  );
+  if (claims.length === 0 && moves.length === 0) return { opening: new Set(), resolving: new Set() };
+  const open = await openClaims(client, [...claims, ...moves]);
+  return {
+    opening: new Set(claims.map(claimKey).filter((k) => !open.has(k))),
+    resolving: new Set(moves.map(claimKey).filter((k) => open.has(k))),
+  };
 }

@@ -1,5 +1,6 @@
 import type { BatchRead } from '../../db/ops/batch-read.js';
 import type { KnownChange, RunRow } from '../../db/ops/batch-write.js';
+import { type CardClaim, claimKey } from '../../db/ops/conflicts.js';
 import type { CardToWrite, SavedCard, StoredCard } from '../cards.js';
 import type { CardTokens } from '../tokens/card-tokens.js';
 import type { CardsToApply } from './apply-cards.js';
@@ -17,6 +18,8 @@ export interface Planned {
   digest: string | null;
   /** Identical to what is stored: nothing but the run and the subscriber's row is written. */
   unchanged: boolean;
+  /** Cards the answer lists that another subscriber holds: they stay with it (a conflict). */
+  claims: CardClaim[];
 }
 
 /** The stored rows of a batch, by owner and by id. */
@@ -45,32 +48,58 @@ function unchangedPlan(cards: readonly SavedCard[]): ReconcilePlan {
   return { inserts: [], updates: [], unchangedIds: cards.map((c) => c.id), removedIds: [], counts };
 }
 
+/**
+ * An answer fetched before one already applied is older news: applying it would undo newer
+ * removals or restores.
+ */
+export function isSuperseded(item: CardsToApply, stored: StoredIndex): boolean {
+  if (item.subscriberId === null) return false;
+  const newest = stored.newest.get(item.subscriberId);
+  return newest !== undefined && newest.getTime() > item.run.startedAt.getTime();
+}
+
+/**
+ * @param applying subscribers whose answers this batch writes: a card one of them holds and no
+ *   longer lists may move to another answer of the batch that lists it.
+ */
 export function plan(
   item: CardsToApply,
   digest: string | null,
   stored: StoredIndex,
   tokens: CardTokens,
+  applying: ReadonlySet<number>,
 ): Planned {
   const subscriberId = item.subscriberId;
-  const none = { item, digest, unchanged: false };
+  const none = { item, digest, unchanged: false, claims: [] };
   if (subscriberId === null) return { ...none, plan: null, superseded: false };
-  // An answer fetched before one already applied is older news: applying it would undo newer
-  // removals or restores.
-  const newest = stored.newest.get(subscriberId);
-  if (newest !== undefined && newest.getTime() > item.run.startedAt.getTime()) {
-    return { ...none, plan: null, superseded: true };
-  }
+  if (isSuperseded(item, stored)) return { ...none, plan: null, superseded: true };
   if (stored.unchanged.has(subscriberId)) {
     return { ...none, plan: unchangedPlan(item.cards), superseded: false, unchanged: true };
   }
-  // This subscriber's rows, and rows of others that its answer lists (cards that moved here).
+  // This subscriber's rows, and rows of others that its answer lists: cards that moved here (their
+  // holder dropped them), or, while their holder still lists them, cards in conflict.
   const rows = [...(stored.bySubscriber.get(subscriberId) ?? [])];
+  const claims: CardClaim[] = [];
   for (const c of item.cards) {
     const row = stored.byId.get(c.id);
-    if (row && row.subscriberId !== subscriberId) rows.push(row);
+    if (!row || row.subscriberId === subscriberId) continue;
+    if (row.removedAt === null && !applying.has(row.subscriberId)) {
+      claims.push({ cardId: c.id, holderSubscriberId: row.subscriberId, claimantSubscriberId: subscriberId });
+    } else rows.push(row);
   }
   const sameToken = (row: StoredCard, token: string) => tokens.matches(row.id, row.token, token);
-  return { ...none, plan: reconcile(subscriberId, item.cards, rows, sameToken), superseded: false };
+  if (claims.length === 0) {
+    return { ...none, plan: reconcile(subscriberId, item.cards, rows, sameToken), superseded: false };
+  }
+  const claimed = new Set(claims.map((c) => c.cardId));
+  const planned = reconcile(
+    subscriberId,
+    item.cards.filter((c) => !claimed.has(c.id)),
+    rows,
+    sameToken,
+  );
+  planned.counts.cardsSeen = item.cards.length;
+  return { ...none, plan: planned, superseded: false, claims };
 }
 
 /**
@@ -86,9 +115,30 @@ export function toWrite(card: SavedCard, row: StoredCard | undefined, tokens: Ca
   return { ...rest, token: keep ? row.token : tokens.store(card.id, cardToken) };
 }
 
-export function knownChanges(p: Planned, run: number): KnownChange[] {
+/**
+ * The history rows of one answer. `newClaims`: its claims that open a conflict (a `conflict` row
+ * each; a claim already open writes none); `resolving`: cards whose move ends a conflict.
+ */
+export function knownChanges(
+  p: Planned,
+  run: number,
+  newClaims: ReadonlySet<string> = new Set(),
+  resolving: ReadonlySet<string> = new Set(),
+): KnownChange[] {
   const subscriberId = p.item.subscriberId!;
   const out: KnownChange[] = [];
+  for (const c of p.claims) {
+    if (!newClaims.has(claimKey(c))) continue;
+    out.push({
+      cardId: c.cardId,
+      subscriberId,
+      change: 'conflict',
+      changedFields: null,
+      previous: { subscriber_id: c.holderSubscriberId },
+      reason: 'held_by_another',
+      run,
+    });
+  }
   for (const c of p.plan!.inserts)
     out.push({
       cardId: c.id,
@@ -106,7 +156,7 @@ export function knownChanges(p: Planned, run: number): KnownChange[] {
       change: u.restored ? 'restored' : 'updated',
       changedFields: u.changedFields.length > 0 ? u.changedFields : null,
       previous: u.previous,
-      reason: null,
+      reason: resolving.has(`${u.card.id}:${subscriberId}`) ? 'conflict_resolved' : null,
       run,
     });
     // A card now listed under this subscriber left its previous one: that one's history says so.
