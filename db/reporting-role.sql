@@ -25,7 +25,8 @@ GRANT SELECT ON saved_cards_active, subscriber_freshness, subscribers_report, sy
 GRANT EXECUTE ON FUNCTION saved_cards_as_of(timestamptz), saved_cards_as_of(timestamptz, bigint),
   saved_card_as_of(bigint, timestamptz)
   TO cards_sync_reporting;
-GRANT SELECT ON saved_card_changes, refresh_runs TO cards_sync_reporting;
+-- card_conflicts: cards listed by two subscribers at once (ids and times only).
+GRANT SELECT ON saved_card_changes, refresh_runs, card_conflicts TO cards_sync_reporting;
 
 -- saved_cards itself: every column but card_token and its fingerprint.
 REVOKE ALL ON saved_cards FROM cards_sync_reporting;

@@ -5,9 +5,9 @@ import type { SavedCard } from '../src/api/schema.js';
 import { createMetrics } from '../src/metrics.js';
 import { CardConflictError, readCardToken } from '../src/read-card-token.js';
 import { applyCardsBatch, type CardsToApply } from '../src/sync/apply-cards.js';
-import { ADMIN_TOKEN, makeCard, testTokens } from './fixtures.js';
+import { ADMIN_TOKEN, CARD_TOKEN_KEYS, makeCard, testTokens } from './fixtures.js';
 import { captureLogger, useTestDatabase } from './helpers.js';
-import { testQueue } from './queue-helpers.js';
+import { runCli, testQueue } from './queue-helpers.js';
 
 // A card listed by two subscribers at once (an upstream bug, or a card shared in a family account)
 // is a conflict: the card stays with the subscriber that holds it, its token is not handed out,
@@ -106,6 +106,15 @@ describe('a card listed by two subscribers at once', () => {
       action: 'token_refused',
       detail: { cardId: shared.id, reason: 'card_conflict' },
     });
+    // As a billing job runs it: one line naming both subscribers, exit 1, no token on stdout.
+    const cli = await runCli(['token', '--card-id', String(shared.id)], {
+      DATABASE_URL: database.url,
+      CARD_TOKEN_KEYS,
+    });
+    expect(cli.code).toBe(1);
+    expect(cli.stdout).toBe('');
+    expect(cli.stderr.trim().split('\n')).toHaveLength(1);
+    expect(cli.stderr).toContain(`card ${shared.id} is in conflict`);
     // The claimant's own card is not in conflict.
     await expect(readCardToken(db(), testTokens, own.id, who)).resolves.toBe(own.cardToken);
 
@@ -113,6 +122,8 @@ describe('a card listed by two subscribers at once', () => {
     expect((await readDataStatus(db())).conflicts.open).toBe(1);
     const text = await scrapeMetrics();
     expect(text).toMatch(/^cards_sync_card_conflicts 1$/m);
+    const overview = await (await adminFetch('/admin')).text();
+    expect(overview).toMatch(/id="conflicts"><b>1<\/b> card listed by two subscribers at once/);
   });
 
   it('moves only once the holder’s own answer no longer lists it, and the token is served again', async () => {
@@ -183,6 +194,11 @@ afterAll(async () => {
   await admin?.stop();
 });
 async function scrapeMetrics(): Promise<string> {
+  const res = await adminFetch('/metrics');
+  expect(res.status).toBe(200);
+  return res.text();
+}
+async function adminFetch(path: string): Promise<Response> {
   admin ??= createAdminApp({
     db: db(),
     redis: q.redis,
@@ -193,9 +209,7 @@ async function scrapeMetrics(): Promise<string> {
     adminToken: ADMIN_TOKEN,
     prefix: q.prefix,
   });
-  const res = await admin.app.fetch(
-    new Request('http://localhost/metrics', { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } }),
+  return admin.app.fetch(
+    new Request(`http://localhost${path}`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } }),
   );
-  expect(res.status).toBe(200);
-  return res.text();
 }

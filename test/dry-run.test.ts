@@ -74,4 +74,23 @@ describe('sync --dry-run', () => {
     expect(invalid.stdout).not.toContain('4761730000000043');
     expect(await counts()).toEqual(before);
   });
+
+  it('a card another subscriber holds shows as a conflict that would stay with it', async () => {
+    const shared = makeCard(64);
+    upstream.script.set('id:64', ok([shared]));
+    expect((await runCli(['sync', '--id', '64'], env())).code).toBe(0);
+    upstream.script.set('id:65', ok([{ ...shared, subscriberId: 65 }, makeCard(65)]));
+    const before = await counts();
+    const run = await runCli(['sync', '--id', '65', '--dry-run'], env());
+    expect(run.code, run.stderr).toBe(0);
+    expect(run.stdout.split('\n')[0]).toBe(
+      'dry run: subscriber 65: 2 cards upstream; would insert 1, update 0, restore 0, remove 0, leave 0 unchanged, leave 1 in conflict (nothing written)',
+    );
+    expect(run.stdout).toContain(
+      `! card ${shared.id} 4761-xxxx-xxxx-0043 AKBA (Bonus): subscriber 64 holds it`,
+    );
+    const json = await runCli(['sync', '--id', '65', '--dry-run', '--json'], env());
+    expect(JSON.parse(json.stdout)).toMatchObject({ conflicts: [{ id: shared.id, heldBy: 64 }] });
+    expect(await counts()).toEqual(before);
+  });
 });

@@ -84,6 +84,7 @@ async function readPage(tx: Executor, subscriberId: number) {
       cardId: savedCardChanges.cardId,
       change: savedCardChanges.change,
       changedFields: savedCardChanges.changedFields,
+      reason: savedCardChanges.reason,
       syncRunId: savedCardChanges.syncRunId,
     })
     .from(savedCardChanges)

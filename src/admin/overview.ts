@@ -153,6 +153,16 @@ export interface OverviewView {
   flash?: OverviewFlash | undefined;
 }
 
+/** Cards listed by two subscribers at once: nothing when there are none. */
+function conflictsBlock(c: { open: number; oldestOpenedAt: string | null }): string {
+  if (c.open === 0) return '';
+  return (
+    `<p class="alert" id="conflicts"><b>${c.open}</b> card${c.open === 1 ? '' : 's'} listed by two subscribers at once ` +
+    `(oldest since ${time(c.oldestOpenedAt)}): each stays with its holder and its token is refused ` +
+    '(<code>card_conflicts</code>).</p>'
+  );
+}
+
 /** The overview page: what a person on call wants to see at a glance. */
 export function renderOverview(view: OverviewView): string {
   const { queue: q, data: d } = view;
@@ -184,6 +194,7 @@ ${controlForms(q, view.csrf)}
 </div>
 <h2>Freshness</h2>
 <p>${d.subscribers} subscribers, ${d.activeCards} active cards. Time since each subscriber's last successful sync:</p>
+${conflictsBlock(d.conflicts)}
 ${freshnessChart(view.freshness)}
 <h2>Refresh</h2>
 ${refreshBlock(view.lastRefresh)}

@@ -141,7 +141,7 @@ function historyTable(d: SubscriberPageData): string {
     .map(
       (h) =>
         `<tr data-card-id="${h.cardId}" data-change="${esc(h.change)}"><td>${time(h.changedAt)}</td><td>${h.cardId}</td>` +
-        `<td>${esc(h.change)}</td><td>${esc((h.changedFields ?? []).join(', '))}</td><td>${h.syncRunId ?? '—'}</td></tr>`,
+        `<td>${esc(h.change)}${h.reason ? ` (${esc(h.reason)})` : ''}</td><td>${esc((h.changedFields ?? []).join(', '))}</td><td>${h.syncRunId ?? '—'}</td></tr>`,
     )
     .join('');
   return (

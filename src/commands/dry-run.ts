@@ -69,9 +69,17 @@ export async function cmdDryRun(
         1,
       );
     }
+    // A card another subscriber holds as active stays with it (a conflict), as in a real sync.
+    const held = new Map(
+      stored
+        .filter((s) => s.subscriberId !== subscriberId && s.removedAt === null)
+        .map((s) => [s.id, s.subscriberId]),
+    );
+    const claimed = outcome.cards.filter((card) => held.has(card.id));
     let plan: ReturnType<typeof reconcile>;
     try {
-      plan = reconcile(subscriberId, outcome.cards, stored, (row, token) =>
+      const listed = outcome.cards.filter((card) => !held.has(card.id));
+      plan = reconcile(subscriberId, listed, stored, (row, token) =>
         tokens.matches(row.id, row.token, token),
       );
     } catch (error) {
@@ -93,7 +101,11 @@ export async function cmdDryRun(
     }
     for (const id of plan.removedIds)
       lines.push(`  - ${describe(byId.get(id)!)}: no longer listed, would be marked removed`);
-    const c = plan.counts;
+    for (const card of claimed)
+      lines.push(
+        `  ! ${describe(card)}: subscriber ${held.get(card.id)} holds it; a conflict, it would stay there`,
+      );
+    const c = { ...plan.counts, cardsSeen: outcome.cards.length };
     if (options.json) {
       io.out(
         JSON.stringify({
@@ -106,13 +118,15 @@ export async function cmdDryRun(
             restored: u.restored,
           })),
           removed: plan.removedIds,
+          conflicts: claimed.map((card) => ({ id: card.id, heldBy: held.get(card.id) })),
           written: false,
         }),
       );
     } else {
       io.out(
         `dry run: subscriber ${subscriberId}: ${c.cardsSeen} ${c.cardsSeen === 1 ? 'card' : 'cards'} upstream; would insert ${c.inserted}, ` +
-          `update ${c.updated}, restore ${c.restored}, remove ${c.removed}, leave ${c.unchanged} unchanged (nothing written)`,
+          `update ${c.updated}, restore ${c.restored}, remove ${c.removed}, leave ${c.unchanged} unchanged` +
+          `${claimed.length > 0 ? `, leave ${claimed.length} in conflict` : ''} (nothing written)`,
       );
       for (const line of lines) io.out(line);
     }
