@@ -293,6 +293,39 @@ describe('200 answers', () => {
     expect(outcome).toMatchObject({ message: expect.stringMatching(/^record 1: field "subscriberId"/) });
   });
 
+  it('refuses a body that is not valid UTF-8, with a length or without, rather than replacing bytes', async () => {
+    const good = Buffer.from(JSON.stringify([makeCard(42, { cardBankName: 'Ziraat Bankası' })]));
+    const at = good.indexOf('ı');
+    for (const bad of [
+      Buffer.concat([good.subarray(0, at), Buffer.from([0xc4]), good.subarray(at + 2)]), // a cut sequence
+      Buffer.concat([good.subarray(0, at), Buffer.from([0xff]), good.subarray(at + 2)]), // never UTF-8
+      Buffer.concat([good.subarray(0, at), Buffer.from([0xed, 0xa0, 0x80]), good.subarray(at + 2)]), // a surrogate
+      Buffer.concat([good.subarray(0, at), Buffer.from([0xc0, 0xb1]), good.subarray(at + 2)]), // overlong
+    ]) {
+      for (const chunked of [false, true]) {
+        raw.handler = (_req, res) => {
+          res.writeHead(
+            200,
+            chunked
+              ? { 'content-type': 'application/json' }
+              : {
+                  'content-type': 'application/json',
+                  'content-length': String(bad.length),
+                },
+          );
+          res.end(bad);
+        };
+        const outcome = await client().fetchCards({ subscriberId: 42 });
+        expect(outcome).toMatchObject({ kind: 'invalid_response', message: 'the body is not valid UTF-8' });
+      }
+    }
+    raw.handler = (_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(good);
+    };
+    expect(await client().fetchCards({ subscriberId: 42 })).toMatchObject({ kind: 'ok' });
+  });
+
   it('refuses a record breaking DESIGN §1 without quoting the value', async () => {
     raw.handler = (_req, res) => json(res, 200, [makeCard(42, { binNumber: '4761730000000043' })]);
     const outcome = await client().fetchCards({ subscriberId: 42 });

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { InvalidResponse, parseCards, recordProblem, type SavedCard } from '../src/api/schema.js';
+import { luhnNumber, notLuhn, otherScript, prng, written } from './card-numbers.js';
 import { makeCard } from './fixtures.js';
 
 const SUBSCRIBER = 4242;
@@ -160,7 +161,7 @@ describe('each of the nine fields', () => {
   it.each(['cardToken', 'cardFamily', 'cardBankName'])('refuses a NUL character in "%s"', (field) => {
     const value = `secret-part\u0000tail-part`;
     const error = expectFieldRefused([card({ [field]: value })], 0, field, value);
-    expect(error.message).toContain('NUL');
+    expect(error.message).toContain('control character (U+0000)');
     expect(error.message).not.toContain('secret-part');
   });
 
@@ -303,6 +304,7 @@ describe('the hand-checked fast path', () => {
     2 ** 53,
     -(2 ** 53),
     Number.MAX_SAFE_INTEGER,
+    -7,
     '',
     ' ',
     '0',
@@ -313,6 +315,12 @@ describe('the hand-checked fast path', () => {
     '4761-xxxx-xxxx-004',
     '4761 xxxx xxxx 0043',
     '4761123412340043',
+    'VISA 4111.1111.1111.1111',
+    '5500/0055/5555/5559',
+    '\u001b[31mred',
+    'a\u0085b',
+    'a\u202eb',
+    'a\ud800',
     '2021-02-28T14:01:35+03:00',
     '2021-02-28T14:01:35.123456789-00:30',
     '2021-02-29T14:01:35+03:00',
@@ -347,5 +355,69 @@ describe('the hand-checked fast path', () => {
     // Both verdicts were exercised, for every field.
     expect(accepted).toBeGreaterThan(FIELDS.length);
     expect(refused).toBeGreaterThan(FIELDS.length * 10);
+  });
+});
+
+describe('free text never holds a full card number', () => {
+  it('refuses one in cardFamily or cardBankName, at every length and with any separators, naming record and field only', () => {
+    const random = prng(4242);
+    for (let i = 0; i < 500; i++) {
+      const field = i % 2 === 0 ? 'cardBankName' : 'cardFamily';
+      const number = written(luhnNumber(13 + (i % 7), random), random);
+      const value = [`VISA ${number}`, number, `${number} Platinum`][i % 3]!;
+      const body = [card(), card({ [field]: value })];
+      const error = expectFieldRefused(body, 1, field, value);
+      // A tab between the groups is refused as a control character first.
+      expect(error.message).toMatch(/full card number|control character \(U\+0009\)/);
+      expect(error.message.replace(/\D/g, '').length, error.message).toBeLessThan(6);
+    }
+  });
+
+  it('also in the digits of other scripts', () => {
+    expectFieldRefused([card({ cardBankName: otherScript('4111111111111111', 0xff10) })], 0, 'cardBankName');
+  });
+
+  it('takes text with fewer digits, or digits that fail the Luhn check', () => {
+    const ok = ['Bonus 2021', 'AKBA 0043', notLuhn('4111111111111111'), 'World Elite'];
+    for (const value of ok)
+      expect(parseCards([card({ cardBankName: value, cardFamily: value })])).toHaveLength(1);
+  });
+});
+
+describe('string fields never hold control characters', () => {
+  const CONTROLS = [
+    '\u001b[2J',
+    '\u001b]0;owned\u0007',
+    '\r',
+    '\n',
+    '\t',
+    '\u007f',
+    '\u0085',
+    '\u009b31m',
+    '\u2028',
+    '\u202e',
+    '\u2066',
+  ];
+  it.each(['cardToken', 'cardFamily', 'cardBankName'])(
+    'refuses each in "%s", naming its code point',
+    (field) => {
+      for (const control of CONTROLS) {
+        const value = `AKBA${control}tail`;
+        const error = expectFieldRefused([card({ [field]: value })], 0, field, value);
+        expect(error.message).toMatch(/control character \(U\+[0-9A-F]{4}\)/);
+      }
+    },
+  );
+
+  it('refuses a lone surrogate, takes a pair (an emoji) and letters of any script', () => {
+    expectFieldRefused([card({ cardBankName: 'AKBA\ud800' })], 0, 'cardBankName');
+    expect(parseCards([card({ cardBankName: 'Ziraat Bankası 💳', cardFamily: 'بطاقة' })])).toHaveLength(1);
+  });
+});
+
+describe('subscriberId', () => {
+  it.each([0, -7, -(2 ** 53 - 1)])('refuses %s: a subscriber no command could reach again', (id) => {
+    const error = expectFieldRefused([card({ subscriberId: id })], 0, 'subscriberId');
+    expect(error.message).toContain('positive');
   });
 });

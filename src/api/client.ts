@@ -1,3 +1,4 @@
+import { isUtf8 } from 'node:buffer';
 import { Agent, errors } from 'undici';
 import type { ApiConfig } from '../config.js';
 import { redactExcerpt } from '../redact.js';
@@ -127,9 +128,9 @@ export function createApiClient(config: ApiConfig, options: ApiClientOptions = {
       }
       // A declared length within the limit bounds the body (undici refuses a body that outruns
       // it): read it whole. Any other body is counted as it comes.
-      let text: string;
+      let bytes: Buffer;
       if (Number.isFinite(declared) && declared <= maxBodyBytes) {
-        text = await response.body.text();
+        bytes = Buffer.from(await response.body.arrayBuffer());
       } else {
         const chunks: Buffer[] = [];
         let size = 0;
@@ -147,13 +148,25 @@ export function createApiClient(config: ApiConfig, options: ApiClientOptions = {
           }
           chunks.push(chunk as Buffer);
         }
-        text = Buffer.concat(chunks).toString('utf8');
+        bytes = Buffer.concat(chunks);
       }
+      const ok = status >= 200 && status <= 299;
+      // An answer is read as it was sent or not at all: bytes that are not UTF-8 would be replaced
+      // by U+FFFD without a word, changing what is stored.
+      if (ok && !isUtf8(bytes)) {
+        return {
+          kind: 'invalid_response',
+          status,
+          message: 'the body is not valid UTF-8',
+          durationMs: elapsed(),
+        };
+      }
+      const text = bytes.toString('utf8');
       const excerpt = () => {
         const e = redactExcerpt(text, secrets);
         return e === '' ? '' : `: ${e}`;
       };
-      if (status >= 200 && status <= 299) {
+      if (ok) {
         let body: unknown;
         try {
           body = JSON.parse(text);

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { containsCardNumber } from '../card-number.js';
 import type { SavedCard } from '../cards.js';
 
 export type { SavedCard };
@@ -27,28 +28,66 @@ function couldBeCardNumber(value: string): boolean {
   return (value.match(/\d/g)?.length ?? 0) >= 12;
 }
 
-const noNul = (v: string) => !v.includes('\u0000');
+/**
+ * Characters no string field may hold: C0 and C1 controls and DEL (an ESC sequence rewrites the
+ * operator's terminal), line and paragraph separators, and the bidirectional embeddings,
+ * overrides and isolates that make text read otherwise than it is stored.
+ */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is the point
+const CONTROL = /[\u0000-\u001f\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]/;
+
+/** With the `u` flag a surrogate pair is one code point: what matches is a lone surrogate. */
+const LONE_SURROGATE = /\p{Cs}/u;
+
+/** Text that can be stored and printed as it is: no control character, no lone surrogate. */
+const isPlainText = (v: string) => !CONTROL.test(v) && !LONE_SURROGATE.test(v);
+
+/** What is wrong with a string field's text, if anything (never the value itself). */
+function textProblem(v: string, freeText: boolean): string | undefined {
+  const control = CONTROL.exec(v);
+  if (control) {
+    const code = control[0].codePointAt(0)!.toString(16).toUpperCase().padStart(4, '0');
+    return `holds a control character (U+${code}); refused rather than stored or printed`;
+  }
+  if (LONE_SURROGATE.test(v)) return 'holds a lone UTF-16 surrogate';
+  if (freeText && containsCardNumber(v)) {
+    return 'holds what looks like a full card number (13 to 19 digits passing the Luhn check); only masked numbers are accepted';
+  }
+  return undefined;
+}
 
 const safeInt = z.number().refine(Number.isSafeInteger, 'must be a whole number within ±(2^53−1)');
-const str = z.string().refine(noNul, 'must not contain a NUL character');
+const positiveId = z
+  .number()
+  .refine((v) => Number.isSafeInteger(v) && v > 0, 'must be a positive whole number within 2^53−1');
+const text = (freeText: boolean) =>
+  z.string().superRefine((v, ctx) => {
+    const problem = textProblem(v, freeText);
+    if (problem) ctx.addIssue({ code: 'custom', message: problem });
+  });
+/** A free-text field: plain text, and never a card number. */
+const freeText = text(true);
 
 const recordSchema = z.object({
   id: safeInt,
-  cardToken: str.refine((v) => v.length > 0, 'must not be empty'),
+  // The token is opaque and sealed at rest, never shown: checked for control characters only (a
+  // 32-hex-digit token holds 13 digits in a row often enough to be refused by the Luhn rule).
+  cardToken: text(false).refine((v) => v.length > 0, 'must not be empty'),
   binNumber: z
     .string()
     .refine((v) => MASKED_BIN.test(v), 'must be a masked card number shaped dddd-xxxx-xxxx-dddd'),
-  cardFamily: str,
+  cardFamily: freeText,
   cardBankCode: safeInt,
-  cardBankName: str,
-  subscriberId: safeInt,
+  cardBankName: freeText,
+  subscriberId: positiveId,
   companyId: safeInt,
   createDate: z.string().refine(isCreateDate, 'must be a date-time shaped YYYY-MM-DDThh:mm:ss+hh:mm'),
 });
 
 const FIELDS = Object.keys(recordSchema.shape) as (keyof SavedCard)[];
 
-const plainString = (v: unknown): v is string => typeof v === 'string' && noNul(v);
+const plainString = (v: unknown): v is string => typeof v === 'string' && isPlainText(v);
+const freeString = (v: unknown): v is string => plainString(v) && !containsCardNumber(v);
 
 /**
  * The common case checked by hand: true only when {@link recordSchema} would accept every field.
@@ -63,10 +102,11 @@ function passesFastCheck(r: Record<string, unknown>): boolean {
     r.cardToken.length > 0 &&
     typeof r.binNumber === 'string' &&
     MASKED_BIN.test(r.binNumber) &&
-    plainString(r.cardFamily) &&
+    freeString(r.cardFamily) &&
     Number.isSafeInteger(r.cardBankCode) &&
-    plainString(r.cardBankName) &&
+    freeString(r.cardBankName) &&
     Number.isSafeInteger(r.subscriberId) &&
+    (r.subscriberId as number) > 0 &&
     Number.isSafeInteger(r.companyId) &&
     typeof r.createDate === 'string' &&
     isCreateDate(r.createDate)
@@ -109,7 +149,10 @@ function fieldProblem(
         : 'string';
     return `record ${index}: field "${field}" must be ${want === 'integer' ? 'an integer' : 'a string'}, got ${got}`;
   }
-  if (field === 'id' || field === 'cardBankCode' || field === 'subscriberId' || field === 'companyId') {
+  if (field === 'subscriberId') {
+    return `record ${index}: field "subscriberId" must be a positive whole number within 2^53−1`;
+  }
+  if (field === 'id' || field === 'cardBankCode' || field === 'companyId') {
     return `record ${index}: field "${field}" must be a whole number within ±(2^53−1)`;
   }
   return `record ${index}: field "${field}" ${issue?.message ?? 'is invalid'}`;
