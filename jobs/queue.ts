@@ -2,6 +2,7 @@ import { type JobsOptions, Queue } from 'bullmq';
 import { z } from 'zod';
 import { SYNC_TRIGGERS, type SyncTrigger } from '../db/schema.js';
 import type { Target } from '../src/api/client.js';
+import { dedupKey, emailIdKey } from './job-ids.js';
 import { LANE_PRIORITY, type Lane, promoteRefreshJob } from './lanes.js';
 import type { RedisClient } from './redis.js';
 
@@ -31,13 +32,6 @@ export interface SyncJobResult {
   updated: number;
   removed: number;
   restored: number;
-}
-
-/** One key per subscriber id, one per e-mail ignoring case: the unit of deduplication. */
-export function dedupKey(target: Target): string {
-  return 'subscriberId' in target
-    ? `id:${target.subscriberId}`
-    : `email:${target.email.trim().toLowerCase()}`;
 }
 
 /** Options of {@link createSyncQueue}. */
@@ -77,14 +71,32 @@ export function createSyncQueue(
   // Connection errors surface through the commands that fail; unheard, BullMQ prints each one
   // as a stack trace.
   queue.on('error', () => {});
+  connections.set(queue, connection);
   return queue;
+}
+
+/** The connection each sync queue was made with: where the e-mail hash's key is read. */
+const connections = new WeakMap<Queue, RedisClient>();
+
+function connectionOf(queue: Queue): RedisClient {
+  const connection = connections.get(queue);
+  if (!connection) throw new Error('a sync queue must be made by createSyncQueue');
+  return connection;
 }
 
 let sequence = 0;
 
-/** The options of one job: deduplicated per subscriber, run once more if it is running now. */
-export function jobOptionsFor(target: Target, refreshRunId?: number, lane?: Lane): JobsOptions {
-  const key = dedupKey(target);
+/**
+ * The options of one job: deduplicated per subscriber, run once more if it is running now.
+ * `emailKey` hashes an e-mail into the ids (jobs/job-ids.ts).
+ */
+export function jobOptionsFor(
+  target: Target,
+  emailKey: Buffer,
+  refreshRunId?: number,
+  lane?: Lane,
+): JobsOptions {
+  const key = dedupKey(target, emailKey);
   sequence = (sequence + 1) % 1_000_000;
   const priority = LANE_PRIORITY[lane ?? (refreshRunId !== undefined ? 'refresh' : 'ops')];
   return {
@@ -106,14 +118,51 @@ export interface EnqueueCounts {
   alreadyQueued: number;
   /** Of those, jobs a refresh had queued that were moved up into this request's lane. */
   promoted: number;
-  /** For each target, the id of the job that will sync it (a new one, or the one already queued). */
+  /**
+   * For each target, the id of the job that will sync it (a new one, or the one already queued);
+   * an empty string for a target Redis refused.
+   */
   jobIds: string[];
+  /** Targets Redis refused, by their index in `targets`, each with its reason; the others went in. */
+  refused: { index: number; reason: string }[];
+}
+
+type NewJob = { name: string; data: SyncJobData; opts: JobsOptions };
+
+/**
+ * Adds the jobs in one round trip. Should that fail, they are added one by one, so that one job
+ * Redis or BullMQ refuses (an id it will not take, a payload over a limit) refuses only its own
+ * target: every other one still goes in. When every one fails as the whole did (Redis is away),
+ * that failure is thrown.
+ */
+async function addEach(queue: Queue<SyncJobData, SyncJobResult>, jobs: NewJob[]) {
+  try {
+    return { added: await queue.addBulk(jobs), refused: [] };
+  } catch (bulkError) {
+    const added: ({ id?: string | undefined } | undefined)[] = [];
+    const refused: { index: number; reason: string }[] = [];
+    for (const [index, job] of jobs.entries()) {
+      try {
+        added.push(await queue.add(job.name, job.data, job.opts));
+      } catch (error) {
+        added.push(undefined);
+        refused.push({ index, reason: `the queue refused it: ${(error as Error).message}` });
+      }
+    }
+    if (
+      refused.length === jobs.length &&
+      refused.every((r) => r.reason.endsWith((bulkError as Error).message))
+    )
+      throw bulkError;
+    return { added, refused };
+  }
 }
 
 /**
  * Adds sync jobs in one round trip; counts those that were new and those already queued. Work a
  * person asked for goes to the ops lane (or `bulk`), and a subscriber already waiting in a refresh
- * is promoted into that lane rather than left behind the refresh's backlog.
+ * is promoted into that lane rather than left behind the refresh's backlog. A target the queue
+ * refuses is reported in `refused` and never fails the others.
  */
 export async function enqueueSyncs(
   queue: Queue<SyncJobData, SyncJobResult>,
@@ -121,24 +170,31 @@ export async function enqueueSyncs(
   trigger: SyncTrigger,
   extra: { refreshRunId?: number; lane?: Lane } = {},
 ): Promise<EnqueueCounts> {
-  if (targets.length === 0) return { enqueued: 0, alreadyQueued: 0, promoted: 0, jobIds: [] };
+  if (targets.length === 0) return { enqueued: 0, alreadyQueued: 0, promoted: 0, jobIds: [], refused: [] };
   const lane = extra.lane ?? (extra.refreshRunId !== undefined ? 'refresh' : 'ops');
   const data = extra.refreshRunId !== undefined ? { refreshRunId: extra.refreshRunId } : {};
-  const jobs = targets.map((target) => {
-    const opts = jobOptionsFor(target, extra.refreshRunId, lane);
+  const emailKey = targets.some((t) => 'email' in t)
+    ? await emailIdKey(connectionOf(queue), queue.opts.prefix ?? 'bull')
+    : Buffer.alloc(0);
+  const jobs: NewJob[] = targets.map((target) => {
+    const opts = jobOptionsFor(target, emailKey, extra.refreshRunId, lane);
     return { name: JOB_NAME, data: { target, trigger, ...data }, opts };
   });
-  const added = await queue.addBulk(jobs);
+  const { added, refused } = await addEach(queue, jobs);
   let enqueued = 0;
   let promoted = 0;
   const jobIds: string[] = [];
   for (const [i, job] of added.entries()) {
+    if (job === undefined) {
+      jobIds.push('');
+      continue;
+    }
     const id = job.id ?? jobs[i]!.opts.jobId!;
     jobIds.push(id);
     if (id === jobs[i]!.opts.jobId) enqueued++;
     else if (lane !== 'refresh' && (await promoteRefreshJob(queue, id, lane, trigger))) promoted++;
   }
-  return { enqueued, alreadyQueued: targets.length - enqueued, promoted, jobIds };
+  return { enqueued, alreadyQueued: targets.length - enqueued - refused.length, promoted, jobIds, refused };
 }
 
 /** Where `pause` writes why the queue is paused; `resume` clears it. */

@@ -208,6 +208,13 @@ export function createRefreshProcessor(deps: RefreshDeps, options: RefreshOption
           { refreshRunId: run.id },
         );
         cursor = ids[ids.length - 1]!;
+        if (counts.refused.length > 0) {
+          // A subscriber whose job the queue would not take is skipped this run, not the run itself.
+          log.warn(
+            { refused: counts.refused.length, reason: counts.refused[0]!.reason },
+            'the queue refused some of the refresh jobs; those subscribers are skipped this run',
+          );
+        }
         await recordFanoutPage(deps.db, run.id, {
           cursor,
           subscribers: ids.length,

@@ -44,11 +44,13 @@ export function registerApiRoutes(app: Hono<AdminEnv>, deps: AdminDeps): void {
       );
     }
     const targets: Target[] = [];
+    const origins: { field: string; index: number }[] = [];
     const rejected: { field: string; index: number; reason: string }[] = [];
     const check = (field: string, items: unknown[] | undefined, parse: (v: unknown) => Target) => {
       for (const [index, v] of (items ?? []).entries()) {
         try {
           targets.push(parse(v));
+          origins.push({ field, index });
         } catch (error) {
           if (!(error instanceof TargetError)) throw error;
           rejected.push({ field, index, reason: error.message });
@@ -68,7 +70,9 @@ export function registerApiRoutes(app: Hono<AdminEnv>, deps: AdminDeps): void {
       return c.json({ error: 'name at least one subscriber in subscriberIds or emails' }, 400);
     }
     const lane = targets.length > BULK_THRESHOLD ? 'bulk' : 'ops';
-    const { jobIds: _ids, ...counts } = await enqueueSyncs(deps.syncQueue, targets, 'api', { lane });
+    const { jobIds: _ids, refused, ...counts } = await enqueueSyncs(deps.syncQueue, targets, 'api', { lane });
+    // One the queue refused is reported like one that failed validation; the others went in.
+    for (const r of refused) rejected.push({ ...origins[r.index]!, reason: r.reason });
     // A request with nothing valid in it did nothing: no row, as for any refused request.
     if (targets.length > 0)
       await auditRequest(deps, c, 'enqueue', { ...counts, rejected: rejected.length, lane });

@@ -58,6 +58,10 @@ const badRequest = (c: Context, title: string, error: unknown) => {
   return c.html(messagePage(title, error.message), 400);
 };
 
+/** The queue would not take the job: say why, change nothing (messagePage escapes the reason). */
+const refusedPage = (c: Context, counts: EnqueueCounts) =>
+  c.html(messagePage('Not enqueued', `${counts.refused[0]!.reason}. Nothing was enqueued.`), 400);
+
 /**
  * The ops page's routes, behind the tokens: find a subscriber by id or e-mail, look at it, re-sync
  * it and watch the run land; pause and resume processing with a reason. The reader may look, not
@@ -142,6 +146,7 @@ export function registerOpsRoutes(app: Hono<AdminEnv>, deps: AdminDeps): void {
     // Read before enqueueing: a fast worker's run must land above it.
     const since = await latestRunId(deps.db, id);
     const counts = await enqueueSyncs(deps.syncQueue, [{ subscriberId: id }], 'manual');
+    if (counts.refused.length > 0) return refusedPage(c, counts);
     await auditRequest(deps, c, 'enqueue', { subscriberId: id, ...countsOf(counts) });
     return c.redirect(`/admin/subscribers/${id}?${resyncQuery(since, counts)}`, 303);
   });
@@ -156,6 +161,7 @@ export function registerOpsRoutes(app: Hono<AdminEnv>, deps: AdminDeps): void {
     // The subscriber behind an unknown e-mail has no id yet: wait past the newest run of all.
     const since = await latestRunId(deps.db);
     const counts = await enqueueSyncs(deps.syncQueue, [{ email }], 'manual');
+    if (counts.refused.length > 0) return refusedPage(c, counts);
     // Not the e-mail itself: the audit trail keeps no addresses.
     await auditRequest(deps, c, 'enqueue', { emails: 1, ...countsOf(counts) });
     const q = encodeURIComponent(email);

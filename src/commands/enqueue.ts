@@ -44,7 +44,8 @@ interface Tally {
   alreadyQueued: number;
   promoted: number;
   rejected: number;
-  rejects: { line: number; reason: string }[];
+  /** `line`: the file's line number, or 0 for an argument (`argument` its place among them). */
+  rejects: { line: number; argument?: number; reason: string }[];
 }
 
 function reasonFor(line: Line): string | Target {
@@ -61,9 +62,14 @@ function reasonFor(line: Line): string | Target {
   }
 }
 
+/**
+ * Blank, or a `#` comment. `#` may also begin an e-mail (RFC 5321 allows it in the local part): a
+ * line that is one word holding an `@` is an address, not a comment.
+ */
 function isBlank(line: { text?: string }): boolean {
   const t = line.text?.trim();
-  return t === '' || t?.startsWith('#') === true;
+  if (t === '') return true;
+  return t?.startsWith('#') === true && !/^[^\s@]*@\S*$/.test(t);
 }
 
 async function openFile(path: string): Promise<{ stream: Readable; size?: number }> {
@@ -165,12 +171,23 @@ export async function cmdEnqueue(
     ];
     // Subscribers named on the command line take the ops lane; a file's lines the bulk lane just
     // behind it, so that one large file does not hold up the next single re-sync (jobs/lanes.ts).
-    const add = async (targets: Target[], lane: 'ops' | 'bulk') => {
+    // `lines`: each target's line in the file; none for the command line's own.
+    const add = async (targets: Target[], lane: 'ops' | 'bulk', lines?: number[]) => {
       tally.sent += targets.length;
       const counts = await enqueueSyncs(queue, targets, 'manual', { lane });
       tally.enqueued += counts.enqueued;
       tally.alreadyQueued += counts.alreadyQueued;
       tally.promoted += counts.promoted;
+      // A target the queue refused is a rejected line like any other: the rest went in.
+      for (const r of counts.refused) {
+        tally.rejected++;
+        if (tally.rejects.length < REJECTS_LISTED) {
+          const line = lines?.[r.index] ?? 0;
+          tally.rejects.push(
+            line > 0 ? { line, reason: r.reason } : { line, argument: r.index + 1, reason: r.reason },
+          );
+        }
+      }
     };
     await add(direct, 'ops');
 
@@ -190,6 +207,7 @@ export async function cmdEnqueue(
       let bytes = 0;
       let lastReport = Date.now();
       let chunk: Target[] = [];
+      let chunkLines: number[] = [];
       for await (const line of readLines(source.stream)) {
         tally.lines++;
         bytes += line.bytes + 1;
@@ -202,9 +220,11 @@ export async function cmdEnqueue(
             if (tally.rejects.length < REJECTS_LISTED) tally.rejects.push({ line: line.number, reason: r });
           } else {
             chunk.push(r);
+            chunkLines.push(line.number);
             if (chunk.length >= ENQUEUE_CHUNK) {
-              await add(chunk, 'bulk');
+              await add(chunk, 'bulk', chunkLines);
               chunk = [];
+              chunkLines = [];
             }
           }
         }
@@ -218,7 +238,7 @@ export async function cmdEnqueue(
             );
         }
       }
-      await add(chunk, 'bulk');
+      await add(chunk, 'bulk', chunkLines);
       bar?.update(source.size ?? 0, {
         lines: tally.lines,
         enqueued: tally.enqueued,
@@ -237,7 +257,8 @@ export async function cmdEnqueue(
     redis.disconnect();
     if (spoolDir) await rm(spoolDir, { recursive: true, force: true });
   }
-  for (const r of tally.rejects) io.err(`line ${r.line}: ${r.reason}`);
+  for (const r of tally.rejects)
+    io.err(r.line > 0 ? `line ${r.line}: ${r.reason}` : `argument ${r.argument}: ${r.reason}`);
   if (tally.rejected > tally.rejects.length)
     io.err(`… and ${tally.rejected - tally.rejects.length} more rejected lines`);
   io.out(
