@@ -58,6 +58,16 @@ export function useAdminApp(database: { handle: DbHandle }) {
   const send = (path: string, init: RequestOptions, extra: RequestInit = {}) => {
     const headers = new Headers(init.headers);
     if (init.token !== null) headers.set('authorization', `Bearer ${init.token ?? ADMIN_TOKEN}`);
+    const method = (extra.method ?? 'GET').toUpperCase();
+    if (method !== 'GET' && method !== 'HEAD') {
+      // As the browser sends it from the server's own pages (src/admin/same-origin.ts); and Bull
+      // Board's page script marks its writes as JSON (src/admin/board.ts).
+      headers.set('origin', 'http://admin.test');
+      headers.set('sec-fetch-site', 'same-origin');
+      if (path.startsWith('/admin/queues') && !new Headers(extra.headers).has('content-type')) {
+        headers.set('content-type', 'application/json');
+      }
+    }
     for (const [k, v] of new Headers(extra.headers)) headers.set(k, v);
     return apps[init.app ?? 'on'].app.fetch(new Request(`http://admin.test${path}`, { ...extra, headers }));
   };

@@ -20,6 +20,7 @@ import { mountBoard } from './board.js';
 import { formToken } from './csrf.js';
 import { registerOpsRoutes } from './ops-routes.js';
 import { parseFlash, renderOverview } from './overview.js';
+import { noFraming } from './same-origin.js';
 import { collectGauges } from './scrape.js';
 
 /** Operator actions the overview lists. */
@@ -68,6 +69,7 @@ export function createAdminApp(deps: AdminDeps) {
     return c.json({ error: 'internal error; see the server log' }, 500);
   });
   app.notFound((c) => c.json({ error: `no route ${c.req.method} ${c.req.path}` }, 404));
+  app.use('*', noFraming());
   app.use(
     '*',
     bodyLimit({

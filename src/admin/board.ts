@@ -9,6 +9,7 @@ import type { Db } from '../../db/client.js';
 import type { Logger } from '../logger.js';
 import { auditRequest } from './audit.js';
 import type { AdminEnv } from './auth.js';
+import { sameOriginJson } from './same-origin.js';
 
 // Bull Board (the jobs dashboard) as mounted here: its entry page served without links to other
 // origins, under a Content-Security-Policy that allows only this server, and working as well with
@@ -25,14 +26,28 @@ import type { AdminEnv } from './auth.js';
 const DROP_URL_CREDENTIALS =
   "const u=new URL(document.URL);if(u.username||u.password){u.username='';u.password='';location.replace(u.href)}";
 
+/**
+ * Bull Board's buttons send most of their requests (retry, promote, pause…) with no body and so
+ * with no Content-Type, and every request that acts here must be JSON (same-origin.ts): its
+ * requests that act get `Content-Type: application/json`, unless they carry one.
+ */
+const JSON_WRITES =
+  'const o=XMLHttpRequest.prototype.open,h=XMLHttpRequest.prototype.setRequestHeader,s=XMLHttpRequest.prototype.send;' +
+  'XMLHttpRequest.prototype.open=function(m,...a){this.__w=!/^(GET|HEAD)$/i.test(m);this.__t=false;return o.call(this,m,...a)};' +
+  'XMLHttpRequest.prototype.setRequestHeader=function(n,v){if(/^content-type$/i.test(n))this.__t=true;return h.call(this,n,v)};' +
+  "XMLHttpRequest.prototype.send=function(b){if(this.__w&&!this.__t)h.call(this,'Content-Type','application/json');return s.call(this,b)}";
+
+/** The one inline script of the board's page. */
+const PAGE_SCRIPT = `${DROP_URL_CREDENTIALS};${JSON_WRITES}`;
+
 /** Links to another origin: Bull Board's web fonts (its CSS falls back to system fonts). */
 const EXTERNAL_LINK = /<link\b[^>]*\bhref\s*=\s*["']?(?:[a-z][a-z0-9+.-]*:)?\/\/[^>]*>\s*/gi;
 
-/** Bull Board's entry page without links to other origins, and {@link DROP_URL_CREDENTIALS} first. */
+/** Bull Board's entry page without links to other origins, and {@link PAGE_SCRIPT} first. */
 export function rewriteBoardPage(html: string): string {
   return html
     .replace(EXTERNAL_LINK, '')
-    .replace(/<head\b[^>]*>/i, (head) => `${head}<script>${DROP_URL_CREDENTIALS}</script>`);
+    .replace(/<head\b[^>]*>/i, (head) => `${head}<script>${PAGE_SCRIPT}</script>`);
 }
 
 const sha256 = (text: string) => createHash('sha256').update(text, 'utf8').digest('base64');
@@ -45,7 +60,7 @@ const sha256 = (text: string) => createHash('sha256').update(text, 'utf8').diges
  */
 export const BOARD_POLICY = [
   "default-src 'self'",
-  `script-src 'self' 'sha256-${sha256(DROP_URL_CREDENTIALS)}'`,
+  `script-src 'self' 'sha256-${sha256(PAGE_SCRIPT)}'`,
   "style-src 'self' 'unsafe-inline'",
   "object-src 'none'",
   "base-uri 'self'",
@@ -92,7 +107,7 @@ export function mountBoard(
 ) {
   const readOnly = new Hono().route(basePath, boardPlugin(basePath, queues, true));
   // `/*` matches the base path itself too.
-  app.use(`${basePath}/*`, boardPage(), guard, async (c, next) => {
+  app.use(`${basePath}/*`, boardPage(), guard, sameOriginJson(), async (c, next) => {
     if (c.get('role') === 'reader') return readOnly.fetch(c.req.raw, c.env);
     await next();
     // After `next`, the request's route and parameters are those of the Bull Board route that answered.
