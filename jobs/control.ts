@@ -1,6 +1,7 @@
 import type { Queue } from 'bullmq';
 import type { Db } from '../db/client.js';
 import { resumeHaltedRun, setRefreshJobId } from '../db/ops/refresh-runs.js';
+import { resumeBulkLane } from './bulk-breaker.js';
 import { type PauseReason, pauseQueue, readPauseReason, resumeQueue } from './queue.js';
 import type { RedisClient } from './redis.js';
 import type { RefreshJobData } from './refresh.js';
@@ -33,11 +34,13 @@ export interface ResumeOutcome {
   endedPause: PauseReason | undefined;
   /** The refresh run the breaker had halted and that now continues, if any. */
   continuedRefreshRunId: number | undefined;
+  /** The bulk lane (jobs/bulk-breaker.ts): whether its breaker had paused it, and the held jobs sent on. */
+  bulkLane: { wasPaused: boolean; released: number };
 }
 
 /**
- * Resumes every worker and continues a refresh run the breaker halted (its breaker off for the rest
- * of the run). Returns the id of the run that continues, if any.
+ * Resumes every worker, the bulk lane and the jobs it held, and continues a refresh run the breaker
+ * halted (its breaker off for the rest of the run). Returns the id of the run that continues, if any.
  */
 export async function resumeProcessing(deps: {
   db: Db;
@@ -48,9 +51,10 @@ export async function resumeProcessing(deps: {
   const wasPaused = await deps.syncQueue.isPaused();
   const endedPause = wasPaused ? await readPauseReason(deps.syncQueue, deps.redis) : undefined;
   await resumeQueue(deps.syncQueue, deps.redis);
+  const bulkLane = await resumeBulkLane(deps.syncQueue, deps.redis);
   const run = await resumeHaltedRun(deps.db);
-  if (run === undefined) return { wasPaused, endedPause, continuedRefreshRunId: undefined };
+  if (run === undefined) return { wasPaused, endedPause, continuedRefreshRunId: undefined, bulkLane };
   const job = await deps.refreshQueue.add('refresh', { trigger: run.trigger, refreshRunId: run.id });
   if (job.id) await setRefreshJobId(deps.db, run.id, job.id);
-  return { wasPaused, endedPause, continuedRefreshRunId: run.id };
+  return { wasPaused, endedPause, continuedRefreshRunId: run.id, bulkLane };
 }

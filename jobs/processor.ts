@@ -1,10 +1,17 @@
-import { type Job, type Queue, UnrecoverableError, Worker } from 'bullmq';
+import { DelayedError, type Job, type Queue, UnrecoverableError, Worker } from 'bullmq';
 import { sql } from 'drizzle-orm';
 import { isConnectionError, rootCause } from '../db/errors.js';
 import type { Metrics } from '../src/metrics.js';
 import { redactExcerpt } from '../src/redact.js';
 import type { SyncDeps } from '../src/sync/sync-subscriber.js';
 import { type SyncResult, syncSubscriber } from '../src/sync/sync-subscriber.js';
+import {
+  type BulkBreakerOptions,
+  bulkPauseKey,
+  countBulkAnswer,
+  holdBulkJob,
+  isBulkJob,
+} from './bulk-breaker.js';
 import { isOpsJob, opsServedCounter } from './lanes.js';
 import { pauseQueue, type SyncJobData, type SyncJobResult, syncJobSchema } from './queue.js';
 import type { RedisClient } from './redis.js';
@@ -26,6 +33,58 @@ export interface ProcessorDeps extends SyncDeps {
   redis: RedisClient;
   /** Where outcomes, API latencies and card counts are observed, if anywhere. */
   metrics?: Metrics;
+  /** The mass-removal breaker over bulk work (jobs/bulk-breaker.ts). */
+  bulkBreaker?: BulkBreakerOptions;
+}
+
+/** How long a bulk job held by the paused bulk lane waits before it looks again (resume sends it on at once). */
+export const BULK_HOLD_MS = 15 * 60_000;
+
+/** Whether the bulk lane is paused, asked of Redis at most every 250 ms per process. */
+function bulkPausedFlag(redis: RedisClient, prefix: string) {
+  let known: { paused: boolean; at: number } | undefined;
+  return {
+    async paused(): Promise<boolean> {
+      if (known === undefined || Date.now() - known.at > 250) {
+        known = { paused: (await redis.exists(bulkPauseKey(prefix))) > 0, at: Date.now() };
+      }
+      return known.paused;
+    },
+    tripped(): void {
+      known = { paused: true, at: Date.now() };
+    },
+    /** Asks Redis now: a job is held only on a fresh answer, never on one `resume` has made stale. */
+    async confirmed(): Promise<boolean> {
+      known = { paused: (await redis.exists(bulkPauseKey(prefix))) > 0, at: Date.now() };
+      return known.paused;
+    },
+  };
+}
+
+/** Counts a bulk job's answer for the breaker; logs the one line that says it tripped. */
+async function countForBulk(deps: ProcessorDeps, result: SyncResult, onTrip: () => void): Promise<void> {
+  const c = result.counts;
+  const answered =
+    result.status === 'succeeded' || result.status === 'superseded' || result.status === 'not_found';
+  if (!answered) return;
+  const wiped = result.status === 'not_found' ? c.removed > 0 : c.removed > 0 && c.cardsSeen === 0;
+  try {
+    const pause = await countBulkAnswer(
+      deps.redis,
+      deps.queue.opts.prefix ?? 'bull',
+      wiped,
+      deps.bulkBreaker,
+    );
+    if (pause) {
+      onTrip();
+      deps.logger.error(
+        { answered: pause.answered, wiped: pause.wiped },
+        `bulk lane PAUSED by the mass-removal breaker: ${pause.reason}; single re-syncs and the refresh go on`,
+      );
+    }
+  } catch (error) {
+    deps.logger.warn({ err: { message: (error as Error).message } }, 'could not count a bulk answer');
+  }
 }
 
 function observe(metrics: Metrics | undefined, result: SyncResult): void {
@@ -101,6 +160,7 @@ export const AUTH_FIX =
 export function createSyncProcessor(deps: ProcessorDeps) {
   let authPauseLogged = false;
   const opsServed = opsServedCounter(deps.redis, deps.queue.opts.prefix ?? 'bull');
+  const bulkLane = bulkPausedFlag(deps.redis, deps.queue.opts.prefix ?? 'bull');
   // After Postgres was found away, each job asks it first, until it answers: a sync that cannot be
   // written must not spend a request of the rate-limited API. While Postgres is healthy, no probe.
   let dbSuspect = false;
@@ -110,7 +170,7 @@ export function createSyncProcessor(deps: ProcessorDeps) {
   };
   return async (
     job: Job<SyncJobData, SyncJobResult>,
-    _token?: string,
+    token?: string,
     signal?: AbortSignal,
   ): Promise<SyncJobResult> => {
     const parsed = syncJobSchema.safeParse(job.data);
@@ -120,6 +180,19 @@ export function createSyncProcessor(deps: ProcessorDeps) {
       );
     }
     const data = parsed.data;
+    const bulk = isBulkJob(job);
+    if (
+      bulk &&
+      token !== undefined &&
+      job.id !== undefined &&
+      (await bulkLane.paused()) &&
+      (await bulkLane.confirmed())
+    ) {
+      // Held, not failed: no attempt used, no request spent; `resume` sends it on.
+      await holdBulkJob(deps.redis, deps.queue.opts.prefix ?? 'bull', job.id);
+      await job.moveToDelayed(Date.now() + BULK_HOLD_MS, token);
+      throw new DelayedError();
+    }
     if (isOpsJob(data)) {
       // A slot went to ops work: the running refresh is owed its share (jobs/lanes.ts).
       opsServed.add();
@@ -157,6 +230,7 @@ export function createSyncProcessor(deps: ProcessorDeps) {
     observe(deps.metrics, result);
     if (result.errorCode === 'db_unavailable') await hold(result.errorCode);
     if (data.refreshRunId !== undefined) await countForRefresh(deps, job, data.refreshRunId, result);
+    if (bulk) await countForBulk(deps, result, () => bulkLane.tripped());
     switch (result.status) {
       case 'superseded':
       case 'succeeded':

@@ -7,6 +7,7 @@ import type { Logger } from '../src/logger.js';
 import type { Metrics } from '../src/metrics.js';
 import { createGroupCommitter } from '../src/sync/group-commit.js';
 import type { CardTokens } from '../src/tokens/card-tokens.js';
+import type { BulkBreakerOptions } from './bulk-breaker.js';
 import { createSyncProcessor } from './processor.js';
 import { QUEUE_NAME, type SyncJobData, type SyncJobResult } from './queue.js';
 import { closeRedis, createRedis, evictionPolicy, type RedisClient, settlesWithin } from './redis.js';
@@ -45,6 +46,8 @@ export async function startSyncWorker(
     metrics?: Metrics;
     /** `SYNC_GONE_AFTER_NOT_FOUND`; 0 = never. Default 3. */
     goneAfterNotFound?: number;
+    /** The mass-removal breaker over bulk work; `REFRESH_MAX_WIPE_RATIO` by default 0.2. */
+    bulkBreaker?: BulkBreakerOptions;
   },
   options: SyncWorkerOptions,
 ): Promise<SyncWorker> {

@@ -1,7 +1,6 @@
 import { userInfo } from 'node:os';
 import type { Executor } from '../db/client.js';
 import { type AdminAction, type AdminActionRow, recordAdminAction } from '../db/ops/admin-actions.js';
-import type { PauseOutcome, ResumeOutcome } from '../jobs/control.js';
 import { formatTime } from './time.js';
 
 /** Who runs this CLI, for `admin_actions.actor`: the OS user (`USER` when the system cannot say). */
@@ -74,6 +73,19 @@ export function actionJson(row: AdminActionRow) {
 }
 
 // What each action records, in one place, so that the CLI's rows and the admin server's agree.
+// The outcomes are described here by what is recorded of them: this module knows no queue.
+
+/** What a pause did, as far as the audit row says. */
+export type PauseOutcome = { paused: true } | { paused: false };
+
+/** What a resume did, as far as the audit row says. */
+export interface ResumeOutcome {
+  wasPaused: boolean;
+  endedPause: { reason: string; by: string } | undefined;
+  continuedRefreshRunId: number | undefined;
+  /** The bulk lane, paused by the mass-removal breaker: whether it was, and the held jobs sent on. */
+  bulkLane?: { wasPaused: boolean; released: number };
+}
 
 /** A pause's detail: the reason given, and whether the queue was already paused (its first reason kept). */
 export function pauseDetail(reason: string, outcome: PauseOutcome): Record<string, unknown> {
@@ -89,6 +101,10 @@ export function resumeAudit(outcome: ResumeOutcome): { action: string; detail: R
   if (outcome.endedPause !== undefined) {
     detail.endedPauseReason = outcome.endedPause.reason;
     detail.endedPauseBy = outcome.endedPause.by;
+  }
+  if (outcome.bulkLane?.wasPaused) {
+    detail.bulkLaneResumed = true;
+    detail.bulkJobsReleased = outcome.bulkLane.released;
   }
   if (outcome.continuedRefreshRunId === undefined) return { action: 'resume', detail };
   return { action: 'refresh_resume', detail: { ...detail, refreshRunId: outcome.continuedRefreshRunId } };

@@ -26,6 +26,7 @@ export interface Metrics {
   keyRejected: Gauge;
   workers: Gauge;
   cardConflicts: Gauge;
+  bulkLanePaused: Gauge;
 }
 
 /** A subscriber counts as stale (`cards_sync_stale_subscribers`) with no successful sync for this long. */
@@ -135,6 +136,11 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
     workers: new Gauge({
       name: 'cards_sync_workers',
       help: 'Worker connections on the sync queue, as Redis counts them',
+      registers: [registry],
+    }),
+    bulkLanePaused: new Gauge({
+      name: 'cards_sync_bulk_lane_paused',
+      help: '1 while the mass-removal breaker holds the bulk lane (files, resync requests of over 100 subscribers)',
       registers: [registry],
     }),
     cardConflicts: new Gauge({

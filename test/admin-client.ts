@@ -62,8 +62,8 @@ export function useAdminApp(database: { handle: DbHandle }) {
     if (method !== 'GET' && method !== 'HEAD') {
       // As the browser sends it from the server's own pages (src/admin/same-origin.ts); and Bull
       // Board's page script marks its writes as JSON (src/admin/board.ts).
-      headers.set('origin', 'http://admin.test');
-      headers.set('sec-fetch-site', 'same-origin');
+      if (!headers.has('origin')) headers.set('origin', 'http://admin.test');
+      if (!headers.has('sec-fetch-site')) headers.set('sec-fetch-site', 'same-origin');
       if (path.startsWith('/admin/queues') && !new Headers(extra.headers).has('content-type')) {
         headers.set('content-type', 'application/json');
       }

@@ -187,7 +187,7 @@ export function registerOpsRoutes(app: Hono<AdminEnv>, deps: AdminDeps): void {
     const audit = resumeAudit(outcome);
     await auditRequest(deps, c, audit.action, audit.detail);
     const run = outcome.continuedRefreshRunId;
-    const done = outcome.wasPaused ? 'resumed' : 'not-paused';
+    const done = outcome.wasPaused || outcome.bulkLane.wasPaused ? 'resumed' : 'not-paused';
     return c.redirect(`/admin?done=${done}${run !== undefined ? `&run=${run}` : ''}`, 303);
   });
 }

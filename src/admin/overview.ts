@@ -105,10 +105,10 @@ function flashBlock(f: OverviewFlash | undefined, q: QueueStatus): string {
 
 function controlForms(q: QueueStatus, csrf: string | null): string {
   if (csrf === null) return readOnlyNote('pause or resume processing');
-  if (q.paused) {
-    return `<form id="resume-form" method="post" action="/admin/resume">${csrfField(csrf)}<button type="submit">Resume processing</button> (also continues a refresh run the breaker halted)</form>`;
-  }
+  const resume = `<form id="resume-form" method="post" action="/admin/resume">${csrfField(csrf)}<button type="submit">Resume processing</button> (also continues a refresh run the breaker halted, and the bulk lane)</form>`;
+  if (q.paused) return resume;
   return (
+    (q.bulkLane.paused ? resume : '') +
     `<form id="pause-form" method="post" action="/admin/pause">${csrfField(csrf)}` +
     '<label>Reason <input type="text" name="reason" required maxlength="500" placeholder="why, for whoever looks next"></label> ' +
     '<button type="submit">Pause processing</button></form>'
@@ -183,6 +183,12 @@ ${searchForm()}
       ? ` <span class="alert" id="pause-reason">(${esc(q.pausedBy)} at ${time(q.pausedAt)}: ${esc(q.pausedBecause)})</span>`
       : ''
   }. <a href="/admin/queues">Jobs dashboard →</a></p>
+${
+  q.bulkLane.paused
+    ? `<p class="alert" id="bulk-lane">Bulk lane PAUSED by the mass-removal breaker at ${time(q.bulkLane.at ?? null)}: ${esc(q.bulkLane.reason ?? '')} ` +
+      `(${q.bulkLane.held} bulk jobs held; single re-syncs go on). Resume below.</p>`
+    : ''
+}
 ${flashBlock(view.flash, q)}
 ${controlForms(q, view.csrf)}
 <div class="tiles">

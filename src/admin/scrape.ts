@@ -2,6 +2,7 @@ import { freshnessBuckets, lastRefreshCompletedAt } from '../../db/ops/admin.js'
 import { conflictSummary } from '../../db/ops/conflicts.js';
 import type { RefreshRun } from '../../db/ops/refresh-runs.js';
 import { inProgressRun } from '../../db/ops/refresh-runs.js';
+import { bulkPauseKey } from '../../jobs/bulk-breaker.js';
 import { readPauseReason } from '../../jobs/queue.js';
 import { progressOf } from '../../jobs/refresh-plan.js';
 import { type Metrics, STALE_AFTER_HOURS } from '../metrics.js';
@@ -16,7 +17,8 @@ export async function collectGauges(
   deps: Pick<AdminDeps, 'db' | 'redis' | 'syncQueue' | 'metrics'>,
 ): Promise<void> {
   const m: Metrics = deps.metrics;
-  const [counts, lastRefresh, current, fresh, paused, workers, conflicts] = await Promise.all([
+  const prefix = deps.syncQueue.opts.prefix ?? 'bull';
+  const [counts, lastRefresh, current, fresh, paused, workers, conflicts, bulkPause] = await Promise.all([
     deps.syncQueue
       .getJobCounts('waiting', 'active', 'delayed', 'prioritized', 'completed', 'failed')
       .catch(() => undefined),
@@ -26,6 +28,7 @@ export async function collectGauges(
     deps.syncQueue.isPaused().catch(() => undefined),
     deps.syncQueue.getWorkersCount().catch(() => undefined),
     conflictSummary(deps.db).catch(() => undefined),
+    deps.redis.exists(bulkPauseKey(prefix)).catch(() => undefined),
   ]);
   if (counts) for (const [state, n] of Object.entries(counts)) m.jobs.set({ state }, n);
   m.lastRefreshSuccess.set(lastRefresh ? lastRefresh.getTime() / 1000 : 0);
@@ -50,6 +53,7 @@ export async function collectGauges(
   }
   if (workers !== undefined) m.workers.set(workers);
   if (conflicts) m.cardConflicts.set(conflicts.open);
+  if (bulkPause !== undefined) m.bulkLanePaused.set(bulkPause > 0 ? 1 : 0);
 }
 
 /** The refresh gauges, from the run in progress (all 0 when none is). */

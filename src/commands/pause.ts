@@ -47,11 +47,14 @@ export async function cmdResume(config: Config, io: Io): Promise<number> {
     if (outcome === undefined) return 1;
     const audit = resumeAudit(outcome);
     await auditCli(config, io, audit.action, audit.detail, handle.db);
+    const bulk = outcome.bulkLane.wasPaused
+      ? `; the bulk lane resumed, ${outcome.bulkLane.released} held jobs sent on`
+      : '';
     io.out(
       outcome.continuedRefreshRunId !== undefined
-        ? `resumed; refresh run ${outcome.continuedRefreshRunId} continues from where it halted`
-        : outcome.wasPaused
-          ? 'resumed'
+        ? `resumed; refresh run ${outcome.continuedRefreshRunId} continues from where it halted${bulk}`
+        : outcome.wasPaused || outcome.bulkLane.wasPaused
+          ? `resumed${bulk}`
           : 'resumed (the queue was not paused)',
     );
     return 0;

@@ -3,6 +3,7 @@ import { rootCause } from '../../db/errors.js';
 import { type AdminActionRow, recentAdminActions } from '../../db/ops/admin-actions.js';
 import { lastRefreshRun, type RefreshRun } from '../../db/ops/refresh-runs.js';
 import { type DataStatus, readDataStatus } from '../../db/ops/status.js';
+import { heldCount, readBulkPause } from '../../jobs/bulk-breaker.js';
 import { createSyncQueue, readPauseReason } from '../../jobs/queue.js';
 import { createRedis } from '../../jobs/redis.js';
 import { progressOf } from '../../jobs/refresh-plan.js';
@@ -26,6 +27,8 @@ export interface QueueStatus {
   /** When the nightly scheduler fires next (ISO), or null when no worker registered it yet. */
   nextNightlyRefresh: string | null;
   nightlyPattern: string | null;
+  /** The bulk lane: paused by the mass-removal breaker (jobs/bulk-breaker.ts), why, and the jobs it holds. */
+  bulkLane: { paused: boolean; reason?: string; at?: string; held: number };
 }
 
 export async function withQueue<T>(
@@ -62,6 +65,7 @@ export async function queueStatusOf(
   const reason = paused ? await readPauseReason(queue, redis) : undefined;
   const [oldest] = await queue.getJobs(['wait', 'prioritized'], 0, 0, true);
   const ttl = await queue.getRateLimitTtl(1);
+  const [bulkPause, held] = await Promise.all([readBulkPause(redis, prefix), heldCount(redis, prefix)]);
   const refreshQueue = createRefreshQueue(redis, prefix);
   const scheduler = await refreshQueue.getJobScheduler(SCHEDULER_ID).finally(() => refreshQueue.close());
   return {
@@ -75,6 +79,9 @@ export async function queueStatusOf(
     ...(reason ? { pausedBecause: reason.reason, pausedBy: reason.by, pausedAt: reason.at } : {}),
     oldestWaitingSeconds: oldest ? Math.max(0, Math.round((Date.now() - oldest.timestamp) / 1000)) : null,
     rateLimitedForMs: Math.max(0, ttl),
+    bulkLane: bulkPause
+      ? { paused: true, reason: bulkPause.reason, at: bulkPause.at, held }
+      : { paused: false, held },
   };
 }
 
@@ -130,6 +137,14 @@ function formatStatus(
       `  paused by ${q.pausedBy ?? 'someone'}${q.pausedAt ? ` at ${formatTime(q.pausedAt)}` : ''}${q.pausedBecause ? `: ${q.pausedBecause}` : ''}`,
     );
   if (q.paused) lines.push('  resume with: cards-sync resume');
+  if (q.bulkLane.paused) {
+    lines.push(
+      `  bulk lane PAUSED by the mass-removal breaker${q.bulkLane.at ? ` at ${formatTime(q.bulkLane.at)}` : ''}: ${q.bulkLane.reason ?? ''}`,
+    );
+    lines.push(
+      `  ${q.bulkLane.held} bulk jobs held (files, resync requests of over 100); single re-syncs go on; resume with: cards-sync resume`,
+    );
+  }
   lines.push(
     `  waiting ${(c.waiting ?? 0) + (c.prioritized ?? 0)}, active ${c.active ?? 0}, delayed ${c.delayed ?? 0}, failed ${c.failed ?? 0}, completed ${c.completed ?? 0} (jobs kept in Redis)`,
   );

@@ -88,7 +88,17 @@ export async function cmdWorker(config: Config, io: Io, opts: WorkerCliOptions):
 
   const goneAfterNotFound = config.syncGoneAfterNotFound;
   sync = await startSyncWorker(
-    { db: handle.db, api, logger, tokens, queue, redis, metrics, goneAfterNotFound },
+    {
+      db: handle.db,
+      api,
+      logger,
+      tokens,
+      queue,
+      redis,
+      metrics,
+      goneAfterNotFound,
+      bulkBreaker: { maxWipeRatio: config.refreshMaxWipeRatio },
+    },
     {
       redisUrl: config.redis,
       prefix: config.queuePrefix,
