@@ -28,6 +28,12 @@ function digitValue(char: string): number {
   return (code - start) % 10;
 }
 
+/** True when a string of ASCII digits passes the Luhn check. */
+export function passesLuhn(digits: string): boolean {
+  const d = [...digits].map(Number);
+  return luhn(d, 0, d.length);
+}
+
 /** True when the digits `d[from..to)` pass the Luhn check. */
 function luhn(d: readonly number[], from: number, to: number): boolean {
   let sum = 0;

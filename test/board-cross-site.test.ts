@@ -1,12 +1,12 @@
-import { existsSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { type Browser, chromium } from 'playwright-core';
+import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { QUEUE_NAME } from '../jobs/queue.js';
 import { createRefreshQueue } from '../jobs/refresh.js';
 import { createAdminApp } from '../src/admin/app.js';
 import { createMetrics } from '../src/metrics.js';
+import { launchChromium } from './chromium.js';
 import { ADMIN_TOKEN } from './fixtures.js';
 import { captureLogger, useTestDatabase } from './helpers.js';
 import { testQueue } from './queue-helpers.js';
@@ -16,7 +16,6 @@ import { testQueue } from './queue-helpers.js';
 // that act: nothing is added, nothing changes, no audit row blames the operator. And no other site
 // can frame an admin page. Real Chromium, two origins on loopback (127.0.0.1 and localhost).
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const database = useTestDatabase();
 const q = testQueue();
 let browser: Browser;
@@ -28,8 +27,6 @@ let stop: () => Promise<void>;
 let evilPage = '';
 
 beforeAll(async () => {
-  if (!existsSync(CHROMIUM))
-    throw new Error(`no Chromium at ${CHROMIUM}: install it (apt-get install chromium)`);
   const refreshQueue = createRefreshQueue(q.redis, q.prefix);
   const app = createAdminApp({
     db: database.handle.db,
@@ -53,18 +50,7 @@ beforeAll(async () => {
     await refreshQueue.close();
     await new Promise((resolve) => evil.close(resolve));
   };
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: [
-      '--headless',
-      '--no-sandbox',
-      '--disable-gpu',
-      '--disable-background-networking',
-      '--disable-component-update',
-      '--disable-sync',
-      '--no-first-run',
-    ],
-  });
+  browser = await launchChromium();
 }, 60_000);
 afterAll(async () => {
   await browser?.close();

@@ -1,6 +1,6 @@
-import { copyFileSync, existsSync, mkdirSync } from 'node:fs';
+import { copyFileSync, mkdirSync } from 'node:fs';
 import { Worker } from 'bullmq';
-import { type Browser, chromium, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { enqueueSyncs } from '../jobs/queue.js';
 import { createRedis } from '../jobs/redis.js';
@@ -11,13 +11,13 @@ import { createApiClient } from '../src/api/client.js';
 import { createMetrics } from '../src/metrics.js';
 import { cardsFor } from '../src/mock-api/data.js';
 import { syncSubscriber } from '../src/sync/sync-subscriber.js';
+import { launchChromium } from './chromium.js';
 import { ADMIN_TOKEN, API_KEY, makeCard, ok, testTokens, useScriptedApi } from './fixtures.js';
 import { captureLogger, useTestDatabase } from './helpers.js';
 import { testQueue } from './queue-helpers.js';
 
 // The pages a person looks at, in a real browser: Debian's Chromium driven by playwright-core.
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const ARTIFACTS = new URL('../test-artifacts/', import.meta.url).pathname;
 const TOKEN = ADMIN_TOKEN;
 const READ_TOKEN = 'browser-read-token-5a0c7e9f13';
@@ -30,9 +30,6 @@ let url: string;
 let stop: () => Promise<void>;
 
 beforeAll(async () => {
-  if (!existsSync(CHROMIUM)) {
-    throw new Error(`no Chromium at ${CHROMIUM}: install it (apt-get install chromium) or set CHROMIUM_PATH`);
-  }
   mkdirSync(ARTIFACTS, { recursive: true });
   const { logger } = captureLogger();
   const api = createApiClient({
@@ -66,18 +63,7 @@ beforeAll(async () => {
     await admin.stop();
     await refreshQueue.close();
   };
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: [
-      '--headless',
-      '--no-sandbox',
-      '--disable-gpu',
-      '--disable-background-networking',
-      '--disable-component-update',
-      '--disable-sync',
-      '--no-first-run',
-    ],
-  });
+  browser = await launchChromium();
 }, 60_000);
 
 afterAll(async () => {
