@@ -2,8 +2,8 @@
 -- writes them (issue 25): the same rule as src/card-number.ts and src/api/schema.ts, kept by the
 -- database so that no other writer can store one. A card number is 13 to 19 digits passing the
 -- Luhn check, in groups joined by up to three characters that are not letters or digits, or none;
--- NFKC folds fullwidth digits into ASCII first. Rows stored before this migration are not checked
--- (a trigger sees only what is written from now on).
+-- NFKC folds fullwidth digits into ASCII first. Rows stored before this migration that hold one
+-- (in the card or in the history's `previous`) have their digits masked (`VISA xxxx xxxx …`).
 CREATE FUNCTION cards_sync_luhn(digits text) RETURNS boolean
 LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
 AS $$
@@ -82,3 +82,22 @@ $$;
 CREATE TRIGGER saved_cards_free_text_check
   BEFORE INSERT OR UPDATE OF card_family, card_bank_name ON saved_cards
   FOR EACH ROW EXECUTE FUNCTION saved_cards_refuse_card_numbers();
+
+--> statement-breakpoint
+UPDATE saved_cards SET
+    card_family = CASE WHEN cards_sync_text_problem(card_family) IS NOT NULL
+      THEN regexp_replace(card_family, '[0-9[:cntrl:]]', 'x', 'g') ELSE card_family END,
+    card_bank_name = CASE WHEN cards_sync_text_problem(card_bank_name) IS NOT NULL
+      THEN regexp_replace(card_bank_name, '[0-9[:cntrl:]]', 'x', 'g') ELSE card_bank_name END
+  WHERE cards_sync_text_problem(card_family) IS NOT NULL OR cards_sync_text_problem(card_bank_name) IS NOT NULL;
+--> statement-breakpoint
+UPDATE saved_card_changes SET previous = previous
+    || CASE WHEN cards_sync_text_problem(previous->>'card_family') IS NOT NULL
+      THEN jsonb_build_object('card_family', regexp_replace(previous->>'card_family', '[0-9[:cntrl:]]', 'x', 'g'))
+      ELSE '{}'::jsonb END
+    || CASE WHEN cards_sync_text_problem(previous->>'card_bank_name') IS NOT NULL
+      THEN jsonb_build_object('card_bank_name', regexp_replace(previous->>'card_bank_name', '[0-9[:cntrl:]]', 'x', 'g'))
+      ELSE '{}'::jsonb END
+  WHERE previous IS NOT NULL
+    AND (cards_sync_text_problem(previous->>'card_family') IS NOT NULL
+      OR cards_sync_text_problem(previous->>'card_bank_name') IS NOT NULL);
