@@ -326,6 +326,27 @@ describe('200 answers', () => {
     expect(await client().fetchCards({ subscriberId: 42 })).toMatchObject({ kind: 'ok' });
   });
 
+  it('drops a byte-order mark before the JSON, with a Content-Length or without', async () => {
+    const body = Buffer.concat([
+      Buffer.from([0xef, 0xbb, 0xbf]),
+      Buffer.from(JSON.stringify([makeCard(42)])),
+    ]);
+    for (const chunked of [false, true]) {
+      raw.handler = (_req, res) => {
+        res.writeHead(
+          200,
+          chunked
+            ? { 'content-type': 'application/json' }
+            : { 'content-type': 'application/json', 'content-length': String(body.length) },
+        );
+        res.end(body);
+      };
+      expect(await client().fetchCards({ subscriberId: 42 }), `chunked ${chunked}`).toMatchObject({
+        kind: 'ok',
+      });
+    }
+  });
+
   it('refuses a record breaking DESIGN §1 without quoting the value', async () => {
     raw.handler = (_req, res) => json(res, 200, [makeCard(42, { binNumber: '4761730000000043' })]);
     const outcome = await client().fetchCards({ subscriberId: 42 });

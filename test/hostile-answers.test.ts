@@ -61,6 +61,26 @@ describe('a full card number in a free-text field', () => {
   });
 });
 
+describe('a card number in what upstream says about its answer', () => {
+  it('a Content-Length that is a card number reaches neither the ledger, the subscriber nor the log', async () => {
+    upstream.script.set('id:3302', ok([makeCard(3302)]));
+    expect((await sync({ subscriberId: 3302 })).status).toBe('succeeded');
+    upstream.script.set('id:3302', {
+      status: 200,
+      body: [],
+      headers: { 'content-length': '4111111111111111' },
+    });
+    const result = await sync({ subscriberId: 3302 });
+    expect(result.status).toBe('invalid_response');
+    expect(result.errorMessage).toContain('[card number]');
+    const rows = JSON.stringify(
+      await query('select error_message from sync_runs where subscriber_id = 3302'),
+    );
+    const sub = JSON.stringify(await query('select last_error from subscribers where subscriber_id = 3302'));
+    for (const text of [rows, sub, lines.join('\n')]) expect(text).not.toContain('4111111111111111');
+  });
+});
+
 describe('subscriber ids upstream must not invent', () => {
   it.each([-7, 0])(
     'an e-mail lookup answered with subscriberId %s is refused, and creates no subscriber',

@@ -161,7 +161,10 @@ export function createApiClient(config: ApiConfig, options: ApiClientOptions = {
           durationMs: elapsed(),
         };
       }
-      const text = bytes.toString('utf8');
+      // A byte-order mark is not part of the JSON (undici's text() dropped it, for a body with a
+      // Content-Length only): dropped whatever the framing.
+      const bom = bytes.length >= 3 && bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf;
+      const text = (bom ? bytes.subarray(3) : bytes).toString('utf8');
       const excerpt = () => {
         const e = redactExcerpt(text, secrets);
         return e === '' ? '' : `: ${e}`;

@@ -2,6 +2,7 @@ import type { Db } from '../../db/client.js';
 import { recordSubscriberFailure } from '../../db/ops/subscribers.js';
 import { insertSyncRun } from '../../db/ops/sync-runs.js';
 import type { SyncStatus } from '../../db/schema.js';
+import { maskCardNumbers } from '../card-number.js';
 import type { Logger } from '../logger.js';
 import type { RunBase } from './apply-cards.js';
 import { emptyCounts, type SyncCounts } from './reconcile.js';
@@ -30,6 +31,9 @@ export async function recordFailure(
   // Postgres's clock at the fetch's start (RunBase.startedAt), and the time since by this host's
   // monotonic one: never this host's wall clock.
   const now = new Date(base.startedAt.getTime() + Math.max(0, performance.now() - t0));
+  // Whatever built the message (a Content-Length quoted, a driver's error), no card number leaves
+  // here for the ledger, the subscriber's row or the log.
+  failure = { ...failure, errorMessage: maskCardNumbers(failure.errorMessage) };
   const syncRunId = await insertSyncRun(db, {
     ...base,
     subscriberId: failure.subscriberId,
