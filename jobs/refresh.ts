@@ -15,6 +15,7 @@ import {
   subscriberPage,
 } from '../db/ops/refresh-runs.js';
 import type { Logger } from '../src/logger.js';
+import { heldCount } from './bulk-breaker.js';
 import { createFairShare, LANE_PRIORITY } from './lanes.js';
 import { enqueueSyncs, pauseQueue, type SyncJobData, type SyncJobResult } from './queue.js';
 import type { RedisClient } from './redis.js';
@@ -79,9 +80,18 @@ async function hasOutstandingJobs(queue: Queue<SyncJobData, SyncJobResult>, runI
  * does not count: it must not stop the fan-out, or the refresh would have nothing left to claim
  * its share with.
  */
-async function refreshBacklog(queue: Queue<SyncJobData, SyncJobResult>): Promise<number> {
+export async function refreshBacklog(
+  queue: Queue<SyncJobData, SyncJobResult>,
+  redis: RedisClient,
+): Promise<number> {
   const counts = await queue.getCountsPerPriority([LANE_PRIORITY.refresh]);
-  return (counts[LANE_PRIORITY.refresh] ?? 0) + (await queue.getDelayedCount());
+  // Bulk jobs the paused bulk lane holds wait in the delayed set too: they are no refresh backlog,
+  // and 50,000 of them would stop the fan-out for as long as the bulk lane stays paused.
+  const [delayed, held] = await Promise.all([
+    queue.getDelayedCount(),
+    heldCount(redis, queue.opts.prefix ?? 'bull'),
+  ]);
+  return (counts[LANE_PRIORITY.refresh] ?? 0) + Math.max(0, delayed - held);
 }
 
 /**
@@ -195,7 +205,7 @@ export function createRefreshProcessor(deps: RefreshDeps, options: RefreshOption
         if (run.status !== 'running') return { refreshRunId: run.id, status: run.status };
         if (deps.stopping?.()) await handBack(job, token);
         await claimShare();
-        if ((await refreshBacklog(deps.syncQueue)) >= window) {
+        if ((await refreshBacklog(deps.syncQueue, deps.redis)) >= window) {
           await sleep(Math.min(pollMs, 250));
           continue;
         }

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { heldCount, readBulkPause } from '../jobs/bulk-breaker.js';
 import { resumeProcessing } from '../jobs/control.js';
 import { enqueueSyncs } from '../jobs/queue.js';
-import { createRefreshQueue } from '../jobs/refresh.js';
+import { createRefreshQueue, refreshBacklog } from '../jobs/refresh.js';
 import { startSyncWorker } from '../jobs/worker.js';
 import { createApiClient } from '../src/api/client.js';
 import { queueStatusOf } from '../src/commands/status.js';
@@ -108,6 +108,8 @@ describe('an upstream that answers [] for everyone, under a bulk list', () => {
     expect(jobCounts.failed ?? 0).toBe(0);
     expect(jobCounts.delayed).toBe(held);
     for (const job of await q.queue.getJobs(['delayed'], 0, -1)) expect(job.attemptsMade).toBe(0);
+    // The held jobs wait in the delayed set, but they are no refresh backlog: a refresh still fans out.
+    expect(await refreshBacklog(q.queue, q.redis)).toBe(0);
 
     // Said in the log (one line), in status, and the queue itself runs.
     const tripLines = lines.filter((l) => l.includes('bulk lane PAUSED by the mass-removal breaker'));
