@@ -2,8 +2,8 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { type ParseArgsConfig, parseArgs } from 'node:util';
 import pg from 'pg';
 import { runMigrations } from '../db/migrate.js';
-import { loadConfig } from '../src/config.js';
-import type { RedisConfig } from '../src/config-redis.js';
+import { loadConfig } from '../src/config/index.js';
+import type { RedisConfig } from '../src/config/redis.js';
 import { type CardTokens, cardTokens } from '../src/tokens/card-tokens.js';
 import { newKeyMaterial, parseKeyRing } from '../src/tokens/keyring.js';
 

@@ -2,7 +2,7 @@ import { parseArgs } from 'node:util';
 import { Worker } from 'bullmq';
 import { Pool } from 'undici';
 import { createRedis } from '../jobs/redis.js';
-import type { RedisConfig } from '../src/config-redis.js';
+import type { RedisConfig } from '../src/config/redis.js';
 import { pipelineClock } from './pipeline-result.js';
 
 // r, the raw ceiling: what a BullMQ worker that fetches each job's subscriber over undici costs

@@ -1,7 +1,7 @@
 import { Worker } from 'bullmq';
 import { rootCause } from '../db/errors.js';
 import { abandonRefreshRun } from '../db/ops/refresh-runs.js';
-import type { RedisConfig } from '../src/config-redis.js';
+import type { RedisConfig } from '../src/config/redis.js';
 import { closeRedis, createRedis, settlesWithin } from './redis.js';
 import { createRefreshProcessor, type RefreshDeps, type RefreshOptions } from './refresh.js';
 import { createRefreshQueue, REFRESH_QUEUE_NAME, type RefreshJobData } from './refresh-queue.js';

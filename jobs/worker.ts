@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { type Queue, Worker } from 'bullmq';
 import type { Db } from '../db/client.js';
 import type { ApiClient } from '../src/api/client.js';
-import type { RedisConfig } from '../src/config-redis.js';
+import type { RedisConfig } from '../src/config/redis.js';
 import type { Logger } from '../src/logger.js';
 import type { Metrics } from '../src/metrics.js';
 import { createGroupCommitter } from '../src/sync/group-commit.js';

@@ -5,7 +5,7 @@ import type { Target } from './api/client.js';
 import type { Io } from './commands/common.js';
 import type { MockApiCliOptions } from './commands/mock-api.js';
 import { registerTokenCommands } from './commands/register-tokens.js';
-import { loadConfig } from './config.js';
+import { loadConfig } from './config/index.js';
 import { CliError, ConfigError } from './errors.js';
 import { parseFaults } from './mock-api/server.js';
 import { parseEmail, parseSubscriberId, TargetError } from './targets.js';

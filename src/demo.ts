@@ -9,7 +9,7 @@ import { createRedis } from '../jobs/redis.js';
 import { queueIsIdle, startSyncWorker } from '../jobs/worker.js';
 import { createApiClient } from './api/client.js';
 import { startAdmin } from './commands/serve.js';
-import { loadConfig } from './config.js';
+import { loadConfig } from './config/index.js';
 import { deleteKeysUnder } from './demo/cleanup.js';
 import { FIX, findServices, ServicesMissing } from './demo/services.js';
 import { summarize } from './demo/summary.js';

@@ -1,6 +1,6 @@
 import { type DestinationStream, type Logger, pino } from 'pino';
 import pretty from 'pino-pretty';
-import type { LogLevel } from './config.js';
+import type { LogLevel } from './config/index.js';
 
 export type { Logger };
 

@@ -10,7 +10,7 @@ import {
   MAX_BODY_BYTES,
   parseRetryAfter,
 } from '../src/api/client.js';
-import type { ApiConfig } from '../src/config.js';
+import type { ApiConfig } from '../src/config/index.js';
 import { createMockApi, type MockApi, type MockLookup } from '../src/mock-api/server.js';
 import { API_KEY, makeCard } from './fixtures.js';
 

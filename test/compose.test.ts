@@ -4,7 +4,7 @@ import type { Command } from 'commander';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { buildProgram } from '../src/cli.js';
-import { CONFIG_VARIABLES } from '../src/config.js';
+import { CONFIG_VARIABLES } from '../src/config/index.js';
 
 // No Docker engine runs here, so the stack is checked by reading it: every cards-sync service
 // runs a real command with real flags, and every variable it sets is one cards-sync reads.

@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
-import { type Config, loadConfig, requireApi } from '../src/config.js';
+import { type Config, loadConfig, requireApi } from '../src/config/index.js';
 import { ConfigError } from '../src/errors.js';
 import { parseEmail, parseSubscriberId, TargetError } from '../src/targets.js';
 

@@ -6,7 +6,7 @@ import type { Queue } from 'bullmq';
 import { inject } from 'vitest';
 import { createSyncQueue, type SyncJobData, type SyncJobResult } from '../jobs/queue.js';
 import { createRedis, type RedisClient } from '../jobs/redis.js';
-import type { RedisConfig } from '../src/config-redis.js';
+import type { RedisConfig } from '../src/config/redis.js';
 import { archiveLog } from './log-archive.js';
 
 export const CLI = new URL('../bin/cards-sync.js', import.meta.url).pathname;

@@ -11,7 +11,7 @@ import { createRefreshQueue, registerNightlyScheduler, startRefreshWorker } from
 import { startSyncWorker } from '../jobs/worker.js';
 import { createAdminApp } from '../src/admin/app.js';
 import { createApiClient } from '../src/api/client.js';
-import type { RedisConfig } from '../src/config-redis.js';
+import type { RedisConfig } from '../src/config/redis.js';
 import type { Logger } from '../src/logger.js';
 import { createMetrics } from '../src/metrics.js';
 import { ADMIN_TOKEN, API_KEY, testTokens, type useScriptedApi } from './fixtures.js';

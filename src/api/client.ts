@@ -1,6 +1,6 @@
 import { isUtf8 } from 'node:buffer';
 import { Agent, errors } from 'undici';
-import type { ApiConfig } from '../config.js';
+import type { ApiConfig } from '../config/index.js';
 import { redactExcerpt } from '../redact.js';
 import { InvalidResponse, parseCards, type SavedCard } from './schema.js';
 

@@ -1,6 +1,6 @@
 import { createDb, type Db } from '../../db/client.js';
 import { auditAction, cliActor } from '../audit.js';
-import type { Config } from '../config.js';
+import type { Config } from '../config/index.js';
 import { describeDbError, type Io } from './common.js';
 
 /**

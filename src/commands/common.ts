@@ -1,6 +1,6 @@
 import { rootCause } from '../../db/errors.js';
 import { lastRedisError, type RedisClient } from '../../jobs/redis.js';
-import type { HostPort, RedisConfig } from '../config-redis.js';
+import type { HostPort, RedisConfig } from '../config/redis.js';
 import { CliError } from '../errors.js';
 
 /** Where a command writes; tests pass their own. */

@@ -3,8 +3,8 @@ import { rootCause } from '../../db/errors.js';
 import { appliedCount, shippedCount } from '../../db/migrate.js';
 import { createRedis, evictionPolicy, type RedisClient } from '../../jobs/redis.js';
 import { createApiClient } from '../api/client.js';
-import type { Config } from '../config.js';
-import { HOW_TO_MAKE_A_KEY } from '../config-tokens.js';
+import type { Config } from '../config/index.js';
+import { HOW_TO_MAKE_A_KEY } from '../config/tokens.js';
 import type { Io } from './common.js';
 import { describeDbError, ensureRedis } from './common.js';
 

@@ -8,7 +8,7 @@ import cliProgress from 'cli-progress';
 import { createSyncQueue, enqueueSyncs } from '../../jobs/queue.js';
 import { createRedis } from '../../jobs/redis.js';
 import type { Target } from '../api/client.js';
-import type { Config } from '../config.js';
+import type { Config } from '../config/index.js';
 import { CliError } from '../errors.js';
 import { type Line, readLines } from '../lines.js';
 import { parseTarget, TargetError } from '../targets.js';

@@ -1,4 +1,4 @@
-import { loadConfig } from '../config.js';
+import { loadConfig } from '../config/index.js';
 import { CliError } from '../errors.js';
 import { createMockApi, type MockFaults } from '../mock-api/server.js';
 import { onShutdown } from '../shutdown.js';

@@ -2,7 +2,7 @@ import { createDb } from '../../db/client.js';
 import { pauseProcessing, resumeProcessing } from '../../jobs/control.js';
 import { createRefreshQueue } from '../../jobs/refresh.js';
 import { pauseDetail, resumeAudit } from '../audit.js';
-import type { Config } from '../config.js';
+import type { Config } from '../config/index.js';
 import { formatTime } from '../time.js';
 import { auditCli } from './audit.js';
 import { describeDbError, type Io } from './common.js';

@@ -7,7 +7,7 @@ import {
 } from '../../db/ops/refresh-runs.js';
 import { createRedis } from '../../jobs/redis.js';
 import { createRefreshQueue, openRefreshRun } from '../../jobs/refresh.js';
-import type { Config } from '../config.js';
+import type { Config } from '../config/index.js';
 import { CliError } from '../errors.js';
 import { formatTime } from '../time.js';
 import { auditCli } from './audit.js';

@@ -1,5 +1,5 @@
 import { type Command, InvalidArgumentError } from 'commander';
-import { loadConfig } from '../config.js';
+import { loadConfig } from '../config/index.js';
 import type { Io } from './common.js';
 
 // The token commands' flags; their work is in tokens.ts, loaded when one runs.

@@ -3,7 +3,7 @@ import { createSyncQueue } from '../../jobs/queue.js';
 import { createRedis } from '../../jobs/redis.js';
 import { createRefreshQueue } from '../../jobs/refresh.js';
 import { createAdminApp } from '../admin/app.js';
-import type { Config } from '../config.js';
+import type { Config } from '../config/index.js';
 import { CliError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { createLogger } from '../logger.js';

@@ -9,7 +9,7 @@ import { createRedis } from '../../jobs/redis.js';
 import { progressOf } from '../../jobs/refresh-plan.js';
 import { createRefreshQueue, SCHEDULER_ID } from '../../jobs/refresh-queue.js';
 import { actionJson, describeAction } from '../audit.js';
-import type { Config } from '../config.js';
+import type { Config } from '../config/index.js';
 import { formatTime } from '../time.js';
 import { describeDbError, ensureRedis, type Io } from './common.js';
 

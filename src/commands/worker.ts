@@ -10,8 +10,8 @@ import {
 } from '../../jobs/refresh.js';
 import { queueIsIdle, type SyncWorker, startSyncWorker } from '../../jobs/worker.js';
 import { createApiClient } from '../api/client.js';
-import { type Config, requireApi } from '../config.js';
-import { requireCardTokens } from '../config-tokens.js';
+import { type Config, requireApi } from '../config/index.js';
+import { requireCardTokens } from '../config/tokens.js';
 import { createLogger } from '../logger.js';
 import { createMetrics } from '../metrics.js';
 import { onShutdown } from '../shutdown.js';

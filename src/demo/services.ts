@@ -2,7 +2,7 @@ import pg from 'pg';
 import { withDatabase } from '../../db/databases.js';
 import { createRedis } from '../../jobs/redis.js';
 import { ensureRedis } from '../commands/common.js';
-import type { RedisConfig } from '../config-redis.js';
+import type { RedisConfig } from '../config/redis.js';
 import { dockerReachable, type Started, startPostgresContainer, startRedisContainer } from './containers.js';
 
 // Where the demo finds Postgres and Redis: what the environment names (or the local defaults);

@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
-import type { RedisConfig } from '../../src/config-redis.js';
+import type { RedisConfig } from '../../src/config/redis.js';
 import { useCleanups, useTestDatabase } from '../helpers.js';
 import { waitFor } from '../queue-helpers.js';
 import { redisServerAvailable, startRedisCluster, startSentinelGroup } from '../redis-topologies.js';

@@ -4,7 +4,7 @@ import type { CardRow } from '../../db/ops/batch-read.js';
 import { enqueueSyncs } from '../../jobs/queue.js';
 import { queueIsIdle } from '../../jobs/worker.js';
 import type { SavedCard } from '../../src/api/schema.js';
-import type { RedisConfig } from '../../src/config-redis.js';
+import type { RedisConfig } from '../../src/config/redis.js';
 import { cardsFor } from '../../src/mock-api/data.js';
 import { API_KEY, CARD_TOKEN_KEYS, testTokens } from '../fixtures.js';
 import { type CliProcess, startCli, testQueue, waitFor } from '../queue-helpers.js';

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
-import { blankToUndefined } from './config-schemas.js';
-import { ConfigError } from './errors.js';
+import { ConfigError } from '../errors.js';
+import { blankToUndefined } from './schemas.js';
 
 /** A `host:port` of a Sentinel or a cluster seed node. */
 export interface HostPort {

@@ -1,9 +1,9 @@
 import { z } from 'zod';
-import { readApiKeyFile } from './config-api-key.js';
-import { type RedisConfig, redisTopology, redisVariables } from './config-redis.js';
-import { blankToUndefined, isTimeZone, text, urlOf, whole } from './config-schemas.js';
-import { type TokenConfig, tokenConfig, tokenVariables } from './config-tokens.js';
-import { ConfigError } from './errors.js';
+import { ConfigError } from '../errors.js';
+import { readApiKeyFile } from './api-key.js';
+import { type RedisConfig, redisTopology, redisVariables } from './redis.js';
+import { blankToUndefined, isTimeZone, text, urlOf, whole } from './schemas.js';
+import { type TokenConfig, tokenConfig, tokenVariables } from './tokens.js';
 
 export type PathStyle = 'standard' | 'sandbox';
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';

@@ -1,9 +1,9 @@
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
-import { blankToUndefined } from './config-schemas.js';
-import { ConfigError } from './errors.js';
-import { type CardTokens, cardTokens } from './tokens/card-tokens.js';
-import { type KeyRing, KeyRingError, parseKeyRing } from './tokens/keyring.js';
+import { ConfigError } from '../errors.js';
+import { type CardTokens, cardTokens } from '../tokens/card-tokens.js';
+import { type KeyRing, KeyRingError, parseKeyRing } from '../tokens/keyring.js';
+import { blankToUndefined } from './schemas.js';
 
 // Card tokens at rest (DESIGN §2): CARD_TOKEN_KEYS / CARD_TOKEN_KEYS_FILE and CARD_TOKEN_ENCRYPTION.
 

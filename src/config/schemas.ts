@@ -1,6 +1,6 @@
 import { z } from 'zod';
 
-// The building blocks of the environment's schema (src/config.ts, src/config-redis.ts).
+// The building blocks of the environment's schema (src/config/index.ts, src/config/redis.ts).
 
 /** An empty or all-blank value counts as unset; surrounding blanks are dropped. */
 export const blankToUndefined = (v: unknown) =>
