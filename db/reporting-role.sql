@@ -26,7 +26,7 @@ GRANT EXECUTE ON FUNCTION saved_cards_as_of(timestamptz), saved_cards_as_of(time
   saved_card_as_of(bigint, timestamptz)
   TO cards_sync_reporting;
 -- card_conflicts: cards listed by two subscribers at once (ids and times only).
-GRANT SELECT ON saved_card_changes, refresh_runs, card_conflicts TO cards_sync_reporting;
+GRANT SELECT ON saved_card_changes, refresh_runs, card_conflicts, refresh_policy TO cards_sync_reporting;
 
 -- saved_cards itself: every column but card_token and its fingerprint.
 REVOKE ALL ON saved_cards FROM cards_sync_reporting;
@@ -38,7 +38,8 @@ GRANT SELECT (id, subscriber_id, bin_number, card_family, card_bank_code, card_b
 -- whole tables; the REVOKEs take that back).
 REVOKE ALL ON subscribers, sync_runs FROM cards_sync_reporting;
 GRANT SELECT (subscriber_id, last_synced_at, last_success_at, last_status, last_error,
-              consecutive_failures, active_cards, consecutive_not_found, gone_at)
+              consecutive_failures, active_cards, consecutive_not_found, gone_at,
+              change_rate_per_day, next_refresh_at, change_observations)
   ON subscribers TO cards_sync_reporting;
 GRANT SELECT (id, subscriber_id, trigger, job_id, refresh_run_id, started_at, finished_at, status,
               cards_seen, inserted, updated, unchanged, removed, restored, error_code, error_message)

@@ -3,10 +3,12 @@ import {
   bigint,
   boolean,
   check,
+  doublePrecision,
   index,
   integer,
   jsonb,
   pgTable,
+  real,
   text,
   timestamp,
   uniqueIndex,
@@ -19,7 +21,8 @@ const tz = (name: string) => timestamp(name, { withTimezone: true, mode: 'date' 
 /** Masked shape only: a full card number can never be stored, whatever the code above does. */
 export const MASKED_BIN_SQL = '^[0-9]{4}-[xX*]{4}-[xX*]{4}-[0-9]{4}$';
 
-export const SYNC_TRIGGERS = ['manual', 'nightly', 'api', 'cli'] as const;
+/** `refresh`: chosen by the continuous refresh; `audit`: drawn uniformly at random to measure staleness. */
+export const SYNC_TRIGGERS = ['manual', 'nightly', 'api', 'cli', 'refresh', 'audit'] as const;
 export type SyncTrigger = (typeof SYNC_TRIGGERS)[number];
 
 export const SYNC_STATUSES = [
@@ -108,11 +111,27 @@ export const subscribers = pgTable(
      * answer's digest, that answer is identical to what is stored: no card row is read or written.
      */
     cardsDigest: text('cards_digest'),
+    /**
+     * The estimated rate at which its cards change, per day (src/freshness/estimate.ts); null
+     * before its first success.
+     */
+    changeRatePerDay: doublePrecision('change_rate_per_day'),
+    /** When the refresh means to sync it next; null: never planned (first in line). */
+    nextRefreshAt: tz('next_refresh_at'),
+    /**
+     * Its latest observations (at most 32): days between two successes, negative when the later
+     * one found the cards changed. What `change_rate_per_day` is estimated from.
+     */
+    changeObservations: real('change_observations').array(),
   },
   // No index on the sync timestamps: every sync moves them, and an index on one would turn each
-  // of those updates into new entries in every index of the table (no HOT update). Freshness
-  // questions read the whole table anyway.
-  (t) => [uniqueIndex('subscribers_email_lower_idx').on(sql`lower(${t.email})`)],
+  // of those updates into new entries in every index of the table (no HOT update). The one
+  // exception is next_refresh_at, which the scheduler must read in order (the next 1,000 due out
+  // of millions): a sync that moves it is not a HOT update (bench/RESULTS.md, issue 26).
+  (t) => [
+    uniqueIndex('subscribers_email_lower_idx').on(sql`lower(${t.email})`),
+    index('subscribers_next_refresh_idx').on(t.nextRefreshAt.asc().nullsFirst(), t.subscriberId),
+  ],
 );
 
 /** One row per sync attempt, whatever its outcome. */
@@ -143,6 +162,8 @@ export const syncRuns = pgTable(
     check('sync_runs_status_valid', sql`${t.status} in (${inList(SYNC_STATUSES)})`),
     index('sync_runs_subscriber_started_idx').on(t.subscriberId, t.startedAt),
     index('sync_runs_started_at_idx').on(t.startedAt),
+    // The audit's samples, newest first (status and /metrics read the last max age of them).
+    index('sync_runs_audit_idx').on(t.startedAt).where(sql`${t.trigger} = 'audit'`),
     // No index on refresh_run_id: it cost every sync 76 bytes of WAL for one query a run (its
     // close), which finds the run's rows by id instead (refresh_runs.prior_sync_run_id).
   ],
@@ -213,7 +234,8 @@ export const cardConflicts = pgTable(
   ],
 );
 
-export const REFRESH_TRIGGERS = ['nightly', 'manual'] as const;
+/** `continuous`: one window of REFRESH_MODE=continuous (src/refresh/continuous.ts). */
+export const REFRESH_TRIGGERS = ['nightly', 'manual', 'continuous'] as const;
 export type RefreshTrigger = (typeof REFRESH_TRIGGERS)[number];
 // `empty`: the run matched no subscriber (e.g. `--stale` with everyone fresh); it is not a success.
 export const REFRESH_STATUSES = ['running', 'halted', 'completed', 'abandoned', 'empty'] as const;
@@ -234,6 +256,11 @@ export const refreshRuns = pgTable(
     staleBefore: tz('stale_before'),
     /** Keyset cursor: the last subscriber id fanned out; a restarted fan-out continues after it. */
     cursor: bigint('cursor', { mode: 'number' }).notNull().default(0),
+    /**
+     * With `cursor`, the keyset position of a nightly run, which goes in `next_refresh_at` order
+     * (never planned first): that subscriber's due time; null while still among the never planned.
+     */
+    cursorDue: tz('cursor_due'),
     subscribersTotal: integer('subscribers_total').notNull().default(0),
     enqueued: integer('enqueued').notNull().default(0),
     alreadyQueued: integer('already_queued').notNull().default(0),
@@ -271,6 +298,31 @@ export const refreshRuns = pgTable(
       .where(sql`${t.status} in ('running', 'halted')`),
     index('refresh_runs_started_at_idx').on(t.startedAt),
   ],
+);
+
+/**
+ * The refresh's shared plan (one row): the threshold every worker schedules with, the population
+ * prior, whether the budget keeps REFRESH_MAX_AGE, and the continuous refresh's token bucket.
+ * Recomputed by the refresh every few minutes; workers read it, and a restart loses nothing.
+ */
+export const refreshPolicy = pgTable(
+  'refresh_policy',
+  {
+    id: integer('id').primaryKey().default(1),
+    mode: text('mode').notNull(),
+    /** The benefit threshold μ in days (src/freshness/schedule.ts); null: everyone at the max age. */
+    thresholdDays: doublePrecision('threshold_days'),
+    priorRatePerDay: doublePrecision('prior_rate_per_day').notNull(),
+    maxAgeSeconds: integer('max_age_seconds').notNull(),
+    budgetPerSec: doublePrecision('budget_per_sec'),
+    auditShare: doublePrecision('audit_share').notNull(),
+    subscribers: bigint('subscribers', { mode: 'number' }).notNull().default(0),
+    keepsMaxAge: boolean('keeps_max_age').notNull(),
+    /** Syncs a second that syncing everyone once per max age takes. */
+    maxAgeNeedsPerSec: doublePrecision('max_age_needs_per_sec').notNull(),
+    computedAt: tz('computed_at').notNull(),
+  },
+  (t) => [check('refresh_policy_one_row', sql`${t.id} = 1`)],
 );
 
 export const ADMIN_SOURCES = ['cli', 'http'] as const;

@@ -37,7 +37,8 @@ export function isOpsJob(data: SyncJobData): boolean {
   return data.refreshRunId === undefined ? OPS_TRIGGERS.has(data.trigger) : data.promoted === true;
 }
 
-const REFRESH_JOB_ID = /:r(\d+)$/;
+// `:r<run>`, or `:r<run>.<claim>` for a continuous window, which may sync a subscriber more than once.
+const REFRESH_JOB_ID = /:r(\d+)(\.\d+)?$/;
 
 /**
  * Moves a job a refresh queued into a person's lane (the ops request is served by it: the

@@ -95,6 +95,7 @@ export function jobOptionsFor(
   emailKey: Buffer,
   refreshRunId?: number,
   lane?: Lane,
+  claim?: number,
 ): JobsOptions {
   const key = dedupKey(target, emailKey);
   sequence = (sequence + 1) % 1_000_000;
@@ -102,10 +103,11 @@ export function jobOptionsFor(
   return {
     // Our own id, so that a deduplicated add (which answers with the existing job's id) shows.
     // A refresh uses one id per run and subscriber: a fan-out restarted after a crash re-adds its
-    // last page, and BullMQ ignores an id it still holds.
+    // last page, and BullMQ ignores an id it still holds. A continuous window may sync one
+    // subscriber twice (a busy one, or an audit of one just synced): each claim has its number.
     jobId:
       refreshRunId !== undefined
-        ? `${key}:r${refreshRunId}`
+        ? `${key}:r${refreshRunId}${claim !== undefined ? `.${claim}` : ''}`
         : `${key}:${Date.now().toString(36)}${process.pid.toString(36)}${sequence.toString(36)}`,
     deduplication: { id: key, keepLastIfActive: true },
     ...(priority > 0 ? { priority } : {}),
@@ -168,7 +170,7 @@ export async function enqueueSyncs(
   queue: Queue<SyncJobData, SyncJobResult>,
   targets: readonly Target[],
   trigger: SyncTrigger,
-  extra: { refreshRunId?: number; lane?: Lane } = {},
+  extra: { refreshRunId?: number; lane?: Lane; firstClaim?: number } = {},
 ): Promise<EnqueueCounts> {
   if (targets.length === 0) return { enqueued: 0, alreadyQueued: 0, promoted: 0, jobIds: [], refused: [] };
   const lane = extra.lane ?? (extra.refreshRunId !== undefined ? 'refresh' : 'ops');
@@ -176,8 +178,9 @@ export async function enqueueSyncs(
   const emailKey = targets.some((t) => 'email' in t)
     ? await emailIdKey(connectionOf(queue), queue.opts.prefix ?? 'bull')
     : Buffer.alloc(0);
-  const jobs: NewJob[] = targets.map((target) => {
-    const opts = jobOptionsFor(target, emailKey, extra.refreshRunId, lane);
+  const jobs: NewJob[] = targets.map((target, i) => {
+    const claim = extra.firstClaim !== undefined ? extra.firstClaim + i : undefined;
+    const opts = jobOptionsFor(target, emailKey, extra.refreshRunId, lane, claim);
     return { name: JOB_NAME, data: { target, trigger, ...data }, opts };
   });
   const { added, refused } = await addEach(queue, jobs);

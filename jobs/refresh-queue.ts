@@ -9,6 +9,7 @@ import type { RedisClient } from './redis.js';
 
 export const REFRESH_QUEUE_NAME = 'saved-cards-refresh';
 export const SCHEDULER_ID = 'nightly-refresh';
+export const CONTINUOUS_SCHEDULER_ID = 'continuous-refresh';
 
 export const refreshJobSchema = z.object({
   trigger: z.enum(REFRESH_TRIGGERS),
@@ -49,6 +50,28 @@ export async function registerNightlyScheduler(
     { name: 'refresh', data: { trigger: 'nightly' } },
   );
   return (await queue.getJobScheduler(SCHEDULER_ID))?.next;
+}
+
+/**
+ * REFRESH_MODE=continuous: a job every minute that opens the next window when none is running
+ * (each window also opens the next as it closes), and no nightly one. `nightly` undoes it.
+ */
+export async function registerRefreshMode(
+  queue: Queue<RefreshJobData>,
+  mode: 'nightly' | 'continuous',
+  cron: { pattern: string; tz: string },
+): Promise<number | undefined> {
+  if (mode === 'nightly') {
+    await queue.removeJobScheduler(CONTINUOUS_SCHEDULER_ID);
+    return registerNightlyScheduler(queue, cron.pattern, cron.tz);
+  }
+  await queue.removeJobScheduler(SCHEDULER_ID);
+  await queue.upsertJobScheduler(
+    CONTINUOUS_SCHEDULER_ID,
+    { every: 60_000 },
+    { name: 'refresh', data: { trigger: 'continuous' } },
+  );
+  return (await queue.getJobScheduler(CONTINUOUS_SCHEDULER_ID))?.next;
 }
 
 /** True when no refresh is waiting or running (the scheduler's next nightly job is always delayed). */

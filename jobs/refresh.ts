@@ -10,16 +10,20 @@ import {
   pruneSyncRuns,
   type RefreshRun,
   recordFanoutPage,
+  type SweepCursor,
+  savePlan,
   setRefreshJobId,
   startRefreshRun,
   subscriberPage,
 } from '../db/ops/refresh-runs.js';
 import type { Logger } from '../src/logger.js';
 import { heldCount } from './bulk-breaker.js';
+import { type ContinuousOptions, continuousFanout } from './continuous-refresh.js';
 import { createFairShare, LANE_PRIORITY } from './lanes.js';
 import { enqueueSyncs, pauseQueue, type SyncJobData, type SyncJobResult } from './queue.js';
 import type { RedisClient } from './redis.js';
 import { planRun } from './refresh-plan.js';
+import { type RefreshPlanSettings, replan } from './refresh-policy.js';
 import { openRefreshRun, type RefreshJobData, refreshJobSchema } from './refresh-queue.js';
 import { readTally } from './refresh-tally.js';
 
@@ -48,6 +52,10 @@ export interface RefreshOptions {
   rateLimitPerSec?: number;
   /** The refresh's share of the slots while ops work is served. Default `REFRESH_FLOOR_SHARE` (0.2). */
   floorShare?: number;
+  /** REFRESH_MODE=continuous: its budget, audit share, max age and window. */
+  continuous?: ContinuousOptions;
+  /** The settings the shared plan is made for (nightly runs make it again as they begin). */
+  plan?: RefreshPlanSettings;
 }
 
 export interface RefreshDeps {
@@ -178,7 +186,8 @@ export function createRefreshProcessor(deps: RefreshDeps, options: RefreshOption
       if (!started.started) {
         // The same job retried after its process died: carry on with the run it opened.
         if (started.inProgress.jobId !== job.id) {
-          deps.logger.warn(
+          // A continuous window's minute tick finds the window running nearly always: not news.
+          deps.logger[data.trigger === 'continuous' ? 'debug' : 'warn'](
             { refreshRunId: started.inProgress.id },
             'refresh not started: another run is in progress',
           );
@@ -192,14 +201,39 @@ export function createRefreshProcessor(deps: RefreshDeps, options: RefreshOption
     }
     if (job.id) await setRefreshJobId(deps.db, run.id, job.id);
     const log = deps.logger.child({ refreshRunId: run.id, trigger: run.trigger });
-    log.info({ cursor: run.cursor }, run.cursor > 0 ? 'refresh resumed from its cursor' : 'refresh started');
+    log.info(
+      { cursor: run.cursor },
+      run.cursor > 0 || run.cursorDue !== null ? 'refresh resumed from its cursor' : 'refresh started',
+    );
+    const continuous = run.trigger === 'continuous' ? options.continuous : undefined;
+    if (run.trigger === 'continuous' && continuous === undefined) {
+      await closeRefreshRun(deps.db, run.id);
+      return { skipped: 'REFRESH_MODE is not continuous here' };
+    }
     if (run.plannedSubscribers === null) {
-      run = await planRun({ ...deps, logger: log }, run, options.rateLimitPerSec ?? 0);
+      if (continuous) {
+        run = await planWindow(deps.db, run, continuous);
+      } else {
+        // The nightly sweep goes most-likely-changed first: the order is the plan's due times.
+        if (options.plan) await replan(deps.db.$client, { ...options.plan, mode: 'nightly' }, log);
+        run = await planRun({ ...deps, logger: log }, run, options.rateLimitPerSec ?? 0);
+      }
     }
     const claimShare = createFairShare(deps.syncQueue, deps.redis, options.floorShare);
 
-    let cursor = run.cursor;
-    if (run.fanoutFinishedAt === null) {
+    let cursor: SweepCursor = { after: run.cursor, afterDue: run.cursorDue };
+    if (run.fanoutFinishedAt === null && continuous) {
+      run = await continuousFanout({ ...deps, logger: log }, job, run, continuous, {
+        check,
+        claimShare,
+        backlog: () => refreshBacklog(deps.syncQueue, deps.redis),
+        stopping: () => deps.stopping?.() ?? false,
+        handBack: () => handBack(job, token),
+      });
+      if (run.status !== 'running') return { refreshRunId: run.id, status: run.status };
+      await markFanoutFinished(deps.db, run.id);
+    }
+    if (run.fanoutFinishedAt === null && !continuous) {
       for (;;) {
         run = await check(run);
         if (run.status !== 'running') return { refreshRunId: run.id, status: run.status };
@@ -209,15 +243,16 @@ export function createRefreshProcessor(deps: RefreshDeps, options: RefreshOption
           await sleep(Math.min(pollMs, 250));
           continue;
         }
-        const ids = await subscriberPage(deps.db, cursor, pageSize, run.staleBefore);
+        const page = await subscriberPage(deps.db, cursor, pageSize, run.staleBefore, run.startedAt);
+        const ids = page.ids;
         if (ids.length === 0) break;
         const counts = await enqueueSyncs(
           deps.syncQueue,
           ids.map((subscriberId) => ({ subscriberId })),
-          run.trigger,
+          run.trigger === 'manual' ? 'manual' : 'nightly',
           { refreshRunId: run.id },
         );
-        cursor = ids[ids.length - 1]!;
+        cursor = page.cursor;
         if (counts.refused.length > 0) {
           // A subscriber whose job the queue would not take is skipped this run, not the run itself.
           log.warn(
@@ -231,7 +266,11 @@ export function createRefreshProcessor(deps: RefreshDeps, options: RefreshOption
           enqueued: counts.enqueued,
           alreadyQueued: counts.alreadyQueued,
         });
-        await job.updateProgress({ phase: 'fan-out', cursor, enqueued: run.enqueued + counts.enqueued });
+        await job.updateProgress({
+          phase: 'fan-out',
+          cursor: cursor.after,
+          enqueued: run.enqueued + counts.enqueued,
+        });
       }
       await markFanoutFinished(deps.db, run.id);
       log.info('refresh fan-out finished; waiting for its last jobs');
@@ -264,6 +303,21 @@ export function createRefreshProcessor(deps: RefreshDeps, options: RefreshOption
       const pruned = await pruneSyncRuns(deps.db, options.retentionDays);
       if (pruned > 0) log.info({ pruned, retentionDays: options.retentionDays }, 'old sync_runs pruned');
     }
+    if (continuous && deps.refreshQueue && !deps.stopping?.()) {
+      // The next window begins at once (the job scheduler would start it within a minute anyway).
+      await deps.refreshQueue.add('refresh', { trigger: 'continuous' });
+    }
     return { refreshRunId: run.id, status: closed?.status ?? 'completed' };
   };
+}
+
+/** A continuous window's plan: its budget for its length. */
+async function planWindow(db: Db, run: RefreshRun, o: ContinuousOptions): Promise<RefreshRun> {
+  const windowMs = o.windowMs ?? 3_600_000;
+  return savePlan(db, run.id, {
+    plannedSubscribers: Math.round((o.budgetPerSec * windowMs) / 1000),
+    rateBudgetPerSec: Math.ceil(o.budgetPerSec),
+    expectedFinishAt: new Date(run.startedAt.getTime() + windowMs),
+    nextRefreshAt: null,
+  });
 }

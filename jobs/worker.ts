@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type Queue, Worker } from 'bullmq';
 import type { Db } from '../db/client.js';
+import { policyCache } from '../db/ops/refresh-policy.js';
 import type { ApiClient } from '../src/api/client.js';
 import type { RedisConfig } from '../src/config/redis.js';
 import type { Logger } from '../src/logger.js';
@@ -26,6 +27,8 @@ export interface SyncWorkerOptions {
   apiTimeoutMs?: number;
   /** Times a job may stall (its worker died) before it fails. Default 2. */
   maxStalledCount?: number;
+  /** `REFRESH_MAX_AGE`, ms: every success schedules its subscriber's next sync within it. Default 7 days. */
+  maxAgeMs?: number;
 }
 
 export interface SyncWorker {
@@ -62,8 +65,12 @@ export async function startSyncWorker(
   const apiTimeoutMs = options.apiTimeoutMs ?? 10_000;
   const rate = options.rateLimitPerSec ?? 0;
   // Answers of the jobs running here at once are committed together (one transaction a batch).
+  // The refresh's shared plan, read now and every 30 s: each success schedules by it.
+  const plan = policyCache(deps.db.$client, options.maxAgeMs ?? 7 * 86_400_000);
+  await plan.load();
   const writer = createGroupCommitter(deps.db, deps.tokens, {
     maxBatch: Math.max(1, options.concurrency ?? 16),
+    policy: plan.get,
     ...(deps.metrics ? { onBatch: (size: number) => deps.metrics?.writeBatchSize.observe(size) } : {}),
   });
   const processor = createSyncProcessor({ ...deps, writer });

@@ -18,3 +18,12 @@ export function formatTime(value: Moment): string {
   if (date === undefined) return value ? String(value) : '—';
   return `${date.toISOString().slice(0, 19).replace('T', ' ')}Z`;
 }
+
+const UNITS: Record<string, number> = { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000 };
+
+/** `90s`, `15m`, `36h`, `7d`, `2w`, `1.5d` (units in either case) → milliseconds; undefined if not one. */
+export function durationMs(raw: string): number | undefined {
+  const m = /^(\d{1,6}(?:\.\d{1,3})?)([smhdw])$/i.exec(raw.trim());
+  if (!m) return undefined;
+  return Math.round(Number(m[1]) * UNITS[m[2]!.toLowerCase()]!);
+}

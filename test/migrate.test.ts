@@ -55,6 +55,10 @@ const DESIGN_COLUMNS: Record<string, string[]> = {
     'gone_at',
     // The digest of the last answer applied in full (migration 0010).
     'cards_digest',
+    // The freshness model (migration 0015, DESIGN §4), and what it is estimated from.
+    'change_rate_per_day',
+    'next_refresh_at',
+    'change_observations',
   ],
   sync_runs: [
     'id',
@@ -88,6 +92,19 @@ const DESIGN_COLUMNS: Record<string, string[]> = {
     'changed_at',
   ],
   // The nightly-refresh ledger and the analysts' views (issue 4).
+  refresh_policy: [
+    'id',
+    'mode',
+    'threshold_days',
+    'prior_rate_per_day',
+    'max_age_seconds',
+    'budget_per_sec',
+    'audit_share',
+    'subscribers',
+    'keeps_max_age',
+    'max_age_needs_per_sec',
+    'computed_at',
+  ],
   refresh_runs: [
     'id',
     'trigger',
@@ -97,6 +114,7 @@ const DESIGN_COLUMNS: Record<string, string[]> = {
     'finished_at',
     'stale_before',
     'cursor',
+    'cursor_due',
     'subscribers_total',
     'enqueued',
     'already_queued',
@@ -351,7 +369,7 @@ describe('five migrate processes at once on a missing database', () => {
       );
       return { tables: t.rows[0]!.n, migrations: m.rows };
     });
-    expect(tables).toBe(7);
+    expect(tables).toBe(8);
     expect(migrations).toHaveLength(migrationCount);
     expect(migrations.every((m) => m.n === 1)).toBe(true);
   });

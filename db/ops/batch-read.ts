@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import type { StoredCard } from '../../src/cards.js';
+import type { SubscriberSchedule } from '../../src/freshness/index.js';
 import { allInOrder, sentTogether } from './pipeline.js';
 
 // The first of the write path's two round trips (see batch-write.ts): begin, lock, read.
@@ -43,6 +44,14 @@ function storedCard(r: CardRow): StoredCard {
   };
 }
 
+interface ScheduleRow {
+  subscriber_id: number;
+  unchanged: boolean;
+  last_success_at: Date | null;
+  change_observations: number[] | null;
+  change_rate_per_day: number | null;
+}
+
 export interface BatchRead {
   /** Postgres's clock when the batch's locks were held: what its rows are stamped with. */
   now: Date;
@@ -50,6 +59,8 @@ export interface BatchRead {
   newest: Map<number, Date>;
   /** Subscribers whose answer's digest is the stored one: identical, none of their cards read. */
   unchanged: Set<number>;
+  /** Each known subscriber's refresh schedule, as stored (src/freshness/schedule.ts). */
+  schedules: Map<number, SubscriberSchedule>;
   /** Every row of the other subscribers, plus every row whose id their answers list. */
   stored: StoredCard[];
 }
@@ -117,13 +128,15 @@ export async function beginLockAndRead(
         ) newest`,
             values: [subs],
           }),
-          client.query<{ subscriber_id: number }>({
-            name: 'cards-sync-read-unchanged',
+          client.query<ScheduleRow>({
+            name: 'cards-sync-read-subscribers',
             // By `= any($1)`, not a join with unnest: a plan cached while `subscribers` was small would
             // keep a hash join over a scan of the whole table (quadratic in a first large sync).
-            text: `select s.subscriber_id from subscribers s
-        where s.subscriber_id = any($1::bigint[])
-          and s.cards_digest = ($2::text[])[array_position($1::bigint[], s.subscriber_id)]`,
+            text: `select s.subscriber_id,
+          coalesce(s.cards_digest = ($2::text[])[array_position($1::bigint[], s.subscriber_id)], false) as unchanged,
+          s.last_success_at, s.change_observations, s.change_rate_per_day
+        from subscribers s
+        where s.subscriber_id = any($1::bigint[])`,
             values: [subs, digests],
           }),
           client.query<CardRow>({
@@ -148,8 +161,16 @@ export async function beginLockAndRead(
   );
   const newest = new Map<number, Date>();
   for (const r of newestRows.rows) newest.set(r.subscriber_id, r.started_at);
-  const unchanged = new Set(unchangedRows.rows.map((r) => r.subscriber_id));
-  return { now: lockRow.rows[0]!.now, newest, unchanged, stored: cardRows.rows.map(storedCard) };
+  const unchanged = new Set(unchangedRows.rows.filter((r) => r.unchanged).map((r) => r.subscriber_id));
+  const schedules = new Map<number, SubscriberSchedule>();
+  for (const r of unchangedRows.rows) {
+    schedules.set(Number(r.subscriber_id), {
+      lastSuccessAt: r.last_success_at?.getTime() ?? null,
+      observations: r.change_observations,
+      ratePerDay: r.change_rate_per_day,
+    });
+  }
+  return { now: lockRow.rows[0]!.now, newest, unchanged, schedules, stored: cardRows.rows.map(storedCard) };
 }
 
 /**

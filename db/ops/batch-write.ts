@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import type { CardToWrite } from '../../src/cards.js';
+import type { ScheduleUpdate } from '../../src/freshness/index.js';
 import type { ChangeKind, SyncStatus, SyncTrigger } from '../schema.js';
 import type { CardOwner } from './batch-read.js';
 import { allInOrder } from './pipeline.js';
@@ -53,6 +54,8 @@ export interface Success {
    * which is null and the recount if another subscriber's sync took one of its cards meanwhile.
    */
   digest: string | null;
+  /** Its refresh schedule after this sync (src/freshness/schedule.ts `afterSuccess`). */
+  schedule: ScheduleUpdate;
 }
 
 export interface BatchWrite {
@@ -157,9 +160,13 @@ with upserted as (
     order by part, seq
 ), subscriber as (
   insert into subscribers as s (subscriber_id, email, last_synced_at, last_success_at, last_status,
-      last_error, consecutive_failures, active_cards, cards_digest)
-    select sub.subscriber_id, null, $1, $1, 'succeeded', null, 0, sub.active_cards, sub.digest
-    from unnest($33::bigint[], $34::int[], $11::text[]) as sub(subscriber_id, active_cards, digest)
+      last_error, consecutive_failures, active_cards, cards_digest, change_rate_per_day,
+      next_refresh_at, change_observations)
+    select sub.subscriber_id, null, $1, $1, 'succeeded', null, 0, sub.active_cards, sub.digest,
+      sub.rate, sub.next_refresh_at, sub.observations::real[]
+    -- Observations as array text: unnest would flatten an array of arrays.
+    from unnest($33::bigint[], $34::int[], $11::text[], $38::float8[], $39::timestamptz[], $40::text[])
+      as sub(subscriber_id, active_cards, digest, rate, next_refresh_at, observations)
     order by sub.subscriber_id
   on conflict (subscriber_id) do update set
     last_synced_at = excluded.last_synced_at, last_success_at = excluded.last_success_at,
@@ -168,7 +175,9 @@ with upserted as (
     -- update finds it, after any transaction that changed it meanwhile.
     active_cards = case when excluded.cards_digest is null then s.active_cards else excluded.active_cards end,
     cards_digest = coalesce(excluded.cards_digest, s.cards_digest),
-    consecutive_not_found = 0, gone_at = null
+    consecutive_not_found = 0, gone_at = null,
+    change_rate_per_day = excluded.change_rate_per_day, next_refresh_at = excluded.next_refresh_at,
+    change_observations = excluded.change_observations
 )
 -- For a run: its position in the batch; for a removed card: its subscriber.
 select 'run' as kind, id, ord as ref from run_of
@@ -231,6 +240,11 @@ export async function writeBatch(
       // As JSON text: unnest cannot take an array of jsonb values from a parameter as they are.
       of(w.changes, (c) => (c.previous === null ? null : JSON.stringify(c.previous))),
       of(w.changes, (c) => c.reason),
+      of(w.successes, (s) => s.schedule.ratePerDay),
+      of(w.successes, (s) => new Date(s.schedule.nextRefreshAt)),
+      of(w.successes, (s) =>
+        s.schedule.observations === null ? null : `{${s.schedule.observations.join(',')}}`,
+      ),
     ],
   });
   const runIds = new Array<number>(w.runs.length);

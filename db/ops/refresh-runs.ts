@@ -91,39 +91,70 @@ export async function setRefreshJobId(db: Db, id: number, jobId: string): Promis
   await db.update(refreshRuns).set({ jobId }).where(eq(refreshRuns.id, id));
 }
 
-/** The next keyset page of subscribers to refresh: ids after the cursor, stale ones only if asked. */
+/** Where a nightly run's fan-out stands: the last subscriber it took, and that one's due time. */
+export interface SweepCursor {
+  after: number;
+  /** Null while still among the never planned (who come first). */
+  afterDue: Date | null;
+}
+
+/**
+ * The next keyset page of a refresh: never-planned subscribers first, then by `next_refresh_at`
+ * (most likely changed first, by the freshness model), stale ones only if asked. What one run could
+ * not reach keeps its early due time and comes first in the next one. A subscriber synced since
+ * the run began has moved on in that order and is not taken again.
+ */
 export async function subscriberPage(
   db: Db,
-  after: number,
+  cursor: SweepCursor,
   limit: number,
   staleBefore: Date | null,
-): Promise<number[]> {
-  const rows = await db
-    .select({ id: subscribers.subscriberId })
-    .from(subscribers)
-    .where(
-      and(
-        gt(subscribers.subscriberId, after),
-        staleBefore
-          ? or(isNull(subscribers.lastSuccessAt), lt(subscribers.lastSuccessAt, staleBefore))
-          : undefined,
-      ),
-    )
-    .orderBy(subscribers.subscriberId)
-    .limit(limit);
-  return rows.map((r) => r.id);
+  runStartedAt: Date,
+): Promise<{ ids: number[]; cursor: SweepCursor }> {
+  const pool = db.$client;
+  const filters = `(last_synced_at is null or last_synced_at < $3)
+    and ($4::timestamptz is null or last_success_at is null or last_success_at < $4)`;
+  const ids: number[] = [];
+  let next = cursor;
+  if (cursor.afterDue === null) {
+    const { rows } = await pool.query<{ subscriber_id: number }>(
+      `select subscriber_id from subscribers
+        where next_refresh_at is null and subscriber_id > $1 and ${filters}
+        order by next_refresh_at asc nulls first, subscriber_id limit $2`,
+      [cursor.after, limit, runStartedAt, staleBefore],
+    );
+    for (const r of rows) ids.push(r.subscriber_id);
+    if (rows.length > 0) next = { after: rows[rows.length - 1]!.subscriber_id, afterDue: null };
+    if (rows.length === limit) return { ids, cursor: next };
+  }
+  // After the never planned: from the start of the planned ones, or from the cursor among them.
+  const from = cursor.afterDue === null ? { after: 0, afterDue: '-infinity' } : cursor;
+  const { rows } = await pool.query<{ subscriber_id: number; next_refresh_at: Date }>(
+    `select subscriber_id, next_refresh_at from subscribers
+      where next_refresh_at is not null and (next_refresh_at, subscriber_id) > ($5::timestamptz, $1::bigint)
+        and ${filters}
+      order by next_refresh_at asc nulls first, subscriber_id limit $2`,
+    [from.after, limit - ids.length, runStartedAt, staleBefore, from.afterDue],
+  );
+  for (const r of rows) ids.push(r.subscriber_id);
+  if (rows.length > 0) {
+    const last = rows[rows.length - 1]!;
+    next = { after: last.subscriber_id, afterDue: last.next_refresh_at };
+  }
+  return { ids, cursor: next };
 }
 
 /** Records one fanned-out page: the cursor moves only after its jobs are in the queue. */
 export async function recordFanoutPage(
   db: Db,
   id: number,
-  page: { cursor: number; subscribers: number; enqueued: number; alreadyQueued: number },
+  page: { cursor: SweepCursor; subscribers: number; enqueued: number; alreadyQueued: number },
 ): Promise<void> {
   await db
     .update(refreshRuns)
     .set({
-      cursor: page.cursor,
+      cursor: page.cursor.after,
+      cursorDue: page.cursor.afterDue,
       subscribersTotal: sql`${refreshRuns.subscribersTotal} + ${page.subscribers}`,
       enqueued: sql`${refreshRuns.enqueued} + ${page.enqueued}`,
       alreadyQueued: sql`${refreshRuns.alreadyQueued} + ${page.alreadyQueued}`,

@@ -9,21 +9,18 @@ import { createRedis } from '../../jobs/redis.js';
 import { createRefreshQueue, openRefreshRun } from '../../jobs/refresh.js';
 import type { Config } from '../config/index.js';
 import { CliError } from '../errors.js';
-import { formatTime } from '../time.js';
+import { durationMs, formatTime } from '../time.js';
 import { auditCli } from './audit.js';
 import { describeDbError, ensureRedis, type Io } from './common.js';
 
-const UNITS: Record<string, number> = { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000 };
-
 /** `36h`, `7d`, `90m`, `2w`, `1.5d` (units in either case) → milliseconds. */
 export function parseDuration(raw: string): number {
-  const m = /^(\d{1,6}(?:\.\d{1,3})?)([smhdw])$/i.exec(raw.trim());
-  if (!m)
+  const ms = durationMs(raw);
+  if (ms === undefined)
     throw new CliError(
       `--stale takes a duration such as 36h, 1.5d, 7d or 90m (got ${JSON.stringify(raw.slice(0, 40))})`,
       2,
     );
-  const ms = Math.round(Number(m[1]) * UNITS[m[2]!.toLowerCase()]!);
   if (ms <= 0) throw new CliError('--stale must be longer than zero', 2);
   return ms;
 }

@@ -5,9 +5,10 @@ import { createRedis, settlesWithin } from '../../jobs/redis.js';
 import {
   createRefreshQueue,
   refreshIsIdle,
-  registerNightlyScheduler,
+  registerRefreshMode,
   startRefreshWorker,
 } from '../../jobs/refresh.js';
+import type { RefreshPlanSettings } from '../../jobs/refresh-policy.js';
 import { queueIsIdle, type SyncWorker, startSyncWorker } from '../../jobs/worker.js';
 import { createApiClient } from '../api/client.js';
 import { type Config, requireApi } from '../config/index.js';
@@ -105,6 +106,7 @@ export async function cmdWorker(config: Config, io: Io, opts: WorkerCliOptions):
       concurrency,
       rateLimitPerSec: config.syncRateLimitPerSec,
       apiTimeoutMs: apiConfig.timeoutMs,
+      maxAgeMs: config.refreshMaxAgeMs,
     },
   );
   if (stopped !== undefined) {
@@ -119,6 +121,16 @@ export async function cmdWorker(config: Config, io: Io, opts: WorkerCliOptions):
       maxWipeRatio: config.refreshMaxWipeRatio,
       retentionDays: config.syncRunsRetentionDays,
       rateLimitPerSec: config.syncRateLimitPerSec,
+      plan: refreshPlanSettings(config),
+      ...(config.refreshMode === 'continuous'
+        ? {
+            continuous: {
+              budgetPerSec: config.refreshBudgetPerSec!,
+              auditShare: config.refreshAuditShare,
+              maxAgeMs: config.refreshMaxAgeMs,
+            },
+          }
+        : {}),
     },
   );
   if (stopped !== undefined) {
@@ -126,14 +138,19 @@ export async function cmdWorker(config: Config, io: Io, opts: WorkerCliOptions):
     return stopped;
   }
   if (opts.admin) admin = await startAdmin(config, { logger, metrics });
-  const nextRefresh = await registerNightlyScheduler(refreshQueue, config.refreshCron, config.refreshTz);
+  const nextRefresh = await registerRefreshMode(refreshQueue, config.refreshMode, {
+    pattern: config.refreshCron,
+    tz: config.refreshTz,
+  });
   logger.info(
     {
       concurrency,
       prefix: config.queuePrefix,
       rateLimitPerSec: config.syncRateLimitPerSec,
-      refreshCron: config.refreshCron,
-      refreshTz: config.refreshTz,
+      refreshMode: config.refreshMode,
+      ...(config.refreshMode === 'continuous'
+        ? { refreshBudgetPerSec: config.refreshBudgetPerSec, refreshMaxAge: config.refreshMaxAgeMs / 1000 }
+        : { refreshCron: config.refreshCron, refreshTz: config.refreshTz }),
       nextRefresh: nextRefresh ? new Date(nextRefresh).toISOString() : null,
     },
     'worker started',
@@ -170,4 +187,19 @@ export async function cmdWorker(config: Config, io: Io, opts: WorkerCliOptions):
     return stopped;
   }
   return new Promise<number>(() => {});
+}
+
+/** What the refresh's shared plan is made for, from the configuration. */
+export function refreshPlanSettings(config: Config): RefreshPlanSettings {
+  return {
+    mode: config.refreshMode,
+    budgetPerSec:
+      config.refreshMode === 'continuous'
+        ? config.refreshBudgetPerSec
+        : config.syncRateLimitPerSec > 0
+          ? config.syncRateLimitPerSec
+          : null,
+    maxAgeMs: config.refreshMaxAgeMs,
+    auditShare: config.refreshAuditShare,
+  };
 }

@@ -1,11 +1,13 @@
 import { z } from 'zod';
 import { ConfigError } from '../errors.js';
+import { durationMs } from '../time.js';
 import { readApiKeyFile } from './api-key.js';
 import { type RedisConfig, redisTopology, redisVariables } from './redis.js';
 import { blankToUndefined, isTimeZone, text, urlOf, whole } from './schemas.js';
 import { type TokenConfig, tokenConfig, tokenVariables } from './tokens.js';
 
 export type PathStyle = 'standard' | 'sandbox';
+export type RefreshMode = 'nightly' | 'continuous';
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
 
 /** Settings of the Saved Cards API client. */
@@ -53,6 +55,17 @@ export interface Config {
   refreshTz: string;
   /** `REFRESH_MAX_WIPE_RATIO`: share of wiped subscribers that halts a refresh. Default 0.2. */
   refreshMaxWipeRatio: number;
+  /** `REFRESH_MODE`: the nightly sweep, or the continuous refresh. Default `nightly`. */
+  refreshMode: RefreshMode;
+  /**
+   * `REFRESH_BUDGET_PER_SEC`: requests a second the continuous refresh spends. Default 80% of
+   * `SYNC_RATE_LIMIT_PER_SEC`; null when neither is set (nightly mode only).
+   */
+  refreshBudgetPerSec: number | null;
+  /** `REFRESH_MAX_AGE` in ms: nobody goes longer without a successful sync. Default 7 days. */
+  refreshMaxAgeMs: number;
+  /** `REFRESH_AUDIT_SHARE`: share of the refresh budget spent on uniform random re-syncs. Default 0.02. */
+  refreshAuditShare: number;
   /** `SYNC_RUNS_RETENTION_DAYS`: `sync_runs` older than this are pruned nightly. Default 90. */
   syncRunsRetentionDays: number;
   /** `QUEUE_PREFIX`: BullMQ key prefix. Default `bull`. */
@@ -75,6 +88,15 @@ export const DEFAULT_DATABASE_URL = 'postgres://postgres:postgres@127.0.0.1:5432
 export const DEFAULT_REDIS_URL = 'redis://127.0.0.1:6379';
 
 type Env = Record<string, string | undefined>;
+
+const RATIO = z.preprocess(
+  blankToUndefined,
+  z
+    .string()
+    .regex(/^(0(\.\d+)?|1(\.0+)?|\.\d+)$/)
+    .transform(Number)
+    .optional(),
+);
 
 /**
  * Every variable of DESIGN §2: its schema, what a good value looks like (for the error line) and
@@ -136,15 +158,36 @@ const variables = {
     echo: true,
   },
   REFRESH_MAX_WIPE_RATIO: {
+    schema: RATIO,
+    expect: 'a ratio from 0 to 1, such as 0.2',
+    echo: true,
+  },
+  REFRESH_MODE: {
+    schema: z.preprocess(blankToUndefined, z.enum(['nightly', 'continuous']).optional()),
+    expect: 'nightly or continuous',
+    echo: true,
+  },
+  REFRESH_BUDGET_PER_SEC: {
     schema: z.preprocess(
       blankToUndefined,
       z
         .string()
-        .regex(/^(0(\.\d+)?|1(\.0+)?|\.\d+)$/)
+        .regex(/^\d{1,6}(\.\d{1,6})?$/)
         .transform(Number)
+        .pipe(z.number().positive().max(100_000))
         .optional(),
     ),
-    expect: 'a ratio from 0 to 1, such as 0.2',
+    expect: 'requests per second above 0, such as 80 or 0.5',
+    echo: true,
+  },
+  REFRESH_MAX_AGE: {
+    schema: text.refine((v) => v === undefined || (durationMs(v) ?? 0) >= 1000),
+    expect: 'a duration of at least 1s, such as 90s, 15m, 36h or 7d',
+    echo: true,
+  },
+  REFRESH_AUDIT_SHARE: {
+    schema: RATIO,
+    expect: 'a ratio from 0 to 1, such as 0.02',
     echo: true,
   },
   SYNC_RUNS_RETENTION_DAYS: {
@@ -226,6 +269,21 @@ export function loadConfig(env: Env): Config {
       'ADMIN_READ_TOKEN',
     );
   }
+  const refreshMode = e.REFRESH_MODE ?? 'nightly';
+  const rateLimit = e.SYNC_RATE_LIMIT_PER_SEC ?? 0;
+  const refreshBudgetPerSec = e.REFRESH_BUDGET_PER_SEC ?? (rateLimit > 0 ? rateLimit * 0.8 : null);
+  if (refreshMode === 'continuous' && refreshBudgetPerSec === null) {
+    throw new ConfigError(
+      'REFRESH_BUDGET_PER_SEC must be set with REFRESH_MODE=continuous when SYNC_RATE_LIMIT_PER_SEC is 0: the continuous refresh spends a budget around the clock',
+      'REFRESH_BUDGET_PER_SEC',
+    );
+  }
+  if (rateLimit > 0 && refreshBudgetPerSec !== null && refreshBudgetPerSec > rateLimit) {
+    throw new ConfigError(
+      `REFRESH_BUDGET_PER_SEC must not exceed SYNC_RATE_LIMIT_PER_SEC ${rateLimit} (got ${refreshBudgetPerSec}): the refresh would take the ops lane's share`,
+      'REFRESH_BUDGET_PER_SEC',
+    );
+  }
   const baseUrl = e.CARDS_API_BASE_URL;
   const redisUrl = e.REDIS_URL ?? DEFAULT_REDIS_URL;
   const queuePrefix = e.QUEUE_PREFIX ?? 'bull';
@@ -250,6 +308,10 @@ export function loadConfig(env: Env): Config {
     refreshCron: e.REFRESH_CRON?.split(/\s+/).join(' ') ?? '0 2 * * *',
     refreshTz: e.REFRESH_TZ ?? 'UTC',
     refreshMaxWipeRatio: e.REFRESH_MAX_WIPE_RATIO ?? 0.2,
+    refreshMode,
+    refreshBudgetPerSec,
+    refreshMaxAgeMs: e.REFRESH_MAX_AGE !== undefined ? durationMs(e.REFRESH_MAX_AGE)! : 7 * 86_400_000,
+    refreshAuditShare: e.REFRESH_AUDIT_SHARE ?? 0.02,
     syncRunsRetentionDays: e.SYNC_RUNS_RETENTION_DAYS ?? 90,
     queuePrefix,
     adminHost: e.ADMIN_HOST ?? '127.0.0.1',

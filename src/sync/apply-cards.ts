@@ -7,6 +7,12 @@ import { forgetDigestsOfTakenCards, recountActiveCards } from '../../db/ops/dige
 import { sentTogether } from '../../db/ops/pipeline.js';
 import type { SyncStatus, SyncTrigger } from '../../db/schema.js';
 import type { SavedCard } from '../cards.js';
+import {
+  afterSuccess,
+  defaultPolicy,
+  type PolicyParams,
+  type SubscriberSchedule,
+} from '../freshness/index.js';
 import type { CardTokens } from '../tokens/card-tokens.js';
 import {
   indexStored,
@@ -18,7 +24,7 @@ import {
   toWrite,
 } from './batch-plan.js';
 import { answerDigest } from './digest.js';
-import { emptyCounts, type SyncCounts } from './reconcile.js';
+import { emptyCounts, type ReconcilePlan, type SyncCounts } from './reconcile.js';
 
 /** The `sync_runs` columns known before the answer is written. */
 export interface RunBase {
@@ -61,6 +67,18 @@ export class CommittedUnreadError extends Error {
   }
 }
 
+const DEFAULT_POLICY = defaultPolicy();
+const NEVER_SYNCED: SubscriberSchedule = { lastSuccessAt: null, observations: null, ratePerDay: null };
+
+/** Whether an answer differed from the stored copy: a card added, changed, restored or dropped. */
+function answerChanged(plan: ReconcilePlan, removals: readonly CardOwner[], subscriberId: number): boolean {
+  return (
+    plan.inserts.length > 0 ||
+    plan.updates.length > 0 ||
+    removals.some((r) => r.subscriberId === subscriberId)
+  );
+}
+
 /** The advisory-lock key of an answer: its subscriber, or the e-mail when nobody is known. */
 export function lockKey(item: CardsToApply): number | string {
   return item.subscriberId ?? `email:${item.email?.toLowerCase() ?? ''}`;
@@ -84,6 +102,7 @@ export async function applyCardsBatch(
   db: Db,
   tokens: CardTokens,
   items: readonly CardsToApply[],
+  policy: () => PolicyParams = () => DEFAULT_POLICY,
 ): Promise<AppliedCards[]> {
   const client = await db.$client.connect();
   let broken: Error | undefined;
@@ -149,6 +168,13 @@ export async function applyCardsBatch(
         subscriberId: p.item.subscriberId!,
         activeCards: p.item.cards.length - p.claims.length,
         digest: p.unchanged ? null : p.claims.length > 0 ? '' : p.digest,
+        // The refresh learns from every success whether the stored copy still matched upstream.
+        schedule: afterSuccess(
+          read.schedules.get(p.item.subscriberId!) ?? NEVER_SYNCED,
+          !p.unchanged && answerChanged(p.plan!, removals, p.item.subscriberId!),
+          now.getTime(),
+          policy(),
+        ),
       })),
     };
     const emailOwners = writing.flatMap((p) =>

@@ -1,5 +1,6 @@
 import type { Db } from '../../db/client.js';
 import { isConnectionError, rootCause } from '../../db/errors.js';
+import type { PolicyParams } from '../freshness/index.js';
 import type { CardTokens } from '../tokens/card-tokens.js';
 import {
   type AppliedCards,
@@ -32,6 +33,8 @@ export interface GroupCommitOptions {
    * whether it failed as a whole and its answers were then written one by one.
    */
   onBatch?: (size: number, durationMs: number, fellBack: boolean) => void;
+  /** The refresh's current plan, which every success schedules its subscriber's next sync by. */
+  policy?: () => PolicyParams;
 }
 
 interface Pending {
@@ -99,6 +102,7 @@ export function createGroupCommitter(
         db,
         tokens,
         batch.map((p) => p.item),
+        options.policy,
       );
     } catch (error) {
       // A lost connection fails every answer alike; a committed batch must not be written again.
@@ -112,7 +116,7 @@ export function createGroupCommitter(
       }
       // Find the bad one: each answer alone, so the others still land.
       for (const p of batch) {
-        await applyCardsBatch(db, tokens, [p.item]).then((r) => p.resolve(r[0]!), p.reject);
+        await applyCardsBatch(db, tokens, [p.item], options.policy).then((r) => p.resolve(r[0]!), p.reject);
       }
       options.onBatch?.(batch.length, performance.now() - started, true);
       return;

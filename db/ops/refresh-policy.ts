@@ -1,0 +1,118 @@
+import type pg from 'pg';
+import { defaultPolicy, MS_PER_DAY, type PolicyParams, PRIOR_WEIGHT } from '../../src/freshness/index.js';
+
+// `refresh_policy`: the one row of the refresh's shared plan.
+
+export interface StoredPolicy {
+  mode: string;
+  thresholdDays: number | null;
+  priorRatePerDay: number;
+  maxAgeSeconds: number;
+  budgetPerSec: number | null;
+  auditShare: number;
+  subscribers: number;
+  keepsMaxAge: boolean;
+  maxAgeNeedsPerSec: number;
+  computedAt: Date;
+}
+
+export async function readPolicy(pool: pg.Pool): Promise<StoredPolicy | undefined> {
+  const { rows } = await pool.query<{
+    mode: string;
+    threshold_days: number | null;
+    prior_rate_per_day: number;
+    max_age_seconds: number;
+    budget_per_sec: number | null;
+    audit_share: number;
+    subscribers: number;
+    keeps_max_age: boolean;
+    max_age_needs_per_sec: number;
+    computed_at: Date;
+  }>('select * from refresh_policy where id = 1');
+  const r = rows[0];
+  if (!r) return undefined;
+  return {
+    mode: r.mode,
+    thresholdDays: r.threshold_days,
+    priorRatePerDay: r.prior_rate_per_day,
+    maxAgeSeconds: r.max_age_seconds,
+    budgetPerSec: r.budget_per_sec,
+    auditShare: r.audit_share,
+    subscribers: r.subscribers,
+    keepsMaxAge: r.keeps_max_age,
+    maxAgeNeedsPerSec: r.max_age_needs_per_sec,
+    computedAt: r.computed_at,
+  };
+}
+
+export async function savePolicy(pool: pg.Pool, p: Omit<StoredPolicy, 'computedAt'>): Promise<void> {
+  await pool.query(
+    `insert into refresh_policy (id, mode, threshold_days, prior_rate_per_day, max_age_seconds, budget_per_sec,
+        audit_share, subscribers, keeps_max_age, max_age_needs_per_sec, computed_at)
+      values (1, $1, $2, $3, $4, $5, $6, $7, $8, $9, now())
+      on conflict (id) do update set mode = excluded.mode, threshold_days = excluded.threshold_days,
+        prior_rate_per_day = excluded.prior_rate_per_day, max_age_seconds = excluded.max_age_seconds,
+        budget_per_sec = excluded.budget_per_sec, audit_share = excluded.audit_share,
+        subscribers = excluded.subscribers, keeps_max_age = excluded.keeps_max_age,
+        max_age_needs_per_sec = excluded.max_age_needs_per_sec, computed_at = excluded.computed_at`,
+    [
+      p.mode,
+      p.thresholdDays,
+      p.priorRatePerDay,
+      p.maxAgeSeconds,
+      p.budgetPerSec,
+      p.auditShare,
+      p.subscribers,
+      p.keepsMaxAge,
+      p.maxAgeNeedsPerSec,
+    ],
+  );
+}
+
+/** The parameters a stored plan gives the scheduling code, under this process's max age. */
+export function policyParams(stored: StoredPolicy | undefined, maxAgeMs: number): PolicyParams {
+  const maxAgeDays = maxAgeMs / MS_PER_DAY;
+  if (!stored) return defaultPolicy(maxAgeDays);
+  return {
+    thresholdDays: stored.thresholdDays ?? Number.POSITIVE_INFINITY,
+    maxAgeDays,
+    minIntervalDays: 0,
+    prior: { ratePerDay: stored.priorRatePerDay, weight: PRIOR_WEIGHT },
+  };
+}
+
+/**
+ * The plan as every worker reads it: fetched at once, then again every `ttlMs` in the background,
+ * so a sync never waits for it. A failed read keeps the last plan. By default every 30 s, or a
+ * twentieth of the max age when that is shorter (a max age of seconds, in the tests).
+ */
+export function policyCache(
+  pool: pg.Pool,
+  maxAgeMs: number,
+  ttlMs = Math.max(200, Math.min(30_000, maxAgeMs / 20)),
+) {
+  let current = policyParams(undefined, maxAgeMs);
+  let fetchedAt = 0;
+  let pending: Promise<void> | undefined;
+  const refresh = () => {
+    pending ??= readPolicy(pool)
+      .then((stored) => {
+        current = policyParams(stored, maxAgeMs);
+        fetchedAt = Date.now();
+      })
+      .catch(() => {})
+      .finally(() => {
+        pending = undefined;
+      });
+    return pending;
+  };
+  return {
+    async load() {
+      await refresh();
+    },
+    get(): PolicyParams {
+      if (Date.now() - fetchedAt > ttlMs) void refresh();
+      return current;
+    },
+  };
+}
