@@ -27,6 +27,12 @@ export interface Metrics {
   workers: Gauge;
   cardConflicts: Gauge;
   bulkLanePaused: Gauge;
+  estimatedStaleRatio: Gauge;
+  auditStaleRatio: Gauge;
+  auditStaleRatioLow: Gauge;
+  auditStaleRatioHigh: Gauge;
+  auditSamples: Gauge;
+  pastMaxAge: Gauge;
 }
 
 /** A subscriber counts as stale (`cards_sync_stale_subscribers`) with no successful sync for this long. */
@@ -146,6 +152,36 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
     cardConflicts: new Gauge({
       name: 'cards_sync_card_conflicts',
       help: 'Cards listed by two subscribers at once (card_conflicts still open): each stays with its holder, and its token is not handed out',
+      registers: [registry],
+    }),
+    estimatedStaleRatio: new Gauge({
+      name: 'cards_sync_estimated_stale_ratio',
+      help: "The freshness model's expected share of subscribers whose stored cards differ from upstream now",
+      registers: [registry],
+    }),
+    auditStaleRatio: new Gauge({
+      name: 'cards_sync_audit_stale_ratio',
+      help: 'Share found changed among the audit: uniform random re-syncs of the last REFRESH_MAX_AGE (NaN with no sample)',
+      registers: [registry],
+    }),
+    auditStaleRatioLow: new Gauge({
+      name: 'cards_sync_audit_stale_ratio_low',
+      help: "Lower end of the audit's 95% interval (Wilson; NaN with no sample)",
+      registers: [registry],
+    }),
+    auditStaleRatioHigh: new Gauge({
+      name: 'cards_sync_audit_stale_ratio_high',
+      help: "Upper end of the audit's 95% interval (Wilson; NaN with no sample)",
+      registers: [registry],
+    }),
+    auditSamples: new Gauge({
+      name: 'cards_sync_audit_samples',
+      help: 'Audit re-syncs (trigger audit, succeeded) of the last REFRESH_MAX_AGE',
+      registers: [registry],
+    }),
+    pastMaxAge: new Gauge({
+      name: 'cards_sync_subscribers_past_max_age',
+      help: 'Subscribers whose last successful sync is older than REFRESH_MAX_AGE',
       registers: [registry],
     }),
     refreshOverrun: new Gauge({

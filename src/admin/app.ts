@@ -6,6 +6,7 @@ import { bodyLimit } from 'hono/body-limit';
 import type { Db } from '../../db/client.js';
 import { freshnessBuckets } from '../../db/ops/admin.js';
 import { recentAdminActions } from '../../db/ops/admin-actions.js';
+import { readFreshness } from '../../db/ops/freshness.js';
 import { lastRefreshRun } from '../../db/ops/refresh-runs.js';
 import { readDataStatus } from '../../db/ops/status.js';
 import type { createSyncQueue } from '../../jobs/queue.js';
@@ -103,18 +104,20 @@ export function createAdminApp(deps: AdminDeps) {
   registerApiRoutes(app, deps);
 
   app.get('/admin', guard, async (c) => {
-    const [queue, data, freshness, lastRefresh, actions] = await Promise.all([
+    const [queue, data, freshness, lastRefresh, actions, model] = await Promise.all([
       queueStatusOf(deps.syncQueue, deps.redis, deps.prefix),
       readDataStatus(deps.db),
       freshnessBuckets(deps.db),
       lastRefreshRun(deps.db),
       recentAdminActions(deps.db, RECENT_ACTIONS),
+      readFreshness(deps.db.$client, 7 * 86_400_000),
     ]);
     return c.html(
       renderOverview({
         queue,
         data,
         freshness,
+        model,
         lastRefresh: lastRefresh ?? null,
         recentActions: actions,
         csrf: formToken(c.get('role'), deps.adminToken),

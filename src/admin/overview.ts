@@ -1,5 +1,6 @@
 import type { FreshnessBuckets } from '../../db/ops/admin.js';
 import type { AdminActionRow } from '../../db/ops/admin-actions.js';
+import { auditDisagrees, type Freshness } from '../../db/ops/freshness.js';
 import type { RefreshRun } from '../../db/ops/refresh-runs.js';
 import type { DataStatus } from '../../db/ops/status.js';
 import { progressOf } from '../../jobs/refresh-plan.js';
@@ -144,6 +145,8 @@ export interface OverviewView {
   queue: QueueStatus;
   data: DataStatus;
   freshness: FreshnessBuckets;
+  /** The freshness model's estimate and the audit (DESIGN §6). */
+  model: Freshness;
   lastRefresh: RefreshRun | null;
   /** The newest operator actions (admin_actions), newest first. */
   recentActions: readonly AdminActionRow[];
@@ -160,6 +163,28 @@ function conflictsBlock(c: { open: number; oldestOpenedAt: string | null }): str
     `<p class="alert" id="conflicts"><b>${c.open}</b> card${c.open === 1 ? '' : 's'} listed by two subscribers at once ` +
     `(oldest since ${time(c.oldestOpenedAt)}): each stays with its holder and its token is refused ` +
     '(<code>card_conflicts</code>).</p>'
+  );
+}
+
+const pct = (x: number | null) => (x === null ? '—' : `${(x * 100).toFixed(2)}%`);
+
+/** How stale the copy is: the model's estimate, and the audit that checks it. */
+function modelBlock(f: Freshness): string {
+  const audit =
+    f.audit.samples > 0
+      ? `the audit found <b id="audit-stale">${pct(f.audit.staleRatio)}</b> changed (95%: ${pct(f.audit.low)} – ${pct(f.audit.high)}) among ${f.audit.samples} random re-syncs`
+      : 'the audit has no sample yet';
+  const warnings = [
+    auditDisagrees(f)
+      ? '<p class="alert" id="model-disagrees">The audit excludes the estimate: the change-rate model is wrong for these wallets.</p>'
+      : '',
+    f.keepsMaxAge === false
+      ? '<p class="alert" id="max-age-unkept">The refresh budget cannot sync every subscriber once per REFRESH_MAX_AGE.</p>'
+      : '',
+  ].join('');
+  return (
+    `<p id="stale-estimate">Estimated stale now: <b>${pct(f.estimatedStaleRatio)}</b> of subscribers (${esc(f.mode ?? 'no refresh plan yet')}); ${audit}. ` +
+    `${f.pastMaxAge} past the max age of ${Math.round(f.maxAgeSeconds / 3600)} h.</p>${warnings}`
   );
 }
 
@@ -202,6 +227,7 @@ ${controlForms(q, view.csrf)}
 <p>${d.subscribers} subscribers, ${d.activeCards} active cards. Time since each subscriber's last successful sync:</p>
 ${conflictsBlock(d.conflicts)}
 ${freshnessChart(view.freshness)}
+${modelBlock(view.model)}
 <h2>Refresh</h2>
 ${refreshBlock(view.lastRefresh)}
 <p>Next nightly run: ${q.nextNightlyRefresh ? time(q.nextNightlyRefresh) : 'not scheduled yet'}</p>

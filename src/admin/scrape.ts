@@ -1,5 +1,6 @@
 import { freshnessBuckets, lastRefreshCompletedAt } from '../../db/ops/admin.js';
 import { conflictSummary } from '../../db/ops/conflicts.js';
+import { readFreshness } from '../../db/ops/freshness.js';
 import type { RefreshRun } from '../../db/ops/refresh-runs.js';
 import { inProgressRun } from '../../db/ops/refresh-runs.js';
 import { bulkPauseKey } from '../../jobs/bulk-breaker.js';
@@ -18,18 +19,29 @@ export async function collectGauges(
 ): Promise<void> {
   const m: Metrics = deps.metrics;
   const prefix = deps.syncQueue.opts.prefix ?? 'bull';
-  const [counts, lastRefresh, current, fresh, paused, workers, conflicts, bulkPause] = await Promise.all([
-    deps.syncQueue
-      .getJobCounts('waiting', 'active', 'delayed', 'prioritized', 'completed', 'failed')
-      .catch(() => undefined),
-    lastRefreshCompletedAt(deps.db).catch(() => null),
-    inProgressRun(deps.db).catch(() => undefined),
-    freshnessBuckets(deps.db, STALE_AFTER_HOURS).catch(() => undefined),
-    deps.syncQueue.isPaused().catch(() => undefined),
-    deps.syncQueue.getWorkersCount().catch(() => undefined),
-    conflictSummary(deps.db).catch(() => undefined),
-    deps.redis.exists(bulkPauseKey(prefix)).catch(() => undefined),
-  ]);
+  const [counts, lastRefresh, current, fresh, paused, workers, conflicts, bulkPause, model] =
+    await Promise.all([
+      deps.syncQueue
+        .getJobCounts('waiting', 'active', 'delayed', 'prioritized', 'completed', 'failed')
+        .catch(() => undefined),
+      lastRefreshCompletedAt(deps.db).catch(() => null),
+      inProgressRun(deps.db).catch(() => undefined),
+      freshnessBuckets(deps.db, STALE_AFTER_HOURS).catch(() => undefined),
+      deps.syncQueue.isPaused().catch(() => undefined),
+      deps.syncQueue.getWorkersCount().catch(() => undefined),
+      conflictSummary(deps.db).catch(() => undefined),
+      deps.redis.exists(bulkPauseKey(prefix)).catch(() => undefined),
+      // REFRESH_MAX_AGE as the refresh's plan recorded it (7 days before there is one).
+      readFreshness(deps.db.$client, 7 * 86_400_000).catch(() => undefined),
+    ]);
+  if (model) {
+    m.estimatedStaleRatio.set(model.estimatedStaleRatio);
+    m.auditStaleRatio.set(model.audit.staleRatio ?? Number.NaN);
+    m.auditStaleRatioLow.set(model.audit.low ?? Number.NaN);
+    m.auditStaleRatioHigh.set(model.audit.high ?? Number.NaN);
+    m.auditSamples.set(model.audit.samples);
+    m.pastMaxAge.set(model.pastMaxAge);
+  }
   if (counts) for (const [state, n] of Object.entries(counts)) m.jobs.set({ state }, n);
   m.lastRefreshSuccess.set(lastRefresh ? lastRefresh.getTime() / 1000 : 0);
   setRefreshGauges(m, current);

@@ -1,6 +1,7 @@
 import { createDb } from '../../db/client.js';
 import { rootCause } from '../../db/errors.js';
 import { type AdminActionRow, recentAdminActions } from '../../db/ops/admin-actions.js';
+import { auditDisagrees, type Freshness, readFreshness } from '../../db/ops/freshness.js';
 import { lastRefreshRun, type RefreshRun } from '../../db/ops/refresh-runs.js';
 import { type DataStatus, readDataStatus } from '../../db/ops/status.js';
 import { heldCount, readBulkPause } from '../../jobs/bulk-breaker.js';
@@ -185,6 +186,35 @@ function formatStatus(
   return lines;
 }
 
+const pct = (x: number | null) => (x === null ? 'n/a' : `${(x * 100).toFixed(2)}%`);
+
+/** The freshness lines of `status`: the model's estimate, the audit, the max age. */
+export function formatFreshness(f: Freshness): string[] {
+  const lines = [
+    `freshness (${f.mode ?? 'no refresh plan yet'}): estimated stale ${pct(f.estimatedStaleRatio)} of subscribers` +
+      (f.audit.samples > 0
+        ? `; audit ${pct(f.audit.staleRatio)} found changed [95%: ${pct(f.audit.low)} – ${pct(f.audit.high)}] of ${f.audit.samples} random re-syncs`
+        : '; audit: no sample yet'),
+    `  max age ${formatDuration(f.maxAgeSeconds)}: ${f.pastMaxAge} subscribers past it, ${f.neverSynced} never synced${f.sampled ? ' (from a sample)' : ''}`,
+  ];
+  if (auditDisagrees(f))
+    lines.push(
+      '  MODEL DISAGREES: the audit\'s interval excludes the estimate; the change-rate model is wrong for this population (see the README, "Freshness")',
+    );
+  if (f.keepsMaxAge === false)
+    lines.push(
+      '  CANNOT KEEP MAX AGE: the refresh budget cannot sync every subscriber once per REFRESH_MAX_AGE; raise REFRESH_BUDGET_PER_SEC or lengthen REFRESH_MAX_AGE',
+    );
+  return lines;
+}
+
+function formatDuration(seconds: number): string {
+  if (seconds % 86_400 === 0) return `${seconds / 86_400}d`;
+  if (seconds % 3600 === 0) return `${seconds / 3600}h`;
+  if (seconds % 60 === 0) return `${seconds / 60}m`;
+  return `${seconds}s`;
+}
+
 /** Operator actions `status` lists. */
 export const STATUS_ACTIONS = 5;
 
@@ -205,9 +235,11 @@ export async function cmdStatus(config: Config, io: Io, opts: { json: boolean })
   const queue = await readQueueStatus(config);
   let data: (DataStatus & { lastRefresh: RefreshRun | null }) | { error: string };
   let actions: RecentActions | undefined;
+  let freshness: Freshness | null = null;
   const handle = createDb(config.databaseUrl, { max: 1, timeoutMs: config.databaseTimeoutMs });
   try {
     data = { ...(await readDataStatus(handle.db)), lastRefresh: (await lastRefreshRun(handle.db)) ?? null };
+    freshness = await readFreshness(handle.pool, config.refreshMaxAgeMs);
     actions = await recentAdminActions(handle.db, STATUS_ACTIONS).catch((error: unknown) => ({
       error: describeDbError(error, config.databaseUrl) ?? rootCause(error).message,
     }));
@@ -225,9 +257,10 @@ export async function cmdStatus(config: Config, io: Io, opts: { json: boolean })
         ? null
         : progressOf(data.lastRefresh);
     const recentActions = actions === undefined || 'error' in actions ? null : actions.map(actionJson);
-    io.out(JSON.stringify({ queue, data, refreshProgress: refresh, recentActions }));
+    io.out(JSON.stringify({ queue, data, freshness, refreshProgress: refresh, recentActions }));
   } else {
     for (const line of formatStatus(queue, data)) io.out(line);
+    if (freshness) for (const line of formatFreshness(freshness)) io.out(line);
     if (actions !== undefined) for (const line of formatActions(actions)) io.out(line);
   }
   return 'error' in data ? 1 : 0;
