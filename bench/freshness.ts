@@ -8,7 +8,7 @@ const { values } = parseFlags({
   options: {
     subscribers: { type: 'string', default: '20000' },
     days: { type: 'string', default: '30' },
-    warmup: { type: 'string', default: '7' },
+    warmup: { type: 'string', default: '14' },
     'budget-share': { type: 'string', default: '0.25' },
     'max-age': { type: 'string', default: '7' },
     'audit-share': { type: 'string', default: '0.02' },
@@ -18,10 +18,10 @@ const { values } = parseFlags({
 
 /** The population: most wallets never change in a month; a few change daily. */
 export const POPULATION: RateClass[] = [
-  { label: 'never', share: 0.6, ratePerDay: 0 },
-  { label: 'yearly', share: 0.2, ratePerDay: 1 / 365 },
-  { label: 'monthly', share: 0.12, ratePerDay: 1 / 30 },
-  { label: 'weekly', share: 0.05, ratePerDay: 1 / 7 },
+  { label: 'never', share: 0.7, ratePerDay: 0 },
+  { label: 'yearly', share: 0.15, ratePerDay: 1 / 365 },
+  { label: 'monthly', share: 0.08, ratePerDay: 1 / 30 },
+  { label: 'weekly', share: 0.04, ratePerDay: 1 / 7 },
   { label: 'every 2 days', share: 0.02, ratePerDay: 1 / 2 },
   { label: 'daily', share: 0.01, ratePerDay: 1 },
 ];

@@ -1,0 +1,57 @@
+import pg from 'pg';
+import { runMigrations } from '../db/migrate.js';
+import { claimDue } from '../db/ops/refresh-schedule.js';
+import { defaultPolicy } from '../src/freshness/index.js';
+import { parseFlags } from './harness.js';
+
+// Choosing the next 1,000 due subscribers out of 10,000,000: the claim reads the
+// subscribers_next_refresh_idx index, never the table.   npm run bench:freshness-index
+const { values } = parseFlags({
+  options: {
+    subscribers: { type: 'string', default: '10000000' },
+    'database-url': {
+      type: 'string',
+      default: 'postgres://postgres:postgres@127.0.0.1:5432/cards_sync_bench_freshness',
+    },
+  },
+});
+const n = Number(values.subscribers);
+const url = values['database-url']!;
+
+async function main() {
+  const admin = new pg.Client({ connectionString: url.replace(/\/[^/]+$/, '/postgres') });
+  await admin.connect();
+  await admin.query(`drop database if exists "${new URL(url).pathname.slice(1)}" with (force)`);
+  await admin.end();
+  await runMigrations(url);
+  const pool = new pg.Pool({ connectionString: url, max: 2 });
+  const t0 = performance.now();
+  await pool.query(
+    `insert into subscribers (subscriber_id, last_success_at, change_rate_per_day, next_refresh_at)
+      select g, now() - (g % 604800) * interval '1 second', 0.01 + (g % 97) / 100.0,
+        now() + ((g::bigint * 7919) % 604800) * interval '1 second'
+      from generate_series(1, $1::int) g`,
+    [n],
+  );
+  await pool.query('vacuum analyze subscribers');
+  console.log(`seeded ${n} subscribers in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+  const plan = await pool.query(
+    `explain (analyze, buffers) select subscriber_id from subscribers
+      order by next_refresh_at asc nulls first, subscriber_id limit 1000 for update skip locked`,
+  );
+  console.log(plan.rows.map((r) => r['QUERY PLAN']).join('\n'));
+  const times: number[] = [];
+  for (let i = 0; i < 20; i++) {
+    const started = performance.now();
+    const ids = await claimDue(pool, 1000, defaultPolicy());
+    times.push(performance.now() - started);
+    if (ids.length !== 1000) throw new Error(`claimed ${ids.length}`);
+  }
+  times.sort((a, b) => a - b);
+  console.log(
+    `claimDue(1000) at ${n} subscribers, 20 claims (select + move of their due times, one transaction): ` +
+      `median ${times[10]!.toFixed(1)} ms, max ${times[19]!.toFixed(1)} ms`,
+  );
+  await pool.end();
+}
+await main();
