@@ -313,6 +313,8 @@ export const refreshPolicy = pgTable(
     /** The benefit threshold μ in days (src/freshness/schedule.ts); null: everyone at the max age. */
     thresholdDays: doublePrecision('threshold_days'),
     priorRatePerDay: doublePrecision('prior_rate_per_day').notNull(),
+    /** The population's mixture of rates (src/freshness/mixture.ts); null until enough are observed. */
+    priorMixture: jsonb('prior_mixture').$type<{ ratesPerDay: number[]; weights: number[] }>(),
     maxAgeSeconds: integer('max_age_seconds').notNull(),
     budgetPerSec: doublePrecision('budget_per_sec'),
     auditShare: doublePrecision('audit_share').notNull(),

@@ -24,7 +24,7 @@ export interface ContinuousOptions {
   windowMs?: number;
   /** How often the budget is handed out. Default 1000 ms. */
   tickMs?: number;
-  /** How often the shared plan is made again. Default 10 min. */
+  /** How often the shared plan is made again. Default 10 min, or a fifth of the max age if shorter. */
   replanMs?: number;
 }
 
@@ -50,7 +50,8 @@ export async function continuousFanout(
   const pool = deps.db.$client;
   const windowMs = o.windowMs ?? 3_600_000;
   const tickMs = o.tickMs ?? 1000;
-  const replanMs = o.replanMs ?? 600_000;
+  // The estimates move at the pace of the max age: a plan older than a fifth of it lags the learning.
+  const replanMs = o.replanMs ?? Math.min(600_000, Math.max(10_000, o.maxAgeMs / 5));
   // A few seconds of budget waiting in Redis at most: a claim's due time is stamped when it is
   // made, so a long queue would stamp it long before the sync.
   const most = Math.max(10, Math.ceil(o.budgetPerSec * 5));

@@ -1,7 +1,14 @@
 import type pg from 'pg';
 import { type StoredPolicy, savePolicy } from '../db/ops/refresh-policy.js';
 import { planSample } from '../db/ops/refresh-schedule.js';
-import { groupRates, MS_PER_DAY, PLANNED_SHARE, pooledRate, solveThreshold } from '../src/freshness/index.js';
+import {
+  fitMixture,
+  groupRates,
+  MS_PER_DAY,
+  PLANNED_SHARE,
+  pooledRate,
+  solveThreshold,
+} from '../src/freshness/index.js';
 import type { Logger } from '../src/logger.js';
 
 /** The refresh settings a plan is made for. */
@@ -47,6 +54,7 @@ export async function replan(
     mode: settings.mode,
     thresholdDays: Number.isFinite(threshold.thresholdDays) ? threshold.thresholdDays : null,
     priorRatePerDay: prior,
+    priorMixture: fitMixture(sample.observations, prior),
     maxAgeSeconds: Math.round(settings.maxAgeMs / 1000),
     budgetPerSec: settings.budgetPerSec,
     auditShare: settings.auditShare,

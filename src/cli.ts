@@ -7,6 +7,7 @@ import type { MockApiCliOptions } from './commands/mock-api.js';
 import { registerTokenCommands } from './commands/register-tokens.js';
 import { loadConfig } from './config/index.js';
 import { CliError, ConfigError } from './errors.js';
+import { parseChanges } from './mock-api/changes.js';
 import { parseFaults } from './mock-api/server.js';
 import { parseEmail, parseSubscriberId, TargetError } from './targets.js';
 
@@ -111,6 +112,17 @@ export function buildProgram(io: Io, state: { exitCode: number }): Command {
       (raw: string) => {
         try {
           return parseFaults(raw);
+        } catch (error) {
+          throw new InvalidArgumentError((error as Error).message);
+        }
+      },
+    )
+    .option(
+      '--changes <spec>',
+      'wallets change over time: share:rate pairs, 0.7:0,0.2:1/h,0.08:12/h,0.02:1/m (the rest never change)',
+      (raw: string) => {
+        try {
+          return parseChanges(raw);
         } catch (error) {
           throw new InvalidArgumentError((error as Error).message);
         }

@@ -13,12 +13,15 @@ import {
   defaultPolicy,
   estimatedStaleShare,
   estimateRate,
+  fitMixture,
   groupRates,
   intervalDays,
+  isMixture,
   MS_PER_DAY,
   observation,
   type PolicyParams,
   pooledRate,
+  posteriorMeanRate,
   solveThreshold,
   splitForAudit,
   staleProbability,
@@ -83,6 +86,36 @@ describe('the change-rate estimate', () => {
     expect(pooledRate(samples, 1)).toBeLessThan(0.26);
     expect(pooledRate([], 0.5)).toBe(0.5);
   });
+
+  it('fits a mixture to a heavy-tailed population and reads a busy wallet as busy, a quiet one as quiet', () => {
+    // 70% never change, 30% change 5 times a day; each watched every 0.5 day, 8 times.
+    const samples = Array.from({ length: 400 }, (_, i) => watch(i % 10 < 7 ? 0 : 5, 0.5, 8, (i + 1) * 7919));
+    const pooled = pooledRate(samples, 1);
+    const mixture = fitMixture(samples, pooled)!;
+    expect(mixture.weights.reduce((a, b) => a + b, 0)).toBeCloseTo(1, 9);
+    const mass = (lo: number, hi: number) =>
+      mixture.ratesPerDay.reduce((sum, r, j) => sum + (r >= lo && r < hi ? mixture.weights[j]! : 0), 0);
+    expect(mass(0, 0.05)).toBeGreaterThan(0.6);
+    expect(mass(1.5, 50)).toBeGreaterThan(0.25);
+    const allChanged = [0.5, 0.5, 0.5, 0.5].map((t) => observation(t, true));
+    const quiet = [observation(4, false)];
+    const withMixture = { ...prior, ratePerDay: pooled, mixture };
+    // Its true rate is 5: the mixture's estimate is nearer than the single prior's.
+    const busy = estimateRate(allChanged, withMixture);
+    const single = estimateRate(allChanged, { ratePerDay: pooled, weight: prior.weight });
+    expect(busy).toBeGreaterThan(3);
+    expect(Math.abs(busy - 5)).toBeLessThan(Math.abs(single - 5));
+    expect(estimateRate(quiet, withMixture)).toBeLessThan(0.05);
+    // With no observation: the population's mean rate.
+    const mean = mixture.ratesPerDay.reduce((sum, r, j) => sum + r * mixture.weights[j]!, 0);
+    expect(posteriorMeanRate(null, mixture)).toBeCloseTo(mean, 9);
+    // Too few subscribers observed: no mixture, and the single rate serves.
+    expect(fitMixture(samples.slice(0, 10), pooled)).toBeNull();
+    expect(isMixture(mixture)).toBe(true);
+    expect(isMixture({ ratesPerDay: [1, -1], weights: [0.5, 0.5] })).toBe(false);
+    expect(isMixture({ ratesPerDay: [1], weights: [0.5, 0.5] })).toBe(false);
+    expect(isMixture('[]')).toBe(false);
+  });
 });
 
 describe('the schedule', () => {
@@ -128,13 +161,19 @@ describe('the schedule', () => {
       params(0.3),
     );
     expect(claim - now).toBeCloseTo((7 / 8) * MS_PER_DAY, -3);
-    // 32 observations at most.
+    // Quiet intervals in a row are one observation (the same likelihood); 32 observations at most.
     let s = { lastSuccessAt: 0, observations: [] as number[], ratePerDay: null as number | null };
-    for (let i = 1; i <= 40; i++) {
+    for (let i = 1; i <= 6; i++) {
+      const u = afterSuccess(s, i % 3 === 0, i * MS_PER_DAY, defaultPolicy());
+      s = { lastSuccessAt: i * MS_PER_DAY, observations: u.observations!, ratePerDay: u.ratePerDay };
+    }
+    expect(s.observations).toEqual([2, -1, 2, -1]);
+    for (let i = 7; i <= 60; i++) {
       const u = afterSuccess(s, i % 3 === 0, i * MS_PER_DAY, defaultPolicy());
       s = { lastSuccessAt: i * MS_PER_DAY, observations: u.observations!, ratePerDay: u.ratePerDay };
     }
     expect(s.observations).toHaveLength(32);
+    expect(s.observations.slice(-2)).toEqual([2, -1]);
   });
 
   it('the budget: a token bucket that never bursts past its window, and an audit share that adds up', () => {
@@ -227,6 +266,7 @@ describe('the freshness figures', () => {
       mode: 'continuous',
       thresholdDays: 0.5,
       priorRatePerDay: 0.2,
+      priorMixture: null,
       maxAgeSeconds: 86_400,
       budgetPerSec: 1,
       auditShare: 0.02,

@@ -97,6 +97,7 @@ const DESIGN_COLUMNS: Record<string, string[]> = {
     'mode',
     'threshold_days',
     'prior_rate_per_day',
+    'prior_mixture',
     'max_age_seconds',
     'budget_per_sec',
     'audit_share',

@@ -3,6 +3,7 @@ import {
   afterSuccess,
   allowance,
   estimatedStaleShare,
+  fitMixture,
   groupRates,
   intervalDays,
   MS_PER_DAY,
@@ -42,7 +43,13 @@ export interface SimOptions {
   seed: number;
   /** Simulated seconds between two ticks of the scheduler. Default 60. */
   tickSeconds?: number;
+  /** Simulated seconds between two plans (production: 10 min, or a fifth of the max age). Default 3600. */
+  replanSeconds?: number;
+  /** Simulated seconds between two snapshots of the estimate and the truth. Default 3600. */
+  snapshotSeconds?: number;
   priorWeight?: number;
+  /** false: the single-rate prior only (the estimator before the mixture), for comparison. */
+  mixture?: boolean;
 }
 
 export type PolicyName = 'nightly-id-order' | 'round-robin' | 'continuous' | 'oracle' | 'nightly-by-estimate';
@@ -197,7 +204,12 @@ export function simulate(policy: PolicyName, o: SimOptions): SimResult {
     // As production does: the prior from a sample of observations, the threshold from the rates.
     const sample: (Observation[] | null)[] = [];
     for (let k = 0; k < Math.min(n, 20_000); k++) sample.push(observations[Math.floor(random() * n)]!);
-    const prior = { ratePerDay: pooledRate(sample, 1 / o.maxAgeDays), weight: o.priorWeight ?? PRIOR_WEIGHT };
+    const pooled = pooledRate(sample, 1 / o.maxAgeDays);
+    const prior = {
+      ratePerDay: pooled,
+      weight: o.priorWeight ?? PRIOR_WEIGHT,
+      mixture: o.mixture === false ? null : fitMixture(sample, pooled),
+    };
     const rates = rate.map((r) => r ?? prior.ratePerDay);
     const t = solveThreshold(groupRates(rates), o.budgetPerDay * budgetShare * PLANNED_SHARE, base);
     params = { ...base, thresholdDays: t.thresholdDays, prior };
@@ -249,7 +261,7 @@ export function simulate(policy: PolicyName, o: SimOptions): SimResult {
   for (let now = 0; now < endMs; now += tickMs) {
     if (now >= nextReplan) {
       replan();
-      nextReplan = now + 3_600_000;
+      nextReplan = now + (o.replanSeconds ?? 3600) * 1000;
     }
     const a = allowance(markedAt, now, perSecond, 2 + tickMs / 1000);
     markedAt = a.markedAt;
@@ -295,7 +307,7 @@ export function simulate(policy: PolicyName, o: SimOptions): SimResult {
       for (let k = 0; k < split.audit; k++) sync(Math.floor(random() * n), now, true);
     }
     if (now >= nextSnapshot) {
-      nextSnapshot = now + 3_600_000;
+      nextSnapshot = now + (o.snapshotSeconds ?? 3600) * 1000;
       let stale = 0;
       for (let id = 0; id < n; id++) {
         if (nextChange[id]! <= now) {

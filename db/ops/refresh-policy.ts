@@ -1,5 +1,12 @@
 import type pg from 'pg';
-import { defaultPolicy, MS_PER_DAY, type PolicyParams, PRIOR_WEIGHT } from '../../src/freshness/index.js';
+import {
+  defaultPolicy,
+  isMixture,
+  MS_PER_DAY,
+  type PolicyParams,
+  PRIOR_WEIGHT,
+  type RateMixture,
+} from '../../src/freshness/index.js';
 
 // `refresh_policy`: the one row of the refresh's shared plan.
 
@@ -7,6 +14,8 @@ export interface StoredPolicy {
   mode: string;
   thresholdDays: number | null;
   priorRatePerDay: number;
+  /** Null until enough subscribers are observed; the single rate serves until then. */
+  priorMixture: RateMixture | null;
   maxAgeSeconds: number;
   budgetPerSec: number | null;
   auditShare: number;
@@ -21,6 +30,7 @@ export async function readPolicy(pool: pg.Pool): Promise<StoredPolicy | undefine
     mode: string;
     threshold_days: number | null;
     prior_rate_per_day: number;
+    prior_mixture: unknown;
     max_age_seconds: number;
     budget_per_sec: number | null;
     audit_share: number;
@@ -35,6 +45,8 @@ export async function readPolicy(pool: pg.Pool): Promise<StoredPolicy | undefine
     mode: r.mode,
     thresholdDays: r.threshold_days,
     priorRatePerDay: r.prior_rate_per_day,
+    // Written by this code, but read defensively: a mixture that is not one is no mixture.
+    priorMixture: isMixture(r.prior_mixture) ? r.prior_mixture : null,
     maxAgeSeconds: r.max_age_seconds,
     budgetPerSec: r.budget_per_sec,
     auditShare: r.audit_share,
@@ -48,10 +60,11 @@ export async function readPolicy(pool: pg.Pool): Promise<StoredPolicy | undefine
 export async function savePolicy(pool: pg.Pool, p: Omit<StoredPolicy, 'computedAt'>): Promise<void> {
   await pool.query(
     `insert into refresh_policy (id, mode, threshold_days, prior_rate_per_day, max_age_seconds, budget_per_sec,
-        audit_share, subscribers, keeps_max_age, max_age_needs_per_sec, computed_at)
-      values (1, $1, $2, $3, $4, $5, $6, $7, $8, $9, now())
+        audit_share, subscribers, keeps_max_age, max_age_needs_per_sec, prior_mixture, computed_at)
+      values (1, $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, now())
       on conflict (id) do update set mode = excluded.mode, threshold_days = excluded.threshold_days,
-        prior_rate_per_day = excluded.prior_rate_per_day, max_age_seconds = excluded.max_age_seconds,
+        prior_rate_per_day = excluded.prior_rate_per_day, prior_mixture = excluded.prior_mixture,
+        max_age_seconds = excluded.max_age_seconds,
         budget_per_sec = excluded.budget_per_sec, audit_share = excluded.audit_share,
         subscribers = excluded.subscribers, keeps_max_age = excluded.keeps_max_age,
         max_age_needs_per_sec = excluded.max_age_needs_per_sec, computed_at = excluded.computed_at`,
@@ -65,6 +78,7 @@ export async function savePolicy(pool: pg.Pool, p: Omit<StoredPolicy, 'computedA
       p.subscribers,
       p.keepsMaxAge,
       p.maxAgeNeedsPerSec,
+      p.priorMixture === null ? null : JSON.stringify(p.priorMixture),
     ],
   );
 }
@@ -77,7 +91,7 @@ export function policyParams(stored: StoredPolicy | undefined, maxAgeMs: number)
     thresholdDays: stored.thresholdDays ?? Number.POSITIVE_INFINITY,
     maxAgeDays,
     minIntervalDays: 0,
-    prior: { ratePerDay: stored.priorRatePerDay, weight: PRIOR_WEIGHT },
+    prior: { ratePerDay: stored.priorRatePerDay, weight: PRIOR_WEIGHT, mixture: stored.priorMixture },
   };
 }
 

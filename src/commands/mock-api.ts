@@ -1,5 +1,6 @@
 import { loadConfig } from '../config/index.js';
 import { CliError } from '../errors.js';
+import type { ChangeClass } from '../mock-api/changes.js';
 import { createMockApi, type MockFaults } from '../mock-api/server.js';
 import { onShutdown } from '../shutdown.js';
 import type { Io } from './common.js';
@@ -14,6 +15,7 @@ export interface MockApiCliOptions {
   cardsPerSubscriber?: number;
   generation: number;
   faults?: MockFaults;
+  changes?: ChangeClass[];
 }
 
 export async function cmdMockApi(io: Io, options: MockApiCliOptions): Promise<number> {
@@ -27,6 +29,7 @@ export async function cmdMockApi(io: Io, options: MockApiCliOptions): Promise<nu
     ...(options.cardsPerSubscriber !== undefined ? { cardsPerSubscriber: options.cardsPerSubscriber } : {}),
     generation: options.generation,
     ...(options.faults ? { faults: options.faults } : {}),
+    ...(options.changes ? { changes: { classes: options.changes } } : {}),
   });
   try {
     await mock.start(options.port, options.host);
@@ -36,7 +39,11 @@ export async function cmdMockApi(io: Io, options: MockApiCliOptions): Promise<nu
       1,
     );
   }
-  io.out(`mock API listening on ${mock.url} (${apiKey ? 'checks the API key' : 'accepts any API key'})`);
+  const changing = options.changes?.filter((c) => c.perSecond > 0) ?? [];
+  io.out(
+    `mock API listening on ${mock.url} (${apiKey ? 'checks the API key' : 'accepts any API key'}` +
+      `${changing.length > 0 ? `; ${(changing.reduce((s, c) => s + c.share, 0) * 100).toFixed(1)}% of wallets change over time` : ''})`,
+  );
   return new Promise<number>(() => {
     onShutdown(async () => {
       await mock.stop();

@@ -9,6 +9,23 @@ export interface MockDataOptions {
   generation?: number;
 }
 
+/**
+ * The subscriber's wallet after `version` changes (`--changes`): each change moves every token and
+ * bank name on, and may add or remove cards (1 to 4 of them, unless the count is fixed).
+ */
+export function cardsAtVersion(
+  subscriberId: number,
+  version: number,
+  options: MockDataOptions = {},
+): SavedCard[] {
+  if (version === 0) return cardsFor(subscriberId, options);
+  const count = options.cardsPerSubscriber ?? 1 + (digest('count', subscriberId, version)[0]! % 4);
+  return cardsFor(subscriberId, {
+    cardsPerSubscriber: count,
+    generation: (options.generation ?? 0) + version * 1_000_003,
+  });
+}
+
 const BANKS = [
   { code: 100100000, name: 'AKBA', bin: '4761' },
   { code: 100200000, name: 'GARANTI', bin: '5400' },

@@ -2,7 +2,9 @@ import { once } from 'node:events';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { cardsFor, type MockDataOptions, subscriberIdForEmail } from './data.js';
+import type { SavedCard } from '../api/schema.js';
+import { type ChangeClass, walletChanges } from './changes.js';
+import { cardsAtVersion, type MockDataOptions, subscriberIdForEmail } from './data.js';
 
 /** A parsed lookup, handed to an override. */
 export type MockLookup = { kind: 'id'; subscriberId: number } | { kind: 'email'; email: string };
@@ -31,6 +33,10 @@ export interface MockApiOptions extends MockDataOptions {
   notFoundEvery?: number;
   /** Shares of requests, 0 to 1, that meet each fault (for the fault suite). Default none. */
   faults?: MockFaults;
+  /** Wallets change over wall time at these classes' rates (src/mock-api/changes.ts). Default none. */
+  changes?: { classes: readonly ChangeClass[]; seed?: number; startMs?: number; clock?: () => number };
+  /** Keep every request in `requests` (tests count calls). Default true; a long run turns it off. */
+  recordRequests?: boolean;
   /** Lets a test answer a lookup its own way; `undefined` falls through to the data set. */
   override?: (
     lookup: MockLookup,
@@ -81,6 +87,14 @@ export interface MockApi {
   url: string;
   /** Requests received, by path (for tests that count calls). */
   requests: { method: string; path: string; headers: IncomingMessage['headers']; at: number }[];
+  /** Lookups answered from the data set (counted whether or not `requests` records them). */
+  served: number;
+  /** What the sandbox holds for a subscriber right now: the truth a copy is compared with. */
+  truth(subscriberId: number): SavedCard[];
+  /** How many times the subscriber's wallet has changed so far (0 without `changes`). */
+  version(subscriberId: number): number;
+  /** The subscriber's true change rate, per second (0 without `changes`). */
+  changeRate(subscriberId: number): number;
   start(port?: number, host?: string): Promise<string>;
   stop(): Promise<void>;
 }
@@ -144,9 +158,17 @@ async function injectFault(res: ServerResponse, faults: MockFaults, cards: unkno
 /** The sandbox of the Saved Cards API: deterministic cards for any id or e-mail. */
 export function createMockApi(options: MockApiOptions = {}): MockApi {
   const requests: MockApi['requests'] = [];
+  const clock = options.changes?.clock ?? Date.now;
+  const changes = options.changes
+    ? walletChanges(options.changes.classes, options.changes.startMs ?? clock(), options.changes.seed)
+    : undefined;
+  const version = (subscriberId: number) => changes?.versionAt(subscriberId, clock()) ?? 0;
+  const truth = (subscriberId: number) => cardsAtVersion(subscriberId, version(subscriberId), options);
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const path = (req.url ?? '/').split('?')[0]!;
-    requests.push({ method: req.method ?? '', path, headers: req.headers, at: Date.now() });
+    if (options.recordRequests !== false) {
+      requests.push({ method: req.method ?? '', path, headers: req.headers, at: Date.now() });
+    }
     if (path === '/healthz') return send(res, 200, { ok: true });
     const match = ROUTE.exec(path);
     if (!match) return problem(res, 404, 'Not Found', 'no such route');
@@ -189,7 +211,8 @@ export function createMockApi(options: MockApiOptions = {}): MockApi {
     if (options.notFoundEvery && subscriberId % options.notFoundEvery === 0) {
       return problem(res, 404, 'Not Found', 'unknown subscriber');
     }
-    const cards = cardsFor(subscriberId, options);
+    const cards = truth(subscriberId);
+    api.served += 1;
     if (options.faults) return injectFault(res, options.faults, cards);
     send(res, 200, cards);
   }
@@ -206,6 +229,10 @@ export function createMockApi(options: MockApiOptions = {}): MockApi {
     server,
     url: '',
     requests,
+    served: 0,
+    truth,
+    version,
+    changeRate: (subscriberId) => changes?.rateOf(subscriberId) ?? 0,
     async start(port = 0, host = '127.0.0.1') {
       server.listen(port, host);
       await once(server, 'listening');
