@@ -1,0 +1,84 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { parseChanges, walletChanges } from '../src/mock-api/changes.js';
+import { cardsFor } from '../src/mock-api/data.js';
+import { createMockApi, type MockApi } from '../src/mock-api/server.js';
+import { runCli } from './queue-helpers.js';
+
+// `mock-api --changes`: the sandbox's wallets change over wall time at stated rates (issue 26's
+// end-to-end run compares the tables with this truth).
+
+describe('mock-api --changes', () => {
+  let mock: MockApi | undefined;
+  afterEach(async () => {
+    await mock?.stop();
+    mock = undefined;
+  });
+
+  it('reads share:rate pairs and refuses anything else with the rule', () => {
+    expect(parseChanges('0.7:0,0.2:1/h,0.08:12/h,0.02:1/m')).toEqual([
+      { share: 0.7, perSecond: 0 },
+      { share: 0.2, perSecond: 1 / 3600 },
+      { share: 0.08, perSecond: 12 / 3600 },
+      { share: 0.02, perSecond: 1 / 60 },
+    ]);
+    expect(parseChanges('0.5:2/d')).toEqual([{ share: 0.5, perSecond: 2 / 86_400 }]);
+    for (const bad of ['', '0.5', '0.5:12/x', '1.5:1/h', 'a:1/h', '0.5:-1/h']) {
+      expect(() => parseChanges(bad)).toThrow(/--changes takes share:rate pairs/);
+    }
+    expect(() => parseChanges('0.6:1/h,0.6:0')).toThrow('--changes: the shares sum to 1.2, more than 1');
+  });
+
+  it('draws the same changes for the same seed and start, at the stated shares', () => {
+    const classes = parseChanges('0.2:60/m,0.3:0');
+    const a = walletChanges(classes, 0, 3);
+    const b = walletChanges(classes, 0, 3);
+    let busy = 0;
+    for (let id = 1; id <= 5000; id++) {
+      expect(a.versionAt(id, 60_000)).toBe(b.versionAt(id, 60_000));
+      if (a.rateOf(id) > 0) busy += 1;
+    }
+    expect(busy / 5000).toBeGreaterThan(0.17);
+    expect(busy / 5000).toBeLessThan(0.23);
+    // A busy wallet (60 changes a minute) has changed about 60 times in a minute; a quiet one never.
+    const busyId = [...Array(100).keys()].map((i) => i + 1).find((id) => a.rateOf(id) > 0)!;
+    const quietId = [...Array(100).keys()].map((i) => i + 1).find((id) => a.rateOf(id) === 0)!;
+    expect(a.versionAt(busyId, 60_000)).toBeGreaterThan(30);
+    expect(a.versionAt(busyId, 60_000)).toBeLessThan(100);
+    expect(a.versionAt(quietId, 3_600_000)).toBe(0);
+    // A different seed draws other changes.
+    const c = walletChanges(classes, 0, 4);
+    const differs = [...Array(200).keys()].some(
+      (i) => c.versionAt(i + 1, 60_000) !== a.versionAt(i + 1, 60_000),
+    );
+    expect(differs).toBe(true);
+  });
+
+  it('answers each lookup with the wallet as it stands at that moment, over HTTP', async () => {
+    let now = 1_000_000;
+    mock = createMockApi({
+      apiKey: 'k',
+      changes: { classes: parseChanges('1:1/s'), seed: 1, startMs: now, clock: () => now },
+    });
+    const url = await mock.start();
+    const get = async (id: number) =>
+      (
+        await fetch(`${url}/api/saved-cards/subscriber/${id}`, { headers: { authorization: 'Apikey k' } })
+      ).json();
+    expect(await get(7)).toEqual(cardsFor(7));
+    expect(mock.version(7)).toBe(0);
+    now += 60_000; // about 60 changes later
+    const later = await get(7);
+    expect(mock.version(7)).toBeGreaterThan(20);
+    expect(later).toEqual(mock.truth(7));
+    expect(later).not.toEqual(cardsFor(7));
+    // Ids stay those of the subscriber's cards; tokens and bank names moved on.
+    for (const card of later as { id: number; subscriberId: number }[]) expect(card.subscriberId).toBe(7);
+    expect(mock.changeRate(7)).toBe(1);
+  });
+
+  it('refuses a bad --changes on the command line with exit 2', async () => {
+    const run = await runCli(['mock-api', '--port', '0', '--changes', '0.5:3/y'], {});
+    expect(run.code).toBe(2);
+    expect(run.stderr).toContain('--changes takes share:rate pairs');
+  });
+});
