@@ -9,7 +9,13 @@ export interface Series {
 const esc = (s: string) => s.replace(/&/g, '&amp;').replace(/</g, '&lt;');
 
 /** Lines over evenly spaced x labels (the sizes double, so even spacing is a log scale). */
-export function lineChart(title: string, xLabels: string[], yLabel: string, series: Series[]): string {
+export function lineChart(
+  title: string,
+  xLabels: string[],
+  yLabel: string,
+  series: Series[],
+  xTitle = 'subscribers synced in the run',
+): string {
   const w = 720;
   const h = 400;
   const left = 70;
@@ -36,7 +42,7 @@ export function lineChart(title: string, xLabels: string[], yLabel: string, seri
     out.push(`<text x="${x(i)}" y="${h - bottom + 20}" text-anchor="middle">${esc(label)}</text>`);
   });
   out.push(
-    `<text x="${(left + w - right) / 2}" y="${h - 15}" text-anchor="middle">subscribers synced in the run</text>`,
+    `<text x="${(left + w - right) / 2}" y="${h - 15}" text-anchor="middle">${esc(xTitle)}</text>`,
     `<text transform="translate(18 ${(top + h - bottom) / 2}) rotate(-90)" text-anchor="middle">${esc(yLabel)}</text>`,
   );
   series.forEach((s, k) => {

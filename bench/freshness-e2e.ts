@@ -349,6 +349,7 @@ if (values.chart) {
       },
       { name: 'oracle (sim)', color: '#7f7f7f', values: shown(cont).map(() => oracle.staleShare * 100) },
     ],
+    'minutes since the wallets began to change',
   );
   writeFileSync(values.chart, svg);
   console.error(`chart: ${values.chart}`);
