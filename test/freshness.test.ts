@@ -2,7 +2,7 @@ import { sql } from 'drizzle-orm';
 import { afterEach, describe, expect, inject, it } from 'vitest';
 import { simulate } from '../bench/freshness/sim.js';
 import { readFreshness } from '../db/ops/freshness.js';
-import { savePolicy } from '../db/ops/refresh-policy.js';
+import { policyParams, readPolicy, savePolicy } from '../db/ops/refresh-policy.js';
 import { createRefreshQueue } from '../jobs/refresh.js';
 import { replan } from '../jobs/refresh-policy.js';
 import { createAdminApp } from '../src/admin/app.js';
@@ -295,6 +295,38 @@ describe('the freshness figures', () => {
     expect(f.neverSynced).toBe(5);
     expect(f.maxAgeSeconds).toBe(86_400);
     expect(staleProbability(0.5, 2)).toBeCloseTo(1 - Math.exp(-1), 9);
+  });
+
+  it('the plan fits the population mixture once 50 subscribers have observations; workers read it, and refuse a malformed one', async () => {
+    // 70 quiet wallets (a week unchanged, twice), 30 busy ones (changed in each of three days).
+    await pool().query(
+      `insert into subscribers (subscriber_id, last_success_at, change_observations)
+        select g, now(), case when g <= 70 then array[7, 7]::real[] else array[-1, -1, -1]::real[] end
+        from generate_series(1, 100) g`,
+    );
+    const settings = {
+      mode: 'continuous' as const,
+      budgetPerSec: 1,
+      maxAgeMs: 7 * MS_PER_DAY,
+      auditShare: 0.02,
+    };
+    const plan = await replan(pool(), settings);
+    expect(plan.priorMixture).not.toBeNull();
+    const stored = await readPolicy(pool());
+    expect(stored?.priorMixture).toEqual(plan.priorMixture);
+    const params = policyParams(stored, 7 * MS_PER_DAY);
+    expect(params.prior.mixture).toEqual(plan.priorMixture);
+    const busy = estimateRate([-1, -1, -1], params.prior);
+    const quiet = estimateRate([14], params.prior);
+    expect(busy).toBeGreaterThan(1);
+    expect(quiet).toBeLessThan(0.05);
+    // A row that is not a mixture is read as none: the single prior rate serves.
+    await pool().query(`update refresh_policy set prior_mixture = '{"ratesPerDay": [1], "weights": "x"}'`);
+    expect((await readPolicy(pool()))?.priorMixture).toBeNull();
+    expect(policyParams(await readPolicy(pool()), 7 * MS_PER_DAY).prior.mixture).toBeNull();
+    // Fewer than 50 observed: no mixture is fitted.
+    await pool().query('update subscribers set change_observations = null where subscriber_id > 40');
+    expect((await replan(pool(), settings)).priorMixture).toBeNull();
   });
 
   it('status --json has freshness; status says it in words; /metrics carries the gauges; the plan says whether the max age holds', async () => {
