@@ -58,12 +58,20 @@ export async function appliedCount(client: pg.ClientBase): Promise<number> {
   return r.rows[0]?.n ?? 0;
 }
 
+function journal(): { entries: { tag: string }[] } {
+  return JSON.parse(readFileSync(join(migrationsFolder(), 'meta', '_journal.json'), 'utf8')) as {
+    entries: { tag: string }[];
+  };
+}
+
 /** How many migrations this release ships (db/migrations/meta/_journal.json). */
 export function shippedCount(): number {
-  const journal = JSON.parse(readFileSync(join(migrationsFolder(), 'meta', '_journal.json'), 'utf8')) as {
-    entries: unknown[];
-  };
-  return journal.entries.length;
+  return journal().entries.length;
+}
+
+/** The newest migration this release ships, by its tag (`0017_fleet_processes`). */
+export function knownMigration(): string {
+  return journal().entries.at(-1)?.tag ?? 'none';
 }
 
 /**

@@ -327,6 +327,31 @@ export const refreshPolicy = pgTable(
   (t) => [check('refresh_policy_one_row', sql`${t.id} = 1`)],
 );
 
+/**
+ * The fleet: one row per long-running process (worker, admin server), with a heartbeat. A row
+ * whose beat is older than the registry's timeout is a process gone without saying so.
+ */
+export const fleetProcesses = pgTable(
+  'fleet_processes',
+  {
+    id: text('id').primaryKey(),
+    role: text('role').notNull(),
+    host: text('host').notNull(),
+    pid: integer('pid').notNull(),
+    version: text('version').notNull(),
+    /** The newest migration this process's release ships (its journal's last tag). */
+    knownMigration: text('known_migration').notNull(),
+    /** Ids of the keys in its card-token ring (never the keys). */
+    keyIds: text('key_ids').array().notNull().default(sql`'{}'::text[]`),
+    concurrency: integer('concurrency'),
+    /** The settings every process must share (rate limit, refresh mode and budget, queue prefix). */
+    settings: jsonb('settings').$type<Record<string, unknown>>().notNull().default({}),
+    startedAt: tz('started_at').notNull().defaultNow(),
+    lastBeatAt: tz('last_beat_at').notNull().defaultNow(),
+  },
+  (t) => [index('fleet_processes_last_beat_idx').on(t.lastBeatAt)],
+);
+
 export const ADMIN_SOURCES = ['cli', 'http'] as const;
 export type AdminSource = (typeof ADMIN_SOURCES)[number];
 

@@ -1,4 +1,3 @@
-import { readFileSync } from 'node:fs';
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import { rootCause } from '../db/errors.js';
 import type { Target } from './api/client.js';
@@ -10,6 +9,7 @@ import { CliError, ConfigError } from './errors.js';
 import { parseChanges } from './mock-api/changes.js';
 import { parseFaults } from './mock-api/server.js';
 import { parseEmail, parseSubscriberId, TargetError } from './targets.js';
+import { packageVersion } from './version.js';
 
 const intArg =
   (name: string, min: number, max: number) =>
@@ -259,20 +259,6 @@ export function buildProgram(io: Io, state: { exitCode: number }): Command {
     command.showHelpAfterError(`(run cards-sync ${command.name()} --help for usage)`);
   }
   return program;
-}
-
-/** The version in the package.json above this file (src/ when run from source, dist/src/ when built). */
-function packageVersion(): string {
-  for (let dir = new URL('.', import.meta.url); dir.pathname !== '/'; dir = new URL('..', dir)) {
-    try {
-      const pkg = JSON.parse(readFileSync(new URL('package.json', dir), 'utf8')) as {
-        name?: string;
-        version?: string;
-      };
-      if (pkg.name === 'cards-sync' && pkg.version) return pkg.version;
-    } catch {}
-  }
-  return 'unknown';
 }
 
 /** Runs the CLI; returns the exit code (0 success, 1 runtime failure, 2 usage or configuration). */

@@ -33,6 +33,7 @@ export interface Metrics {
   auditStaleRatioHigh: Gauge;
   auditSamples: Gauge;
   pastMaxAge: Gauge;
+  fleetProcesses: Gauge<'version' | 'role'>;
 }
 
 /** A subscriber counts as stale (`cards_sync_stale_subscribers`) with no successful sync for this long. */
@@ -182,6 +183,12 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
     pastMaxAge: new Gauge({
       name: 'cards_sync_subscribers_past_max_age',
       help: 'Subscribers whose last successful sync is older than REFRESH_MAX_AGE',
+      registers: [registry],
+    }),
+    fleetProcesses: new Gauge({
+      name: 'cards_sync_fleet_processes',
+      help: 'Live processes of the fleet (fleet_processes, beat within 45 s), by release and role',
+      labelNames: ['version', 'role'] as const,
       registers: [registry],
     }),
     refreshOverrun: new Gauge({

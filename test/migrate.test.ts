@@ -15,6 +15,20 @@ const JOURNAL = fileURLToPath(new URL('../db/migrations/meta/_journal.json', imp
 /** DESIGN §4: the public column names analysts query. */
 const DESIGN_COLUMNS: Record<string, string[]> = {
   admin_actions: ['id', 'at', 'actor', 'source', 'action', 'detail'],
+  // The fleet registry (issue 27).
+  fleet_processes: [
+    'id',
+    'role',
+    'host',
+    'pid',
+    'version',
+    'known_migration',
+    'key_ids',
+    'concurrency',
+    'settings',
+    'started_at',
+    'last_beat_at',
+  ],
   card_conflicts: [
     'id',
     'card_id',
@@ -370,7 +384,7 @@ describe('five migrate processes at once on a missing database', () => {
       );
       return { tables: t.rows[0]!.n, migrations: m.rows };
     });
-    expect(tables).toBe(8);
+    expect(tables).toBe(9);
     expect(migrations).toHaveLength(migrationCount);
     expect(migrations.every((m) => m.n === 1)).toBe(true);
   });

@@ -13,6 +13,7 @@ import type { createSyncQueue } from '../../jobs/queue.js';
 import type { RedisClient } from '../../jobs/redis.js';
 import type { createRefreshQueue } from '../../jobs/refresh.js';
 import { queueStatusOf } from '../commands/status.js';
+import { liveFleet } from '../fleet/registry.js';
 import type { Logger } from '../logger.js';
 import type { Metrics } from '../metrics.js';
 import { registerApiRoutes } from './api-routes.js';
@@ -104,13 +105,14 @@ export function createAdminApp(deps: AdminDeps) {
   registerApiRoutes(app, deps);
 
   app.get('/admin', guard, async (c) => {
-    const [queue, data, freshness, lastRefresh, actions, model] = await Promise.all([
+    const [queue, data, freshness, lastRefresh, actions, model, fleet] = await Promise.all([
       queueStatusOf(deps.syncQueue, deps.redis, deps.prefix),
       readDataStatus(deps.db),
       freshnessBuckets(deps.db),
       lastRefreshRun(deps.db),
       recentAdminActions(deps.db, RECENT_ACTIONS),
       readFreshness(deps.db.$client, 7 * 86_400_000),
+      liveFleet(deps.db.$client),
     ]);
     return c.html(
       renderOverview({
@@ -118,6 +120,7 @@ export function createAdminApp(deps: AdminDeps) {
         data,
         freshness,
         model,
+        fleet,
         lastRefresh: lastRefresh ?? null,
         recentActions: actions,
         csrf: formToken(c.get('role'), deps.adminToken),

@@ -6,7 +6,9 @@ import type { DataStatus } from '../../db/ops/status.js';
 import { progressOf } from '../../jobs/refresh-plan.js';
 import { summarizeDetail } from '../audit.js';
 import type { QueueStatus } from '../commands/status.js';
+import type { FleetEntry } from '../fleet/registry.js';
 import { csrfField } from './csrf.js';
+import { fleetBlock } from './fleet-block.js';
 import { esc, layout, readOnlyNote, searchForm, time } from './html.js';
 
 function freshnessChart(b: FreshnessBuckets): string {
@@ -147,6 +149,8 @@ export interface OverviewView {
   freshness: FreshnessBuckets;
   /** The freshness model's estimate and the audit (DESIGN §6). */
   model: Freshness;
+  /** The live processes (fleet_processes). */
+  fleet: readonly FleetEntry[];
   lastRefresh: RefreshRun | null;
   /** The newest operator actions (admin_actions), newest first. */
   recentActions: readonly AdminActionRow[];
@@ -231,6 +235,8 @@ ${modelBlock(view.model)}
 <h2>Refresh</h2>
 ${refreshBlock(view.lastRefresh)}
 <p>Next nightly run: ${q.nextNightlyRefresh ? time(q.nextNightlyRefresh) : 'not scheduled yet'}</p>
+<h2>Fleet</h2>
+${fleetBlock(view.fleet)}
 <h2>Failed attempts in the last 24 hours (sync_runs)</h2>
 ${failures}
 <h2>Recent operator actions (admin_actions)</h2>

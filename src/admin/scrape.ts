@@ -6,6 +6,7 @@ import { inProgressRun } from '../../db/ops/refresh-runs.js';
 import { bulkPauseKey } from '../../jobs/bulk-breaker.js';
 import { readPauseReason } from '../../jobs/queue.js';
 import { progressOf } from '../../jobs/refresh-plan.js';
+import { fleetCounts, liveFleet } from '../fleet/registry.js';
 import { type Metrics, STALE_AFTER_HOURS } from '../metrics.js';
 import type { AdminDeps } from './app.js';
 
@@ -19,7 +20,7 @@ export async function collectGauges(
 ): Promise<void> {
   const m: Metrics = deps.metrics;
   const prefix = deps.syncQueue.opts.prefix ?? 'bull';
-  const [counts, lastRefresh, current, fresh, paused, workers, conflicts, bulkPause, model] =
+  const [counts, lastRefresh, current, fresh, paused, workers, conflicts, bulkPause, model, fleet] =
     await Promise.all([
       deps.syncQueue
         .getJobCounts('waiting', 'active', 'delayed', 'prioritized', 'completed', 'failed')
@@ -33,7 +34,13 @@ export async function collectGauges(
       deps.redis.exists(bulkPauseKey(prefix)).catch(() => undefined),
       // REFRESH_MAX_AGE as the refresh's plan recorded it (7 days before there is one).
       readFreshness(deps.db.$client, 7 * 86_400_000).catch(() => undefined),
+      liveFleet(deps.db.$client).catch(() => undefined),
     ]);
+  if (fleet) {
+    // Reset first: a release or role that left must not linger at its last count.
+    m.fleetProcesses.reset();
+    for (const c of fleetCounts(fleet)) m.fleetProcesses.set({ version: c.version, role: c.role }, c.count);
+  }
   if (model) {
     m.estimatedStaleRatio.set(model.estimatedStaleRatio);
     m.auditStaleRatio.set(model.audit.staleRatio ?? Number.NaN);

@@ -5,6 +5,8 @@ import { createRefreshQueue } from '../../jobs/refresh.js';
 import { createAdminApp } from '../admin/app.js';
 import type { Config } from '../config/index.js';
 import { CliError } from '../errors.js';
+import { joinFleet } from '../fleet/registry.js';
+import { thisProcess } from '../fleet/this-process.js';
 import type { Logger } from '../logger.js';
 import { createLogger } from '../logger.js';
 import { createMetrics, type Metrics } from '../metrics.js';
@@ -16,6 +18,8 @@ export async function startAdmin(
   config: Config,
   shared: { logger: Logger; metrics: Metrics },
   listen: { host?: string; port?: number } = {},
+  /** Registers the server in the fleet as `admin` (a worker with --admin registers itself). */
+  joinsFleet = false,
 ): Promise<{ url: string; stop(): Promise<void> }> {
   const redis = createRedis(config.redis, { blocking: true });
   const syncQueue = createSyncQueue(redis, { prefix: config.queuePrefix, attempts: config.syncAttempts });
@@ -46,6 +50,12 @@ export async function startAdmin(
     redis.disconnect();
     throw new CliError(`the admin server cannot listen on ${host}:${port}: ${(error as Error).message}`, 1);
   }
+  const fleet = joinsFleet
+    ? await joinFleet(handle.db.$client, thisProcess(config, 'admin', null), {
+        onError: (error) =>
+          shared.logger.warn({ err: error.message }, 'fleet heartbeat failed; retrying at the next beat'),
+      })
+    : undefined;
   shared.logger.info(
     {
       url,
@@ -57,6 +67,7 @@ export async function startAdmin(
   return {
     url,
     async stop() {
+      await fleet?.leave();
       await admin.stop();
       await Promise.allSettled([syncQueue.close(), refreshQueue.close(), handle.close()]);
       redis.disconnect();
@@ -80,7 +91,7 @@ export async function cmdServe(
 ): Promise<number> {
   const logger = createLogger({ level: config.logLevel });
   const metrics = createMetrics();
-  const admin = await startAdmin(config, { logger, metrics }, opts);
+  const admin = await startAdmin(config, { logger, metrics }, opts, true);
   io.out(`admin server on ${admin.url}${accessNote(config)}`);
   return new Promise<number>(() => {
     onShutdown(async () => {

@@ -11,6 +11,8 @@ import { progressOf } from '../../jobs/refresh-plan.js';
 import { createRefreshQueue, SCHEDULER_ID } from '../../jobs/refresh-queue.js';
 import { actionJson, describeAction } from '../audit.js';
 import type { Config } from '../config/index.js';
+import { formatFleet } from '../fleet/format.js';
+import { type FleetEntry, liveFleet } from '../fleet/registry.js';
 import { formatTime } from '../time.js';
 import { describeDbError, ensureRedis, type Io } from './common.js';
 
@@ -236,10 +238,12 @@ export async function cmdStatus(config: Config, io: Io, opts: { json: boolean })
   let data: (DataStatus & { lastRefresh: RefreshRun | null }) | { error: string };
   let actions: RecentActions | undefined;
   let freshness: Freshness | null = null;
+  let fleet: FleetEntry[] | null = null;
   const handle = createDb(config.databaseUrl, { max: 1, timeoutMs: config.databaseTimeoutMs });
   try {
     data = { ...(await readDataStatus(handle.db)), lastRefresh: (await lastRefreshRun(handle.db)) ?? null };
     freshness = await readFreshness(handle.pool, config.refreshMaxAgeMs);
+    fleet = await liveFleet(handle.pool);
     actions = await recentAdminActions(handle.db, STATUS_ACTIONS).catch((error: unknown) => ({
       error: describeDbError(error, config.databaseUrl) ?? rootCause(error).message,
     }));
@@ -257,10 +261,11 @@ export async function cmdStatus(config: Config, io: Io, opts: { json: boolean })
         ? null
         : progressOf(data.lastRefresh);
     const recentActions = actions === undefined || 'error' in actions ? null : actions.map(actionJson);
-    io.out(JSON.stringify({ queue, data, freshness, refreshProgress: refresh, recentActions }));
+    io.out(JSON.stringify({ queue, data, freshness, fleet, refreshProgress: refresh, recentActions }));
   } else {
     for (const line of formatStatus(queue, data)) io.out(line);
     if (freshness) for (const line of formatFreshness(freshness)) io.out(line);
+    if (fleet) for (const line of formatFleet(fleet)) io.out(line);
     if (actions !== undefined) for (const line of formatActions(actions)) io.out(line);
   }
   return 'error' in data ? 1 : 0;

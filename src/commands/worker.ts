@@ -13,6 +13,8 @@ import { queueIsIdle, type SyncWorker, startSyncWorker } from '../../jobs/worker
 import { createApiClient } from '../api/client.js';
 import { type Config, requireApi } from '../config/index.js';
 import { requireCardTokens } from '../config/tokens.js';
+import { type FleetMembership, joinFleet } from '../fleet/registry.js';
+import { thisProcess } from '../fleet/this-process.js';
 import { createLogger } from '../logger.js';
 import { createMetrics } from '../metrics.js';
 import { onShutdown } from '../shutdown.js';
@@ -63,11 +65,14 @@ export async function cmdWorker(config: Config, io: Io, opts: WorkerCliOptions):
   let sync: SyncWorker | undefined;
   let refresh: Awaited<ReturnType<typeof startRefreshWorker>> | undefined;
   let admin: Awaited<ReturnType<typeof startAdmin>> | undefined;
+  let fleet: FleetMembership | undefined;
   let stopped: Promise<number> | undefined;
   const stop = (reason: string) => {
     stopped ??= (async () => {
       logger.info({ reason }, 'worker stopping: finishing in-flight jobs');
       await admin?.stop();
+      // Out of the fleet at once: a process that is stopping takes no new work.
+      await fleet?.leave();
       const [finished] = await Promise.all([sync?.close(opts.shutdownTimeoutMs) ?? true, refresh?.close()]);
       await Promise.allSettled([
         settlesWithin(queue.close(), 2000),
@@ -142,8 +147,17 @@ export async function cmdWorker(config: Config, io: Io, opts: WorkerCliOptions):
     pattern: config.refreshCron,
     tz: config.refreshTz,
   });
+  fleet = await joinFleet(
+    handle.db.$client,
+    thisProcess(config, opts.admin ? 'worker+admin' : 'worker', concurrency),
+    {
+      onError: (error) =>
+        logger.warn({ err: error.message }, 'fleet heartbeat failed; retrying at the next beat'),
+    },
+  );
   logger.info(
     {
+      fleetId: fleet.id,
       concurrency,
       prefix: config.queuePrefix,
       rateLimitPerSec: config.syncRateLimitPerSec,

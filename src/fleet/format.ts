@@ -1,0 +1,48 @@
+import { formatTime } from '../time.js';
+import type { FleetEntry } from './registry.js';
+
+// How `status` tells the fleet: who runs, on which release, and where the processes disagree.
+
+/** Settings whose values differ among live processes: each with its values and who holds them. */
+export function fleetDisagreements(
+  fleet: readonly FleetEntry[],
+): { setting: string; values: { value: string; processes: string[] }[] }[] {
+  const names = new Set(fleet.flatMap((p) => Object.keys(p.settings)));
+  const out: { setting: string; values: { value: string; processes: string[] }[] }[] = [];
+  for (const setting of [...names].sort()) {
+    const byValue = new Map<string, string[]>();
+    for (const p of fleet) {
+      const value = JSON.stringify(p.settings[setting] ?? null);
+      byValue.set(value, [...(byValue.get(value) ?? []), p.id]);
+    }
+    if (byValue.size > 1) {
+      out.push({ setting, values: [...byValue].map(([value, processes]) => ({ value, processes })) });
+    }
+  }
+  return out;
+}
+
+/** The fleet lines of `status`. */
+export function formatFleet(fleet: readonly FleetEntry[], now = Date.now()): string[] {
+  if (fleet.length === 0)
+    return ['fleet: no live process (workers and admin servers register when they start)'];
+  const versions = [...new Set(fleet.map((p) => p.version))];
+  const lines = [
+    `fleet: ${fleet.length} live process${fleet.length === 1 ? '' : 'es'}` +
+      (versions.length > 1 ? `, ${versions.length} releases side by side (${versions.join(', ')})` : ''),
+  ];
+  for (const p of fleet) {
+    const beat = Math.max(0, Math.round((now - Date.parse(p.lastBeatAt)) / 1000));
+    lines.push(
+      `  ${p.role} ${p.id}: ${p.version}, migration ${p.knownMigration}, keys ${p.keyIds.join(',') || 'none'}` +
+        `${p.concurrency !== null ? `, concurrency ${p.concurrency}` : ''}; up since ${formatTime(p.startedAt)}, beat ${beat} s ago`,
+    );
+  }
+  for (const d of fleetDisagreements(fleet)) {
+    lines.push(
+      `  SETTINGS DIFFER: ${d.setting} is ${d.values.map((v) => `${v.value} (${v.processes.length})`).join(' vs ')}: ` +
+        'every process must share it',
+    );
+  }
+  return lines;
+}

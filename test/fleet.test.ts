@@ -1,0 +1,164 @@
+import { readFileSync } from 'node:fs';
+import { describe, expect, inject, it } from 'vitest';
+import { createRefreshQueue } from '../jobs/refresh.js';
+import { createAdminApp } from '../src/admin/app.js';
+import { joinFleet, liveFleet, type ProcessInfo } from '../src/fleet/registry.js';
+import { createMetrics } from '../src/metrics.js';
+import { ADMIN_TOKEN, API_KEY, CARD_TOKEN_KEYS, useScriptedApi } from './fixtures.js';
+import { captureLogger, useCleanups, useTestDatabase } from './helpers.js';
+import { runCli, startCli, testQueue, waitFor } from './queue-helpers.js';
+
+// The fleet registry (issue 27, part 1): every long-running process registers with a heartbeat,
+// shows in status, status --json, the overview and /metrics, drops out when it stops beating and
+// leaves at once when it stops cleanly.
+
+const database = useTestDatabase();
+const upstream = useScriptedApi();
+const cleanups = useCleanups();
+const pool = () => database.handle.pool;
+
+const journal = JSON.parse(
+  readFileSync(new URL('../db/migrations/meta/_journal.json', import.meta.url), 'utf8'),
+) as { entries: { tag: string }[] };
+const newestMigration = journal.entries.at(-1)!.tag;
+const version = (
+  JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }
+).version;
+
+function info(settings: Record<string, unknown> = {}): ProcessInfo {
+  return {
+    role: 'worker',
+    version: '0.0.9-test',
+    knownMigration: '0009_test',
+    keyIds: ['k1'],
+    concurrency: 4,
+    settings: { rateLimitPerSec: 100, ...settings },
+  };
+}
+
+describe('the fleet registry', () => {
+  it('a worker registers at start with what it is, shows in status, status --json and /metrics, and leaves at once on SIGTERM', async () => {
+    const q = testQueue();
+    cleanups.push(q.cleanup);
+    const env = {
+      DATABASE_URL: database.url,
+      REDIS_URL: inject('redisUrl'),
+      QUEUE_PREFIX: q.prefix,
+      CARDS_API_BASE_URL: upstream.url,
+      CARDS_API_KEY: API_KEY,
+      CARD_TOKEN_KEYS,
+      SYNC_RATE_LIMIT_PER_SEC: '40',
+    };
+    const worker = startCli(['worker', '--concurrency', '3'], env);
+    cleanups.push(async () => {
+      if (worker.process.exitCode === null) worker.process.kill('SIGKILL');
+      await worker.done;
+    });
+    await waitFor('the worker in the fleet', async () => (await liveFleet(pool())).length === 1, 20_000);
+    const json = JSON.parse((await runCli(['status', '--json'], env)).stdout) as {
+      fleet: Record<string, unknown>[];
+    };
+    expect(json.fleet).toHaveLength(1);
+    const [me] = json.fleet;
+    expect(me).toMatchObject({
+      role: 'worker',
+      pid: worker.process.pid,
+      version,
+      knownMigration: newestMigration,
+      keyIds: [CARD_TOKEN_KEYS.split(':')[0]],
+      concurrency: 3,
+      settings: { rateLimitPerSec: 40, refreshMode: 'nightly', queuePrefix: q.prefix },
+    });
+    expect(Object.keys(me!).sort()).toEqual(
+      [
+        'concurrency',
+        'host',
+        'id',
+        'keyIds',
+        'knownMigration',
+        'lastBeatAt',
+        'pid',
+        'role',
+        'settings',
+        'startedAt',
+        'version',
+      ].sort(),
+    );
+    // No key material anywhere: ids only.
+    expect(JSON.stringify(json.fleet)).not.toContain(CARD_TOKEN_KEYS.split(':')[1]);
+    const text = (await runCli(['status'], env)).stdout;
+    expect(text).toContain('fleet: 1 live process');
+    expect(text).toMatch(
+      new RegExp(`worker \\S+: ${version.replace(/\./g, '\\.')}, migration ${newestMigration}`),
+    );
+
+    const metrics = createMetrics({ defaultMetrics: false });
+    const refreshQueue = createRefreshQueue(q.redis, q.prefix);
+    cleanups.push(() => refreshQueue.close());
+    const admin = createAdminApp({
+      db: database.handle.db,
+      redis: q.redis,
+      syncQueue: q.queue,
+      refreshQueue,
+      metrics,
+      logger: captureLogger().logger,
+      adminToken: ADMIN_TOKEN,
+      prefix: q.prefix,
+    });
+    const headers = { authorization: `Bearer ${ADMIN_TOKEN}` };
+    const scrape = await (await admin.app.fetch(new Request('http://x/metrics', { headers }))).text();
+    expect(scrape).toContain(`cards_sync_fleet_processes{version="${version}",role="worker"} 1`);
+    const overview = await (await admin.app.fetch(new Request('http://x/admin', { headers }))).text();
+    expect(overview).toContain('<table id="fleet">');
+    expect(overview).toContain(newestMigration);
+
+    worker.process.kill('SIGTERM');
+    expect((await worker.done).code).toBe(0);
+    expect(await liveFleet(pool())).toEqual([]);
+    const after = await (await admin.app.fetch(new Request('http://x/metrics', { headers }))).text();
+    expect(after).not.toContain('cards_sync_fleet_processes{');
+  });
+
+  it('a process that stops beating drops out after the timeout; one gone a day is forgotten by the next to join', async () => {
+    const a = await joinFleet(pool(), info(), { beatMs: 50 });
+    cleanups.push(() => a.leave());
+    await pool().query(
+      `insert into fleet_processes (id, role, host, pid, version, known_migration, started_at, last_beat_at)
+        values ('silent', 'worker', 'h', 1, '0.0.1', '0001', now() - interval '1 hour', now() - interval '60 seconds'),
+               ('ancient', 'worker', 'h', 2, '0.0.1', '0001', now() - interval '3 days', now() - interval '2 days')`,
+    );
+    const live = await liveFleet(pool());
+    expect(live.map((p) => p.id)).toEqual([a.id]);
+    // Its beats move last_beat_at on.
+    const first = live[0]!.lastBeatAt;
+    await waitFor('a beat', async () => (await liveFleet(pool()))[0]!.lastBeatAt !== first, 5000);
+    const b = await joinFleet(pool(), info(), { beatMs: 60_000 });
+    cleanups.push(() => b.leave());
+    const { rows } = await pool().query<{ id: string }>('select id from fleet_processes order by id');
+    expect(rows.map((r) => r.id).sort()).toEqual([a.id, b.id, 'silent'].sort());
+    // A row deleted behind its back (forgotten after an outage) is written again at the next beat.
+    await pool().query('delete from fleet_processes where id = $1', [a.id]);
+    await waitFor(
+      'the row written again',
+      async () => (await liveFleet(pool())).some((p) => p.id === a.id),
+      5000,
+    );
+    await a.leave();
+    await b.leave();
+    expect((await liveFleet(pool())).map((p) => p.id)).toEqual([]);
+  });
+
+  it('status and the overview say which shared settings the live processes disagree on', async () => {
+    const a = await joinFleet(pool(), info({ rateLimitPerSec: 100 }));
+    const b = await joinFleet(pool(), info({ rateLimitPerSec: 0 }));
+    cleanups.push(() => a.leave());
+    cleanups.push(() => b.leave());
+    const env = { DATABASE_URL: database.url, REDIS_URL: inject('redisUrl') };
+    const text = (await runCli(['status'], env)).stdout;
+    expect(text).toContain('fleet: 2 live processes');
+    expect(text).toContain(
+      'SETTINGS DIFFER: rateLimitPerSec is 100 (1) vs 0 (1): every process must share it',
+    );
+    expect(text).not.toMatch(/SETTINGS DIFFER: (queuePrefix|refreshMode)/);
+  });
+});
