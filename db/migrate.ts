@@ -1,9 +1,11 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { drizzle } from 'drizzle-orm/node-postgres';
 import { migrate } from 'drizzle-orm/node-postgres/migrator';
 import pg from 'pg';
+import { behind, breakingTags } from './breaking.js';
 import { databaseName, onMaintenanceDb } from './databases.js';
 
 /** Arbitrary constant: the advisory lock that serialises concurrent `migrate` runs. */
@@ -49,6 +51,59 @@ export interface MigrateResult {
   createdDatabase: boolean;
   /** Migrations this call applied (0 when another process had applied them). */
   applied: number;
+  /** With `force`: the breaking migration applied over live processes that do not know it. */
+  forced?: { migration: string; processes: LiveProcess[] };
+}
+
+/** A live process of the fleet (fleet_processes), as a refusal names it. */
+export interface LiveProcess {
+  id: string;
+  role: string;
+  version: string;
+  knownMigration: string;
+}
+
+export interface MigrateOptions {
+  /** How long to wait for live processes that do not know a pending breaking migration. Default 0. */
+  waitMs?: number;
+  /** Apply a breaking migration even while such processes live. */
+  force?: boolean;
+  /** Told, every few seconds of a wait, who is still in the way. */
+  onWait?: (processes: LiveProcess[], migration: string) => void;
+  /** The migrations folder (tests); default the release's own. */
+  folder?: string;
+}
+
+/** `migrate` refused a breaking migration: live processes do not know it. */
+export class BreakingMigrationRefused extends Error {
+  constructor(
+    readonly migration: string,
+    readonly processes: LiveProcess[],
+    waitedMs: number,
+  ) {
+    super(
+      `migration ${migration} is breaking, and ${processes.length} live process${processes.length === 1 ? '' : 'es'} ` +
+        `do${processes.length === 1 ? 'es' : ''} not know it: ${processes
+          .map((p) => `${p.role} ${p.id} (${p.version}, knows up to ${p.knownMigration})`)
+          .join('; ')}${waitedMs > 0 ? ` (waited ${Math.round(waitedMs / 1000)} s)` : ''}. ` +
+        'Stop or upgrade them, or run migrate --wait 10m to wait for them to leave, or --force',
+    );
+  }
+}
+
+/** Live processes (a beat within 45 s) that know migrations only up to before `tag`. */
+async function processesBehind(client: pg.Client, tag: string): Promise<LiveProcess[]> {
+  const exists = await client.query<{ ok: boolean }>(
+    `select to_regclass('public.fleet_processes') is not null as ok`,
+  );
+  if (!exists.rows[0]?.ok) return [];
+  const { rows } = await client.query<{ id: string; role: string; version: string; known_migration: string }>(
+    `select id, role, version, known_migration from fleet_processes
+      where last_beat_at > now() - interval '45 seconds' order by started_at, id`,
+  );
+  return rows
+    .filter((r) => behind(r.known_migration, tag))
+    .map((r) => ({ id: r.id, role: r.role, version: r.version, knownMigration: r.known_migration }));
 }
 
 export async function appliedCount(client: pg.ClientBase): Promise<number> {
@@ -58,8 +113,8 @@ export async function appliedCount(client: pg.ClientBase): Promise<number> {
   return r.rows[0]?.n ?? 0;
 }
 
-function journal(): { entries: { tag: string }[] } {
-  return JSON.parse(readFileSync(join(migrationsFolder(), 'meta', '_journal.json'), 'utf8')) as {
+function journal(folder = migrationsFolder()): { entries: { tag: string }[] } {
+  return JSON.parse(readFileSync(join(folder, 'meta', '_journal.json'), 'utf8')) as {
     entries: { tag: string }[];
   };
 }
@@ -79,7 +134,8 @@ export function knownMigration(): string {
  * may run it at once (a session advisory lock lets one apply while the others wait, then find
  * nothing left to do).
  */
-export async function runMigrations(databaseUrl: string): Promise<MigrateResult> {
+export async function runMigrations(databaseUrl: string, o: MigrateOptions = {}): Promise<MigrateResult> {
+  const folder = o.folder ?? migrationsFolder();
   const createdDatabase = await ensureDatabase(databaseUrl);
   const client = new pg.Client({ connectionString: databaseUrl, application_name: 'cards-sync migrate' });
   await client.connect();
@@ -88,10 +144,45 @@ export async function runMigrations(databaseUrl: string): Promise<MigrateResult>
     // Drizzle's own notices ("schema already exists") are noise here.
     await client.query('SET client_min_messages = warning');
     const before = await appliedCount(client);
-    await migrate(drizzle(client), { migrationsFolder: migrationsFolder() });
+    const tags = journal(folder).entries.map((e) => e.tag);
+    const breaking = breakingTags(folder);
+    // A pending breaking migration waits for the live processes that do not know it.
+    const pendingBreaking = tags
+      .slice(before)
+      .filter((t) => breaking.includes(t))
+      .at(-1);
+    let forced: MigrateResult['forced'];
+    if (pendingBreaking !== undefined) {
+      const started = Date.now();
+      for (;;) {
+        const inTheWay = await processesBehind(client, pendingBreaking);
+        if (inTheWay.length === 0) break;
+        if (o.force) {
+          forced = { migration: pendingBreaking, processes: inTheWay };
+          break;
+        }
+        if (Date.now() - started >= (o.waitMs ?? 0)) {
+          throw new BreakingMigrationRefused(pendingBreaking, inTheWay, o.waitMs ?? 0);
+        }
+        o.onWait?.(inTheWay, pendingBreaking);
+        await sleep(Math.min(2000, Math.max(100, (o.waitMs ?? 0) / 20)));
+      }
+    }
+    await migrate(drizzle(client), { migrationsFolder: folder });
     const after = await appliedCount(client);
+    // The database keeps which breaking migrations it has, for releases that do not know them.
+    const applied = tags.slice(0, after).filter((t) => breaking.includes(t));
+    const recorded = await client.query<{ ok: boolean }>(
+      `select to_regclass('public.breaking_migrations') is not null as ok`,
+    );
+    if (applied.length > 0 && recorded.rows[0]?.ok) {
+      await client.query(
+        'insert into breaking_migrations (tag) select unnest($1::text[]) on conflict do nothing',
+        [applied],
+      );
+    }
     await client.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK_KEY]);
-    return { createdDatabase, applied: after - before };
+    return { createdDatabase, applied: after - before, ...(forced ? { forced } : {}) };
   } finally {
     await client.end();
   }

@@ -352,6 +352,15 @@ export const fleetProcesses = pgTable(
   (t) => [index('fleet_processes_last_beat_idx').on(t.lastBeatAt)],
 );
 
+/**
+ * The breaking migrations applied to this database (db/migrations/breaking.json): a worker whose
+ * release does not know the newest of them refuses to start, and a running one leaves (exit 3).
+ */
+export const breakingMigrations = pgTable('breaking_migrations', {
+  tag: text('tag').primaryKey(),
+  appliedAt: tz('applied_at').notNull().defaultNow(),
+});
+
 export const ADMIN_SOURCES = ['cli', 'http'] as const;
 export type AdminSource = (typeof ADMIN_SOURCES)[number];
 

@@ -9,6 +9,7 @@ import { CliError, ConfigError } from './errors.js';
 import { parseChanges } from './mock-api/changes.js';
 import { parseFaults } from './mock-api/server.js';
 import { parseEmail, parseSubscriberId, TargetError } from './targets.js';
+import { durationMs } from './time.js';
 import { packageVersion } from './version.js';
 
 const intArg =
@@ -43,9 +44,23 @@ export function buildProgram(io: Io, state: { exitCode: number }): Command {
   program
     .command('migrate')
     .description('apply database migrations (creates the database if missing)')
-    .action(async () => {
+    .option(
+      '--wait <duration>',
+      'wait this long (90s, 10m) for live processes that do not know a pending breaking migration to leave',
+      (raw: string) => {
+        const ms = durationMs(raw);
+        if (ms === undefined)
+          throw new InvalidArgumentError(`--wait takes a duration like 90s or 10m, not "${raw}"`);
+        return ms;
+      },
+    )
+    .option('--force', 'apply a breaking migration even while live processes do not know it (audited)')
+    .action(async (opts: { wait?: number; force?: boolean }) => {
       const { cmdMigrate } = await import('./commands/sync.js');
-      state.exitCode = await cmdMigrate(loadConfig(io.env), io);
+      state.exitCode = await cmdMigrate(loadConfig(io.env), io, {
+        ...(opts.wait !== undefined ? { waitMs: opts.wait } : {}),
+        force: opts.force ?? false,
+      });
     });
 
   program

@@ -15,12 +15,12 @@ export class ConfigError extends Error {
   }
 }
 
-/** A failure the user can act on: one line, and the exit code (1 runtime, 2 usage). */
+/** A failure the user can act on: one line, and the exit code (1 runtime, 2 usage, 3 a release older than the database). */
 export class CliError extends Error {
   override readonly name = 'CliError';
   constructor(
     message: string,
-    readonly exitCode: 1 | 2,
+    readonly exitCode: 1 | 2 | 3,
   ) {
     super(message);
   }

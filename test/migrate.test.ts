@@ -15,6 +15,8 @@ const JOURNAL = fileURLToPath(new URL('../db/migrations/meta/_journal.json', imp
 /** DESIGN §4: the public column names analysts query. */
 const DESIGN_COLUMNS: Record<string, string[]> = {
   admin_actions: ['id', 'at', 'actor', 'source', 'action', 'detail'],
+  // Breaking migrations applied (issue 27).
+  breaking_migrations: ['tag', 'applied_at'],
   // The fleet registry (issue 27).
   fleet_processes: [
     'id',
@@ -384,7 +386,7 @@ describe('five migrate processes at once on a missing database', () => {
       );
       return { tables: t.rows[0]!.n, migrations: m.rows };
     });
-    expect(tables).toBe(9);
+    expect(tables).toBe(10);
     expect(migrations).toHaveLength(migrationCount);
     expect(migrations.every((m) => m.n === 1)).toBe(true);
   });

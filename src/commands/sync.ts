@@ -1,22 +1,57 @@
 import { createDb } from '../../db/client.js';
 import { rootCause } from '../../db/errors.js';
-import { runMigrations } from '../../db/migrate.js';
+import { BreakingMigrationRefused, runMigrations } from '../../db/migrate.js';
 import { createApiClient, type Target } from '../api/client.js';
 import { type Config, requireApi } from '../config/index.js';
 import { requireCardTokens } from '../config/tokens.js';
 import { CliError } from '../errors.js';
 import { createLogger } from '../logger.js';
 import { type SyncResult, syncSubscriber } from '../sync/sync-subscriber.js';
+import { auditCli } from './audit.js';
 import { describeDbError, type Io } from './common.js';
 
-export async function cmdMigrate(config: Config, io: Io): Promise<number> {
+export async function cmdMigrate(
+  config: Config,
+  io: Io,
+  /** `folder`: the migrations folder, for tests (the CLI always uses the release's own). */
+  opts: { waitMs?: number; force?: boolean; folder?: string } = {},
+): Promise<number> {
   try {
-    const { createdDatabase, applied } = await runMigrations(config.databaseUrl);
+    let said = 0;
+    const { createdDatabase, applied, forced } = await runMigrations(config.databaseUrl, {
+      ...(opts.waitMs !== undefined ? { waitMs: opts.waitMs } : {}),
+      force: opts.force ?? false,
+      ...(opts.folder !== undefined ? { folder: opts.folder } : {}),
+      onWait: (processes, migration) => {
+        // Once, then every half minute: who is still in the way.
+        if (Date.now() - said < 30_000) return;
+        said = Date.now();
+        io.err(
+          `cards-sync: waiting for ${processes.length} live process${processes.length === 1 ? '' : 'es'} ` +
+            `that do not know breaking migration ${migration}: ${processes.map((p) => p.id).join(', ')}`,
+        );
+      },
+    });
+    if (forced) {
+      io.err(
+        `cards-sync: applied breaking migration ${forced.migration} with --force over ${forced.processes.length} ` +
+          `live process${forced.processes.length === 1 ? '' : 'es'} that do not know it: ${forced.processes.map((p) => p.id).join(', ')}`,
+      );
+      await auditCli(config, io, 'migrate_force', {
+        migration: forced.migration,
+        processes: forced.processes.map((p) => ({
+          id: p.id,
+          version: p.version,
+          knownMigration: p.knownMigration,
+        })),
+      });
+    }
     const what =
       applied === 0 ? 'migrations are up to date' : `applied ${applied} migration${applied === 1 ? '' : 's'}`;
     io.out(createdDatabase ? `created the database; ${what}` : what);
     return 0;
   } catch (error) {
+    if (error instanceof BreakingMigrationRefused) throw new CliError(error.message, 1);
     throw new CliError(
       describeDbError(error, config.databaseUrl) ?? `migrate failed: ${rootCause(error).message}`,
       1,

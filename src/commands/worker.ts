@@ -1,5 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
+import { breakingAhead, tooOldMessage } from '../../db/breaking.js';
 import { createDb } from '../../db/client.js';
+import { knownMigration } from '../../db/migrate.js';
 import { createSyncQueue, readPauseReason } from '../../jobs/queue.js';
 import { createRedis, settlesWithin } from '../../jobs/redis.js';
 import {
@@ -13,11 +15,13 @@ import { queueIsIdle, type SyncWorker, startSyncWorker } from '../../jobs/worker
 import { createApiClient } from '../api/client.js';
 import { type Config, requireApi } from '../config/index.js';
 import { requireCardTokens } from '../config/tokens.js';
+import { CliError } from '../errors.js';
 import { type FleetMembership, joinFleet } from '../fleet/registry.js';
 import { thisProcess } from '../fleet/this-process.js';
 import { createLogger } from '../logger.js';
 import { createMetrics } from '../metrics.js';
 import { onShutdown } from '../shutdown.js';
+import { packageVersion } from '../version.js';
 import { ensureRedis, type Io } from './common.js';
 import { startAdmin } from './serve.js';
 
@@ -37,6 +41,16 @@ export async function cmdWorker(config: Config, io: Io, opts: WorkerCliOptions):
   const concurrency = opts.concurrency ?? config.syncConcurrency;
   const logger = createLogger({ level: config.logLevel });
   const metrics = createMetrics();
+  // A release older than the database's newest breaking migration must not write (exit 3).
+  const known = knownMigration();
+  const check = createDb(config.databaseUrl, { max: 1, timeoutMs: config.databaseTimeoutMs });
+  let ahead: string | undefined;
+  try {
+    ahead = await breakingAhead(check.pool, known);
+  } finally {
+    await check.close();
+  }
+  if (ahead !== undefined) throw new CliError(tooOldMessage(packageVersion(), known, ahead), 3);
   // A blocking connection waits forever for Redis: check on a fail-fast one first.
   const probe = createRedis(config.redis);
   try {
@@ -67,6 +81,9 @@ export async function cmdWorker(config: Config, io: Io, opts: WorkerCliOptions):
   let admin: Awaited<ReturnType<typeof startAdmin>> | undefined;
   let fleet: FleetMembership | undefined;
   let stopped: Promise<number> | undefined;
+  /** Set when a breaking migration this release does not know was applied while it ran. */
+  let tooOld: string | undefined;
+  let leaveForNewer: ((code: number) => void) | undefined;
   const stop = (reason: string) => {
     stopped ??= (async () => {
       logger.info({ reason }, 'worker stopping: finishing in-flight jobs');
@@ -153,6 +170,17 @@ export async function cmdWorker(config: Config, io: Io, opts: WorkerCliOptions):
     {
       onError: (error) =>
         logger.warn({ err: error.message }, 'fleet heartbeat failed; retrying at the next beat'),
+      // A breaking migration applied under a running fleet: stop taking jobs, finish those in
+      // flight, exit 3, and let the orchestrator restart this process on the new release.
+      onBeat: async () => {
+        if (tooOld !== undefined || stopped !== undefined) return;
+        const newer = await breakingAhead(handle.pool, known);
+        if (newer === undefined) return;
+        tooOld = tooOldMessage(packageVersion(), known, newer);
+        logger.error({ migration: newer }, tooOld);
+        io.err(`cards-sync: ${tooOld}`);
+        void stop('breaking migration').then(() => leaveForNewer?.(3));
+      },
     },
   );
   logger.info(
@@ -198,9 +226,12 @@ export async function cmdWorker(config: Config, io: Io, opts: WorkerCliOptions):
         return 1;
       }
     }
-    return stopped;
+    const code = await stopped;
+    return tooOld !== undefined ? 3 : code;
   }
-  return new Promise<number>(() => {});
+  return new Promise<number>((resolve) => {
+    leaveForNewer = resolve;
+  });
 }
 
 /** What the refresh's shared plan is made for, from the configuration. */

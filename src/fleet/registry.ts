@@ -45,14 +45,15 @@ export interface FleetMembership {
 }
 
 /**
- * Registers this process and beats every `beatMs` until `leave()`. A beat that finds its row gone
+ * Registers this process and beats every `beatMs` until `leave()`; `onBeat` runs after each beat
+ * (a worker checks there for a breaking migration newer than it knows). A beat that finds its row gone
  * (deleted as forgotten after a long outage) writes it again. A failed beat is retried at the next
  * one: the registry reports, it never stops a process.
  */
 export async function joinFleet(
   pool: pg.Pool,
   info: ProcessInfo,
-  o: { beatMs?: number; onError?: (error: Error) => void } = {},
+  o: { beatMs?: number; onError?: (error: Error) => void; onBeat?: () => Promise<void> } = {},
 ): Promise<FleetMembership> {
   const id = `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
   const upsert = () =>
@@ -76,7 +77,9 @@ export async function joinFleet(
   await upsert();
   let beating: Promise<unknown> = Promise.resolve();
   const timer = setInterval(() => {
-    beating = upsert().catch((error: Error) => o.onError?.(error));
+    beating = upsert()
+      .then(() => o.onBeat?.())
+      .catch((error: Error) => o.onError?.(error));
   }, o.beatMs ?? BEAT_MS);
   timer.unref();
   let left: Promise<void> | undefined;
