@@ -34,6 +34,7 @@ export interface Metrics {
   auditSamples: Gauge;
   pastMaxAge: Gauge;
   fleetProcesses: Gauge<'version' | 'role'>;
+  fleetSettingsDiffer: Gauge;
 }
 
 /** A subscriber counts as stale (`cards_sync_stale_subscribers`) with no successful sync for this long. */
@@ -189,6 +190,11 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
       name: 'cards_sync_fleet_processes',
       help: 'Live processes of the fleet (fleet_processes, beat within 45 s), by release and role',
       labelNames: ['version', 'role'] as const,
+      registers: [registry],
+    }),
+    fleetSettingsDiffer: new Gauge({
+      name: 'cards_sync_fleet_settings_differ',
+      help: 'Shared settings (rate limit, refresh mode and budget, queue prefix, Redis topology) on which live processes disagree',
       registers: [registry],
     }),
     refreshOverrun: new Gauge({

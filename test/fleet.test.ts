@@ -161,4 +161,93 @@ describe('the fleet registry', () => {
     );
     expect(text).not.toMatch(/SETTINGS DIFFER: (queuePrefix|refreshMode)/);
   });
+
+  it('keys: a worker whose first key a live worker lacks refuses to start, tokens rotate refuses, doctor warns', async () => {
+    const ownKey = CARD_TOKEN_KEYS.split(':')[0]!;
+    const other = await joinFleet(pool(), { ...info(), keyIds: ['someone-else'] });
+    cleanups.push(() => other.leave());
+    const q = testQueue();
+    cleanups.push(q.cleanup);
+    const env = {
+      DATABASE_URL: database.url,
+      REDIS_URL: inject('redisUrl'),
+      QUEUE_PREFIX: q.prefix,
+      CARDS_API_BASE_URL: upstream.url,
+      CARDS_API_KEY: API_KEY,
+      CARD_TOKEN_KEYS,
+    };
+    const refused = await runCli(['worker', '--exit-when-idle'], env);
+    expect(refused.code).toBe(2);
+    expect(refused.stderr.trim()).toBe(
+      `cards-sync: CARD_TOKEN_KEYS's first key ${ownKey} is not in the ring of 1 live worker: ` +
+        `worker ${other.id} (0.0.9-test, keys someone-else). Give every worker a ring that holds ${ownKey} (second), then make it first`,
+    );
+    const rotate = await runCli(['tokens', 'rotate'], env);
+    expect(rotate.code).toBe(1);
+    expect(rotate.stderr).toContain(
+      `tokens rotate would seal under key ${ownKey}, which 1 live worker does not hold: worker ${other.id}`,
+    );
+    const before = await pool().query(
+      `select count(*)::int as n from admin_actions where action = 'tokens_rotate'`,
+    );
+    expect(before.rows[0].n).toBe(0);
+    const doctor = await runCli(['doctor'], env);
+    expect(doctor.stdout).toMatch(
+      new RegExp(
+        `^WARN {2}fleet {14}1 live \\(0\\.0\\.9-test\\); key rings disagree: ${other.id} lacks ${ownKey}$`,
+        'm',
+      ),
+    );
+    // Once the other worker holds the key too, the worker starts and doctor is content.
+    await other.leave();
+    const holder = await joinFleet(pool(), { ...info(), keyIds: ['someone-else', ownKey] });
+    cleanups.push(() => holder.leave());
+    const started = await runCli(['worker', '--exit-when-idle'], env);
+    expect(started.code).toBe(0);
+    const doctor2 = await runCli(['doctor'], env);
+    expect(doctor2.stdout).toMatch(/^ok {4}fleet {14}1 live \(0\.0\.9-test\); key rings agree/m);
+  });
+
+  it('a worker whose shared settings differ from the fleet warns in its log, and /metrics counts the disagreements', async () => {
+    const a = await joinFleet(pool(), {
+      ...info({ rateLimitPerSec: 100 }),
+      keyIds: [CARD_TOKEN_KEYS.split(':')[0]!],
+    });
+    cleanups.push(() => a.leave());
+    const q = testQueue();
+    cleanups.push(q.cleanup);
+    const env = {
+      DATABASE_URL: database.url,
+      REDIS_URL: inject('redisUrl'),
+      QUEUE_PREFIX: q.prefix,
+      CARDS_API_BASE_URL: upstream.url,
+      CARDS_API_KEY: API_KEY,
+      CARD_TOKEN_KEYS,
+      LOG_LEVEL: 'warn',
+    };
+    const run = await runCli(['worker', '--exit-when-idle'], env);
+    expect(run.code).toBe(0);
+    expect(run.stdout + run.stderr).toContain(
+      'rateLimitPerSec differs from 1 live process: every process must share it',
+    );
+    const b = await joinFleet(pool(), info({ rateLimitPerSec: 0 }));
+    cleanups.push(() => b.leave());
+    const metrics = createMetrics({ defaultMetrics: false });
+    const refreshQueue = createRefreshQueue(q.redis, q.prefix);
+    cleanups.push(() => refreshQueue.close());
+    const admin = createAdminApp({
+      db: database.handle.db,
+      redis: q.redis,
+      syncQueue: q.queue,
+      refreshQueue,
+      metrics,
+      logger: captureLogger().logger,
+      adminToken: ADMIN_TOKEN,
+      prefix: q.prefix,
+    });
+    const headers = { authorization: `Bearer ${ADMIN_TOKEN}` };
+    const scrape = await (await admin.app.fetch(new Request('http://x/metrics', { headers }))).text();
+    expect(scrape).toMatch(/^cards_sync_fleet_settings_differ 1$/m);
+    expect(scrape).toContain('cards_sync_fleet_processes{version="0.0.9-test",role="worker"} 2');
+  });
 });

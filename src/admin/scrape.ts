@@ -6,6 +6,7 @@ import { inProgressRun } from '../../db/ops/refresh-runs.js';
 import { bulkPauseKey } from '../../jobs/bulk-breaker.js';
 import { readPauseReason } from '../../jobs/queue.js';
 import { progressOf } from '../../jobs/refresh-plan.js';
+import { fleetDisagreements } from '../fleet/format.js';
 import { fleetCounts, liveFleet } from '../fleet/registry.js';
 import { type Metrics, STALE_AFTER_HOURS } from '../metrics.js';
 import type { AdminDeps } from './app.js';
@@ -40,6 +41,7 @@ export async function collectGauges(
     // Reset first: a release or role that left must not linger at its last count.
     m.fleetProcesses.reset();
     for (const c of fleetCounts(fleet)) m.fleetProcesses.set({ version: c.version, role: c.role }, c.count);
+    m.fleetSettingsDiffer.set(fleetDisagreements(fleet).length);
   }
   if (model) {
     m.estimatedStaleRatio.set(model.estimatedStaleRatio);

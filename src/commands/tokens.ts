@@ -7,6 +7,8 @@ import type { StoredToken } from '../cards.js';
 import type { Config } from '../config/index.js';
 import { requireCardTokens } from '../config/tokens.js';
 import { CliError, ConfigError } from '../errors.js';
+import { nameProcesses, workersLacking } from '../fleet/format.js';
+import { liveFleet } from '../fleet/registry.js';
 import { CardConflictError, CardNotFoundError, readCardToken } from '../read-card-token.js';
 import { cardTokens } from '../tokens/card-tokens.js';
 import { TokenKeyError } from '../tokens/keyring.js';
@@ -65,6 +67,17 @@ export async function cmdTokensRotate(config: Config, io: Io, opts: RotateOption
   const ring = config.tokens.ring!;
   const primary = ring.primaryId;
   const handle = createDb(config.databaseUrl, { max: 2, timeoutMs: config.databaseTimeoutMs });
+  // A token re-sealed under a key some live worker lacks fails that worker's syncs: refuse.
+  const lacking = workersLacking(await liveFleet(handle.pool).catch(() => []), primary);
+  if (lacking.length > 0) {
+    await handle.close();
+    throw new CliError(
+      `tokens rotate would seal under key ${primary}, which ${lacking.length} live worker${lacking.length === 1 ? '' : 's'} ` +
+        `do${lacking.length === 1 ? 'es' : ''} not hold: ${nameProcesses(lacking)}. Restart ${lacking.length === 1 ? 'it' : 'them'} ` +
+        `with a CARD_TOKEN_KEYS that holds ${primary}, then rotate`,
+      1,
+    );
+  }
   const actor = cliActor(io.env);
   const unreadable = new Map<number, string>();
   const reseal = (row: { id: number; token: StoredToken }): StoredToken | undefined => {

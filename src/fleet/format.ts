@@ -46,3 +46,15 @@ export function formatFleet(fleet: readonly FleetEntry[], now = Date.now()): str
   }
   return lines;
 }
+
+/** Live workers whose ring lacks `keyId`: they could not open a token sealed under it. */
+export function workersLacking(fleet: readonly FleetEntry[], keyId: string): FleetEntry[] {
+  return fleet.filter((p) => p.role !== 'admin' && !p.keyIds.includes(keyId));
+}
+
+/** `worker vm:1:ab (keys k1)`, for the lines that name processes. */
+export function nameProcesses(processes: readonly FleetEntry[]): string {
+  return processes
+    .map((p) => `${p.role} ${p.id} (${p.version}, keys ${p.keyIds.join(',') || 'none'})`)
+    .join('; ');
+}
