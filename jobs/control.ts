@@ -5,6 +5,7 @@ import { resumeBulkLane } from './bulk-breaker.js';
 import { type PauseReason, pauseQueue, readPauseReason, resumeQueue } from './queue.js';
 import type { RedisClient } from './redis.js';
 import type { RefreshJobData } from './refresh.js';
+import { REFRESH_PAYLOAD_VERSION } from './refresh-queue.js';
 
 /**
  * What an operator does to the whole queue, from the CLI or the ops page: one code path for both,
@@ -54,7 +55,11 @@ export async function resumeProcessing(deps: {
   const bulkLane = await resumeBulkLane(deps.syncQueue, deps.redis);
   const run = await resumeHaltedRun(deps.db);
   if (run === undefined) return { wasPaused, endedPause, continuedRefreshRunId: undefined, bulkLane };
-  const job = await deps.refreshQueue.add('refresh', { trigger: run.trigger, refreshRunId: run.id });
+  const job = await deps.refreshQueue.add('refresh', {
+    v: REFRESH_PAYLOAD_VERSION,
+    trigger: run.trigger,
+    refreshRunId: run.id,
+  });
   if (job.id) await setRefreshJobId(deps.db, run.id, job.id);
   return { wasPaused, endedPause, continuedRefreshRunId: run.id, bulkLane };
 }

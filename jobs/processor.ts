@@ -13,7 +13,14 @@ import {
   isBulkJob,
 } from './bulk-breaker.js';
 import { isOpsJob, opsServedCounter } from './lanes.js';
-import { pauseQueue, type SyncJobData, type SyncJobResult, syncJobSchema } from './queue.js';
+import { NEWER_PAYLOAD_HOLD_MS, newerPayload } from './payload-version.js';
+import {
+  pauseQueue,
+  SYNC_PAYLOAD_VERSION,
+  type SyncJobData,
+  type SyncJobResult,
+  syncJobSchema,
+} from './queue.js';
 import type { RedisClient } from './redis.js';
 import { countOutcome } from './refresh-tally.js';
 
@@ -173,6 +180,16 @@ export function createSyncProcessor(deps: ProcessorDeps) {
     token?: string,
     signal?: AbortSignal,
   ): Promise<SyncJobResult> => {
+    const newer = newerPayload(job.data, SYNC_PAYLOAD_VERSION);
+    if (newer !== undefined && token !== undefined) {
+      // Written by a newer release: handed back for a newer worker, with no attempt used.
+      deps.logger.warn(
+        { jobId: job.id, payloadVersion: newer, knownVersion: SYNC_PAYLOAD_VERSION },
+        'a job from a newer release: handed back for a newer worker (no attempt used)',
+      );
+      await job.moveToDelayed(Date.now() + NEWER_PAYLOAD_HOLD_MS, token);
+      throw new DelayedError();
+    }
     const parsed = syncJobSchema.safeParse(job.data);
     if (!parsed.success) {
       throw new UnrecoverableError(

@@ -9,8 +9,15 @@ import type { RedisClient } from './redis.js';
 export const QUEUE_NAME = 'saved-cards-sync';
 export const JOB_NAME = 'sync';
 
+/**
+ * The version of the payload this release writes (`v`). A worker meeting a newer one hands the job
+ * back unused (jobs/payload-version.ts); a payload without `v` is from a release before versions.
+ */
+export const SYNC_PAYLOAD_VERSION = 1;
+
 /** The job payload: whom to sync and why. Never a secret. */
 export const syncJobSchema = z.object({
+  v: z.number().int().positive().optional(),
   target: z.union([
     z.object({ subscriberId: z.number().int().positive().refine(Number.isSafeInteger) }).strict(),
     z.object({ email: z.string().min(3).max(254) }).strict(),
@@ -181,7 +188,7 @@ export async function enqueueSyncs(
   const jobs: NewJob[] = targets.map((target, i) => {
     const claim = extra.firstClaim !== undefined ? extra.firstClaim + i : undefined;
     const opts = jobOptionsFor(target, emailKey, extra.refreshRunId, lane, claim);
-    return { name: JOB_NAME, data: { target, trigger, ...data }, opts };
+    return { name: JOB_NAME, data: { v: SYNC_PAYLOAD_VERSION, target, trigger, ...data }, opts };
   });
   const { added, refused } = await addEach(queue, jobs);
   let enqueued = 0;

@@ -11,7 +11,11 @@ export const REFRESH_QUEUE_NAME = 'saved-cards-refresh';
 export const SCHEDULER_ID = 'nightly-refresh';
 export const CONTINUOUS_SCHEDULER_ID = 'continuous-refresh';
 
+/** The version of the refresh payload this release writes (`v`); see SYNC_PAYLOAD_VERSION. */
+export const REFRESH_PAYLOAD_VERSION = 1;
+
 export const refreshJobSchema = z.object({
+  v: z.number().int().positive().optional(),
   trigger: z.enum(REFRESH_TRIGGERS),
   refreshRunId: z.number().int().positive().optional(),
 });
@@ -47,7 +51,7 @@ export async function registerNightlyScheduler(
   await queue.upsertJobScheduler(
     SCHEDULER_ID,
     { pattern, tz },
-    { name: 'refresh', data: { trigger: 'nightly' } },
+    { name: 'refresh', data: { v: REFRESH_PAYLOAD_VERSION, trigger: 'nightly' } },
   );
   return (await queue.getJobScheduler(SCHEDULER_ID))?.next;
 }
@@ -69,7 +73,7 @@ export async function registerRefreshMode(
   await queue.upsertJobScheduler(
     CONTINUOUS_SCHEDULER_ID,
     { every: 60_000 },
-    { name: 'refresh', data: { trigger: 'continuous' } },
+    { name: 'refresh', data: { v: REFRESH_PAYLOAD_VERSION, trigger: 'continuous' } },
   );
   return (await queue.getJobScheduler(CONTINUOUS_SCHEDULER_ID))?.next;
 }

@@ -20,11 +20,17 @@ import type { Logger } from '../src/logger.js';
 import { heldCount } from './bulk-breaker.js';
 import { type ContinuousOptions, continuousFanout } from './continuous-refresh.js';
 import { createFairShare, LANE_PRIORITY } from './lanes.js';
+import { NEWER_PAYLOAD_HOLD_MS, newerPayload } from './payload-version.js';
 import { enqueueSyncs, pauseQueue, type SyncJobData, type SyncJobResult } from './queue.js';
 import type { RedisClient } from './redis.js';
 import { planRun } from './refresh-plan.js';
 import { type RefreshPlanSettings, replan } from './refresh-policy.js';
-import { openRefreshRun, type RefreshJobData, refreshJobSchema } from './refresh-queue.js';
+import {
+  openRefreshRun,
+  REFRESH_PAYLOAD_VERSION,
+  type RefreshJobData,
+  refreshJobSchema,
+} from './refresh-queue.js';
 import { readTally } from './refresh-tally.js';
 
 export * from './refresh-queue.js';
@@ -173,6 +179,15 @@ export function createRefreshProcessor(deps: RefreshDeps, options: RefreshOption
   }
 
   return async (job: Job<RefreshJobData>, token?: string) => {
+    const newer = newerPayload(job.data, REFRESH_PAYLOAD_VERSION);
+    if (newer !== undefined) {
+      deps.logger.warn(
+        { jobId: job.id, payloadVersion: newer, knownVersion: REFRESH_PAYLOAD_VERSION },
+        'a refresh job from a newer release: handed back for a newer worker',
+      );
+      await job.moveToDelayed(Date.now() + NEWER_PAYLOAD_HOLD_MS, token);
+      throw new DelayedError();
+    }
     const data = refreshJobSchema.parse(job.data);
     let run: RefreshRun | undefined;
     if (data.refreshRunId !== undefined) {
@@ -305,7 +320,7 @@ export function createRefreshProcessor(deps: RefreshDeps, options: RefreshOption
     }
     if (continuous && deps.refreshQueue && !deps.stopping?.()) {
       // The next window begins at once (the job scheduler would start it within a minute anyway).
-      await deps.refreshQueue.add('refresh', { trigger: 'continuous' });
+      await deps.refreshQueue.add('refresh', { v: REFRESH_PAYLOAD_VERSION, trigger: 'continuous' });
     }
     return { refreshRunId: run.id, status: closed?.status ?? 'completed' };
   };

@@ -83,7 +83,7 @@ describe('enqueue from flags', () => {
       { email: 'x@localhost' },
     ]);
     const [job] = await q.queue.getJobs(['waiting'], 0, 0, true);
-    expect(job!.data).toEqual({ target: { subscriberId: 7 }, trigger: 'manual' });
+    expect(job!.data).toEqual({ v: 1, target: { subscriberId: 7 }, trigger: 'manual' });
   });
 
   it('counts a repeated id, and an e-mail differing only in case, as already queued (exit 0)', async () => {

@@ -76,6 +76,7 @@ describe('the ops lane', () => {
     const promoted = await s.queue.getJob(`id:250:r${runId}`);
     expect(await promoted!.getState()).toBe('waiting');
     expect(promoted!.data).toEqual({
+      v: 1,
       target: { subscriberId: 250 },
       trigger: 'manual',
       refreshRunId: runId,

@@ -7,6 +7,7 @@ import {
 } from '../../db/ops/refresh-runs.js';
 import { createRedis } from '../../jobs/redis.js';
 import { createRefreshQueue, openRefreshRun } from '../../jobs/refresh.js';
+import { REFRESH_PAYLOAD_VERSION } from '../../jobs/refresh-queue.js';
 import type { Config } from '../config/index.js';
 import { CliError } from '../errors.js';
 import { durationMs, formatTime } from '../time.js';
@@ -67,7 +68,11 @@ export async function cmdRefresh(config: Config, io: Io, opts: { stale?: string 
       return 1;
     }
     try {
-      const job = await queue.add('refresh', { trigger: 'manual', refreshRunId: started.run.id });
+      const job = await queue.add('refresh', {
+        v: REFRESH_PAYLOAD_VERSION,
+        trigger: 'manual',
+        refreshRunId: started.run.id,
+      });
       if (job.id) await setRefreshJobId(handle.db, started.run.id, job.id);
     } catch (error) {
       await abandonRefreshRun(handle.db, started.run.id, 'its refresh job could not be queued');
