@@ -204,6 +204,9 @@ describe('the fleet registry', () => {
     cleanups.push(() => holder.leave());
     const started = await runCli(['worker', '--exit-when-idle'], env);
     expect(started.code).toBe(0);
+    // And the rotation that was refused goes through.
+    const rotated = await runCli(['tokens', 'rotate'], env);
+    expect(rotated.code, rotated.stderr).toBe(0);
     const doctor2 = await runCli(['doctor'], env);
     expect(doctor2.stdout).toMatch(/^ok {4}fleet {14}1 live \(0\.0\.9-test\); key rings agree/m);
   });

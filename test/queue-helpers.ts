@@ -85,9 +85,9 @@ export interface CliProcess {
   done: Promise<CliRun>;
 }
 
-/** Starts the built CLI in the background. */
-export function startCli(args: string[], env: Record<string, string>): CliProcess {
-  const child = spawn(process.execPath, [CLI, ...args], {
+/** Starts the built CLI (or another build's, `bin`) in the background. */
+export function startCli(args: string[], env: Record<string, string>, bin = CLI): CliProcess {
+  const child = spawn(process.execPath, [bin, ...args], {
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', ...env },
     stdio: ['pipe', 'pipe', 'pipe'],
   });
