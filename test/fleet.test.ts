@@ -4,7 +4,7 @@ import { createRefreshQueue } from '../jobs/refresh.js';
 import { createAdminApp } from '../src/admin/app.js';
 import { joinFleet, liveFleet, type ProcessInfo } from '../src/fleet/registry.js';
 import { createMetrics } from '../src/metrics.js';
-import { ADMIN_TOKEN, API_KEY, CARD_TOKEN_KEYS, useScriptedApi } from './fixtures.js';
+import { ADMIN_TOKEN, API_KEY, CARD_TOKEN_KEYS, testTokens, useScriptedApi } from './fixtures.js';
 import { captureLogger, useCleanups, useTestDatabase } from './helpers.js';
 import { runCli, startCli, testQueue, waitFor } from './queue-helpers.js';
 
@@ -252,5 +252,34 @@ describe('the fleet registry', () => {
     const scrape = await (await admin.app.fetch(new Request('http://x/metrics', { headers }))).text();
     expect(scrape).toMatch(/^cards_sync_fleet_settings_differ 1$/m);
     expect(scrape).toContain('cards_sync_fleet_processes{version="0.0.9-test",role="worker"} 2');
+  });
+
+  it('a worker whose ring lacks the key that sealed stored tokens says so at start', async () => {
+    const sealed = testTokens.store(990101, 'tok-fleet-1');
+    await pool().query(
+      `insert into saved_cards (id, subscriber_id, card_token, card_token_fingerprint, bin_number, card_family,
+         card_bank_code, card_bank_name, company_id, create_date, first_seen_at, last_seen_at, updated_at)
+       values (990101, 991, $1, $2, '4761-xxxx-xxxx-0043', '', 1, 'AKBA', 1, now(), now(), now(), now())`,
+      [sealed.value, sealed.fingerprint],
+    );
+    cleanups.push(() => pool().query('delete from saved_cards where id = 990101'));
+    const q = testQueue();
+    cleanups.push(q.cleanup);
+    const other = `test2:${Buffer.alloc(32, 9).toString('base64')}`;
+    const run = await runCli(['worker', '--exit-when-idle'], {
+      DATABASE_URL: database.url,
+      REDIS_URL: inject('redisUrl'),
+      QUEUE_PREFIX: q.prefix,
+      CARDS_API_BASE_URL: upstream.url,
+      CARDS_API_KEY: API_KEY,
+      CARD_TOKEN_KEYS: other,
+      LOG_LEVEL: 'warn',
+    });
+    expect(run.code).toBe(0);
+    const own = CARD_TOKEN_KEYS.split(':')[0];
+    expect(run.stdout + run.stderr).toContain(
+      `stored card tokens are sealed under key ${own}, which CARD_TOKEN_KEYS lacks: syncs of those cards fail with token_key_unknown`,
+    );
+    expect(run.stdout + run.stderr).not.toContain(Buffer.alloc(32, 9).toString('base64'));
   });
 });

@@ -15,9 +15,7 @@ import { queueIsIdle, type SyncWorker, startSyncWorker } from '../../jobs/worker
 import { createApiClient } from '../api/client.js';
 import { type Config, requireApi } from '../config/index.js';
 import { requireCardTokens } from '../config/tokens.js';
-import { CliError } from '../errors.js';
-import { nameProcesses, workersLacking } from '../fleet/format.js';
-import { type FleetEntry, type FleetMembership, joinFleet, liveFleet } from '../fleet/registry.js';
+import { type FleetMembership, joinFleet } from '../fleet/registry.js';
 import { thisProcess } from '../fleet/this-process.js';
 import { createLogger } from '../logger.js';
 import { createMetrics } from '../metrics.js';
@@ -25,6 +23,7 @@ import { onShutdown } from '../shutdown.js';
 import { packageVersion } from '../version.js';
 import { ensureRedis, type Io } from './common.js';
 import { startAdmin } from './serve.js';
+import { checkBeforeStart } from './worker-checks.js';
 
 export interface WorkerCliOptions {
   concurrency?: number;
@@ -42,41 +41,8 @@ export async function cmdWorker(config: Config, io: Io, opts: WorkerCliOptions):
   const concurrency = opts.concurrency ?? config.syncConcurrency;
   const logger = createLogger({ level: config.logLevel });
   const metrics = createMetrics();
-  // A release older than the database's newest breaking migration must not write (exit 3).
   const known = knownMigration();
-  const check = createDb(config.databaseUrl, { max: 1, timeoutMs: config.databaseTimeoutMs });
-  let ahead: string | undefined;
-  let fleetNow: FleetEntry[] = [];
-  try {
-    ahead = await breakingAhead(check.pool, known);
-    fleetNow = ahead === undefined ? await liveFleet(check.pool).catch(() => []) : [];
-  } finally {
-    await check.close();
-  }
-  if (ahead !== undefined) throw new CliError(tooOldMessage(packageVersion(), known, ahead), 3);
-  // Sealing under a key some live worker lacks would make its syncs fail (token_key_unknown).
-  const primary = config.tokens.encryption === 'on' ? config.tokens.ring?.primaryId : undefined;
-  const lacking = primary === undefined ? [] : workersLacking(fleetNow, primary);
-  if (lacking.length > 0) {
-    throw new CliError(
-      `CARD_TOKEN_KEYS's first key ${primary} is not in the ring of ${lacking.length} live worker${lacking.length === 1 ? '' : 's'}: ` +
-        `${nameProcesses(lacking)}. Give every worker a ring that holds ${primary} (second), then make it first`,
-      2,
-    );
-  }
-  // Settings that work only when shared: say which differ (a rolling change passes through this).
-  const mine = thisProcess(config, 'worker', null).settings;
-  for (const [setting, value] of Object.entries(mine)) {
-    const others = fleetNow.filter(
-      (p) => JSON.stringify(p.settings[setting] ?? null) !== JSON.stringify(value),
-    );
-    if (others.length > 0) {
-      logger.warn(
-        { setting, value, fleet: others.map((p) => ({ id: p.id, value: p.settings[setting] ?? null })) },
-        `${setting} differs from ${others.length} live process${others.length === 1 ? '' : 'es'}: every process must share it`,
-      );
-    }
-  }
+  await checkBeforeStart(config, logger, known);
   // A blocking connection waits forever for Redis: check on a fail-fast one first.
   const probe = createRedis(config.redis);
   try {
