@@ -39,7 +39,7 @@ describe('cards-sync refresh', () => {
     expect(staleAge).toBeGreaterThanOrEqual(36 * 3600_000 - 5000);
     expect(staleAge).toBeLessThanOrEqual(36 * 3600_000 + 5000);
     const jobs = await q.refreshQueue.getJobs(['waiting']);
-    expect(jobs.map((j) => j.data)).toEqual([{ trigger: 'manual', refreshRunId: row!.id }]);
+    expect(jobs.map((j) => j.data)).toEqual([{ v: 1, trigger: 'manual', refreshRunId: row!.id }]);
 
     const again = await runCli(['refresh'], q.env);
     expect(again.code).toBe(1);

@@ -17,11 +17,19 @@ interface DueRow {
  * their due time on as a claim (src/freshness/schedule.ts `afterClaim`), and returns them. Rows a
  * sync holds are skipped, not waited for; two schedulers never take the same subscriber.
  */
+/** Arbitrary constant: the advisory lock that serialises claims of the continuous refresh. */
+const CLAIM_LOCK_KEY = 7_246_118_503;
+
 export async function claimDue(pool: pg.Pool, limit: number, params: PolicyParams): Promise<number[]> {
   if (limit <= 0) return [];
   const client = await pool.connect();
   try {
     await client.query('begin');
+    // One claim at a time across schedulers. Under READ COMMITTED, SKIP LOCKED alone is not
+    // enough: a claim whose snapshot predates another's commit would lock the rows that one just
+    // claimed (their new version still matches, having no due-time condition) and take them twice.
+    // Waiting for the lock gives the next claim a snapshot that sees the moved due times.
+    await client.query('select pg_advisory_xact_lock($1)', [CLAIM_LOCK_KEY]);
     const { rows } = await client.query<DueRow>({
       name: 'cards-sync-claim-due',
       text: `select subscriber_id, (extract(epoch from last_success_at) * 1000)::float8 as last_success_ms,
