@@ -91,6 +91,21 @@ export class BreakingMigrationRefused extends Error {
   }
 }
 
+/** Records breaking migrations in `breaking_migrations`; false when the table does not exist yet. */
+async function recordBreaking(client: pg.Client, tags: string[]): Promise<boolean> {
+  const exists = await client.query<{ ok: boolean }>(
+    `select to_regclass('public.breaking_migrations') is not null as ok`,
+  );
+  if (!exists.rows[0]?.ok) return false;
+  if (tags.length > 0) {
+    await client.query(
+      'insert into breaking_migrations (tag) select unnest($1::text[]) on conflict do nothing',
+      [tags],
+    );
+  }
+  return true;
+}
+
 /** Live processes (a beat within 45 s) that know migrations only up to before `tag`. */
 async function processesBehind(client: pg.Client, tag: string): Promise<LiveProcess[]> {
   const exists = await client.query<{ ok: boolean }>(
@@ -140,47 +155,50 @@ export async function runMigrations(databaseUrl: string, o: MigrateOptions = {})
   const client = new pg.Client({ connectionString: databaseUrl, application_name: 'cards-sync migrate' });
   await client.connect();
   try {
-    await client.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK_KEY]);
     // Drizzle's own notices ("schema already exists") are noise here.
     await client.query('SET client_min_messages = warning');
-    const before = await appliedCount(client);
     const tags = journal(folder).entries.map((e) => e.tag);
     const breaking = breakingTags(folder);
-    // A pending breaking migration waits for the live processes that do not know it.
-    const pendingBreaking = tags
+    const pendingBreaking = async () =>
+      tags
+        .slice(await appliedCount(client))
+        .filter((t) => breaking.includes(t))
+        .at(-1);
+    // Wait for the processes in the way before taking the lock: another migrate (an operator's
+    // --force, another pod's) is not held up by this one's wait.
+    const started = Date.now();
+    let forced: MigrateResult['forced'];
+    for (let pending = await pendingBreaking(); pending !== undefined; pending = await pendingBreaking()) {
+      const inTheWay = await processesBehind(client, pending);
+      if (inTheWay.length === 0 || o.force) break;
+      if (Date.now() - started >= (o.waitMs ?? 0)) {
+        throw new BreakingMigrationRefused(pending, inTheWay, o.waitMs ?? 0);
+      }
+      o.onWait?.(inTheWay, pending);
+      await sleep(Math.min(2000, Math.max(100, (o.waitMs ?? 0) / 20)));
+    }
+    await client.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK_KEY]);
+    const before = await appliedCount(client);
+    const pending = tags
       .slice(before)
       .filter((t) => breaking.includes(t))
       .at(-1);
-    let forced: MigrateResult['forced'];
-    if (pendingBreaking !== undefined) {
-      const started = Date.now();
-      for (;;) {
-        const inTheWay = await processesBehind(client, pendingBreaking);
-        if (inTheWay.length === 0) break;
-        if (o.force) {
-          forced = { migration: pendingBreaking, processes: inTheWay };
-          break;
-        }
-        if (Date.now() - started >= (o.waitMs ?? 0)) {
-          throw new BreakingMigrationRefused(pendingBreaking, inTheWay, o.waitMs ?? 0);
-        }
-        o.onWait?.(inTheWay, pendingBreaking);
-        await sleep(Math.min(2000, Math.max(100, (o.waitMs ?? 0) / 20)));
+    if (pending !== undefined) {
+      // Recorded first, then the fleet read again: a worker joins the fleet before it reads the
+      // record, so of a worker starting now and this migrate, one sees the other.
+      const recorded = await recordBreaking(client, [pending]);
+      const inTheWay = await processesBehind(client, pending);
+      if (inTheWay.length > 0 && !o.force) {
+        if (recorded) await client.query('delete from breaking_migrations where tag = $1', [pending]);
+        throw new BreakingMigrationRefused(pending, inTheWay, o.waitMs ?? 0);
       }
+      if (inTheWay.length > 0) forced = { migration: pending, processes: inTheWay };
     }
     await migrate(drizzle(client), { migrationsFolder: folder });
     const after = await appliedCount(client);
     // The database keeps which breaking migrations it has, for releases that do not know them.
     const applied = tags.slice(0, after).filter((t) => breaking.includes(t));
-    const recorded = await client.query<{ ok: boolean }>(
-      `select to_regclass('public.breaking_migrations') is not null as ok`,
-    );
-    if (applied.length > 0 && recorded.rows[0]?.ok) {
-      await client.query(
-        'insert into breaking_migrations (tag) select unnest($1::text[]) on conflict do nothing',
-        [applied],
-      );
-    }
+    await recordBreaking(client, applied);
     await client.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK_KEY]);
     return { createdDatabase, applied: after - before, ...(forced ? { forced } : {}) };
   } finally {

@@ -112,7 +112,7 @@ export function createAdminApp(deps: AdminDeps) {
       lastRefreshRun(deps.db),
       recentAdminActions(deps.db, RECENT_ACTIONS),
       readFreshness(deps.db.$client, 7 * 86_400_000),
-      liveFleet(deps.db.$client),
+      liveFleet(deps.db.$client).catch(() => []),
     ]);
     return c.html(
       renderOverview({

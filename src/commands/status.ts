@@ -243,7 +243,8 @@ export async function cmdStatus(config: Config, io: Io, opts: { json: boolean })
   try {
     data = { ...(await readDataStatus(handle.db)), lastRefresh: (await lastRefreshRun(handle.db)) ?? null };
     freshness = await readFreshness(handle.pool, config.refreshMaxAgeMs);
-    fleet = await liveFleet(handle.pool);
+    // A database before migration 0017 has no fleet: say nothing of it rather than fail.
+    fleet = await liveFleet(handle.pool).catch(() => null);
     actions = await recentAdminActions(handle.db, STATUS_ACTIONS).catch((error: unknown) => ({
       error: describeDbError(error, config.databaseUrl) ?? rootCause(error).message,
     }));

@@ -68,7 +68,7 @@ export async function checkBeforeStart(config: Config, logger: Logger, known: st
   const mine = thisProcess(config, 'worker', null).settings;
   for (const [setting, value] of Object.entries(mine)) {
     const others = fleetNow.filter(
-      (p) => JSON.stringify(p.settings[setting] ?? null) !== JSON.stringify(value),
+      (p) => p.role !== 'admin' && JSON.stringify(p.settings[setting] ?? null) !== JSON.stringify(value),
     );
     if (others.length > 0) {
       logger.warn(

@@ -15,6 +15,7 @@ import { queueIsIdle, type SyncWorker, startSyncWorker } from '../../jobs/worker
 import { createApiClient } from '../api/client.js';
 import { type Config, requireApi } from '../config/index.js';
 import { requireCardTokens } from '../config/tokens.js';
+import { CliError } from '../errors.js';
 import { type FleetMembership, joinFleet } from '../fleet/registry.js';
 import { thisProcess } from '../fleet/this-process.js';
 import { createLogger } from '../logger.js';
@@ -80,9 +81,13 @@ export async function cmdWorker(config: Config, io: Io, opts: WorkerCliOptions):
     stopped ??= (async () => {
       logger.info({ reason }, 'worker stopping: finishing in-flight jobs');
       await admin?.stop();
-      // Out of the fleet at once: a process that is stopping takes no new work.
-      await fleet?.leave();
-      const [finished] = await Promise.all([sync?.close(opts.shutdownTimeoutMs) ?? true, refresh?.close()]);
+      // Out of the fleet at once (a process that is stopping takes no new work), but never held
+      // up by a Postgres that does not answer: the jobs close meanwhile.
+      const [finished] = await Promise.all([
+        sync?.close(opts.shutdownTimeoutMs) ?? true,
+        refresh?.close(),
+        fleet ? settlesWithin(fleet.leave(), 2000) : undefined,
+      ]);
       await Promise.allSettled([
         settlesWithin(queue.close(), 2000),
         settlesWithin(refreshQueue.close(), 2000),
@@ -95,11 +100,45 @@ export async function cmdWorker(config: Config, io: Io, opts: WorkerCliOptions):
         { finished },
         finished ? 'worker stopped' : 'worker stopped before in-flight jobs finished',
       );
-      return finished ? 0 : 1;
+      return tooOld !== undefined ? 3 : finished ? 0 : 1;
     })();
     return stopped;
   };
   onShutdown((signal) => stop(signal), opts.shutdownTimeoutMs + 5000);
+
+  // In the fleet before the first job: `migrate` sees this process from now on, and the breaking
+  // check after joining closes the gap between the check at start and the join.
+  try {
+    fleet = await joinFleet(
+      handle.db.$client,
+      thisProcess(config, opts.admin ? 'worker+admin' : 'worker', concurrency),
+      {
+        onError: (error) =>
+          logger.warn({ err: error.message }, 'fleet heartbeat failed; retrying at the next beat'),
+        // A breaking migration applied under a running fleet: stop taking jobs, finish those in
+        // flight, exit 3, and let the orchestrator restart this process on the new release.
+        onBeat: async () => {
+          if (tooOld !== undefined || stopped !== undefined) return;
+          const newer = await breakingAhead(handle.pool, known);
+          if (newer === undefined) return;
+          tooOld = tooOldMessage(packageVersion(), known, newer);
+          logger.error({ migration: newer }, tooOld);
+          io.err(`cards-sync: ${tooOld}`);
+          void stop('breaking migration').then(() => leaveForNewer?.(3));
+        },
+      },
+    );
+    const newer = await breakingAhead(handle.pool, known);
+    if (newer !== undefined) throw new CliError(tooOldMessage(packageVersion(), known, newer), 3);
+  } catch (error) {
+    await stop('could not join the fleet');
+    throw error;
+  }
+  if (stopped !== undefined) {
+    // Signalled while joining: stop() ran without a row to remove.
+    await settlesWithin(fleet.leave(), 2000);
+    return stopped;
+  }
 
   const goneAfterNotFound = config.syncGoneAfterNotFound;
   sync = await startSyncWorker(
@@ -156,25 +195,6 @@ export async function cmdWorker(config: Config, io: Io, opts: WorkerCliOptions):
     pattern: config.refreshCron,
     tz: config.refreshTz,
   });
-  fleet = await joinFleet(
-    handle.db.$client,
-    thisProcess(config, opts.admin ? 'worker+admin' : 'worker', concurrency),
-    {
-      onError: (error) =>
-        logger.warn({ err: error.message }, 'fleet heartbeat failed; retrying at the next beat'),
-      // A breaking migration applied under a running fleet: stop taking jobs, finish those in
-      // flight, exit 3, and let the orchestrator restart this process on the new release.
-      onBeat: async () => {
-        if (tooOld !== undefined || stopped !== undefined) return;
-        const newer = await breakingAhead(handle.pool, known);
-        if (newer === undefined) return;
-        tooOld = tooOldMessage(packageVersion(), known, newer);
-        logger.error({ migration: newer }, tooOld);
-        io.err(`cards-sync: ${tooOld}`);
-        void stop('breaking migration').then(() => leaveForNewer?.(3));
-      },
-    },
-  );
   logger.info(
     {
       fleetId: fleet.id,

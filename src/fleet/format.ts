@@ -7,11 +7,13 @@ import type { FleetEntry } from './registry.js';
 export function fleetDisagreements(
   fleet: readonly FleetEntry[],
 ): { setting: string; values: { value: string; processes: string[] }[] }[] {
-  const names = new Set(fleet.flatMap((p) => Object.keys(p.settings)));
+  // The admin server spends no budget and takes no job: its settings are not the fleet's.
+  const workers = fleet.filter((p) => p.role !== 'admin');
+  const names = new Set(workers.flatMap((p) => Object.keys(p.settings)));
   const out: { setting: string; values: { value: string; processes: string[] }[] }[] = [];
   for (const setting of [...names].sort()) {
     const byValue = new Map<string, string[]>();
-    for (const p of fleet) {
+    for (const p of workers) {
       const value = JSON.stringify(p.settings[setting] ?? null);
       byValue.set(value, [...(byValue.get(value) ?? []), p.id]);
     }
