@@ -6,7 +6,7 @@ import { BreakingMigrationRefused, migrationsFolder, runMigrations } from '../db
 import { cmdMigrate } from '../src/commands/sync.js';
 import { loadConfig } from '../src/config/index.js';
 import { joinFleet, liveFleet, type ProcessInfo } from '../src/fleet/registry.js';
-import { API_KEY, CARD_TOKEN_KEYS, useScriptedApi } from './fixtures.js';
+import { useScriptedApi, workerEnv } from './fixtures.js';
 import { useCleanups, useTestDatabase } from './helpers.js';
 import { runCli, startCli, testQueue, waitFor } from './queue-helpers.js';
 
@@ -48,19 +48,17 @@ const OLD: ProcessInfo = {
   settings: {},
 };
 
-function workerEnv() {
+function setup() {
   const q = testQueue();
   cleanups.push(q.cleanup);
   return {
     q,
-    env: {
-      DATABASE_URL: database.url,
-      REDIS_URL: inject('redisUrl'),
-      QUEUE_PREFIX: q.prefix,
-      CARDS_API_BASE_URL: upstream.url,
-      CARDS_API_KEY: API_KEY,
-      CARD_TOKEN_KEYS,
-    },
+    env: workerEnv({
+      databaseUrl: database.url,
+      redisUrl: inject('redisUrl'),
+      prefix: q.prefix,
+      apiUrl: upstream.url,
+    }),
   };
 }
 
@@ -73,7 +71,7 @@ describe('breaking migrations', () => {
   it('a worker older than the newest breaking migration refuses to start: one line naming both, exit 3', async () => {
     await pool().query(`insert into breaking_migrations (tag) values ('9999_future_change')`);
     cleanups.push(() => pool().query(`delete from breaking_migrations where tag = '9999_future_change'`));
-    const { env } = workerEnv();
+    const { env } = setup();
     const run = await runCli(['worker', '--exit-when-idle'], env);
     expect(run.code).toBe(3);
     const lines = run.stderr.trim().split('\n');
@@ -85,7 +83,7 @@ describe('breaking migrations', () => {
   });
 
   it('a running worker that sees a newer breaking migration applied finishes what it runs and exits 3', async () => {
-    const { env } = workerEnv();
+    const { env } = setup();
     const worker = startCli(['worker'], env);
     cleanups.push(async () => {
       if (worker.process.exitCode === null) worker.process.kill('SIGKILL');

@@ -75,3 +75,19 @@ export function useScriptedApi(options: MockApiOptions = {}) {
 }
 
 export const ok = (cards: unknown): MockReply => ({ status: 200, body: cards });
+
+/** The environment a worker process of the tests runs with: this database, queue and API. */
+export function workerEnv(
+  where: { databaseUrl: string; redisUrl: string; prefix: string; apiUrl: string },
+  extra: Record<string, string> = {},
+): Record<string, string> {
+  return {
+    DATABASE_URL: where.databaseUrl,
+    REDIS_URL: where.redisUrl,
+    QUEUE_PREFIX: where.prefix,
+    CARDS_API_BASE_URL: where.apiUrl,
+    CARDS_API_KEY: API_KEY,
+    CARD_TOKEN_KEYS,
+    ...extra,
+  };
+}

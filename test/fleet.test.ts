@@ -4,7 +4,7 @@ import { createRefreshQueue } from '../jobs/refresh.js';
 import { createAdminApp } from '../src/admin/app.js';
 import { joinFleet, liveFleet, type ProcessInfo } from '../src/fleet/registry.js';
 import { createMetrics } from '../src/metrics.js';
-import { ADMIN_TOKEN, API_KEY, CARD_TOKEN_KEYS, testTokens, useScriptedApi } from './fixtures.js';
+import { ADMIN_TOKEN, CARD_TOKEN_KEYS, testTokens, useScriptedApi, workerEnv } from './fixtures.js';
 import { captureLogger, useCleanups, useTestDatabase } from './helpers.js';
 import { runCli, startCli, testQueue, waitFor } from './queue-helpers.js';
 
@@ -16,6 +16,29 @@ const database = useTestDatabase();
 const upstream = useScriptedApi();
 const cleanups = useCleanups();
 const pool = () => database.handle.pool;
+const envFor = (q: { prefix: string }, extra: Record<string, string> = {}) =>
+  workerEnv(
+    { databaseUrl: database.url, redisUrl: inject('redisUrl'), prefix: q.prefix, apiUrl: upstream.url },
+    extra,
+  );
+
+/** The admin app over this database and queue, for its /metrics and overview. */
+function adminFor(q: ReturnType<typeof testQueue>) {
+  const refreshQueue = createRefreshQueue(q.redis, q.prefix);
+  cleanups.push(() => refreshQueue.close());
+  const admin = createAdminApp({
+    db: database.handle.db,
+    redis: q.redis,
+    syncQueue: q.queue,
+    refreshQueue,
+    metrics: createMetrics({ defaultMetrics: false }),
+    logger: captureLogger().logger,
+    adminToken: ADMIN_TOKEN,
+    prefix: q.prefix,
+  });
+  const headers = { authorization: `Bearer ${ADMIN_TOKEN}` };
+  return async (path: string) => (await admin.app.fetch(new Request(`http://x${path}`, { headers }))).text();
+}
 
 const journal = JSON.parse(
   readFileSync(new URL('../db/migrations/meta/_journal.json', import.meta.url), 'utf8'),
@@ -40,15 +63,7 @@ describe('the fleet registry', () => {
   it('a worker registers at start with what it is, shows in status, status --json and /metrics, and leaves at once on SIGTERM', async () => {
     const q = testQueue();
     cleanups.push(q.cleanup);
-    const env = {
-      DATABASE_URL: database.url,
-      REDIS_URL: inject('redisUrl'),
-      QUEUE_PREFIX: q.prefix,
-      CARDS_API_BASE_URL: upstream.url,
-      CARDS_API_KEY: API_KEY,
-      CARD_TOKEN_KEYS,
-      SYNC_RATE_LIMIT_PER_SEC: '40',
-    };
+    const env = envFor(q, { SYNC_RATE_LIMIT_PER_SEC: '40' });
     const worker = startCli(['worker', '--concurrency', '3'], env);
     cleanups.push(async () => {
       if (worker.process.exitCode === null) worker.process.kill('SIGKILL');
@@ -92,30 +107,17 @@ describe('the fleet registry', () => {
       new RegExp(`worker \\S+: ${version.replace(/\./g, '\\.')}, migration ${newestMigration}`),
     );
 
-    const metrics = createMetrics({ defaultMetrics: false });
-    const refreshQueue = createRefreshQueue(q.redis, q.prefix);
-    cleanups.push(() => refreshQueue.close());
-    const admin = createAdminApp({
-      db: database.handle.db,
-      redis: q.redis,
-      syncQueue: q.queue,
-      refreshQueue,
-      metrics,
-      logger: captureLogger().logger,
-      adminToken: ADMIN_TOKEN,
-      prefix: q.prefix,
-    });
-    const headers = { authorization: `Bearer ${ADMIN_TOKEN}` };
-    const scrape = await (await admin.app.fetch(new Request('http://x/metrics', { headers }))).text();
+    const get = adminFor(q);
+    const scrape = await get('/metrics');
     expect(scrape).toContain(`cards_sync_fleet_processes{version="${version}",role="worker"} 1`);
-    const overview = await (await admin.app.fetch(new Request('http://x/admin', { headers }))).text();
+    const overview = await get('/admin');
     expect(overview).toContain('<table id="fleet">');
     expect(overview).toContain(newestMigration);
 
     worker.process.kill('SIGTERM');
     expect((await worker.done).code).toBe(0);
     expect(await liveFleet(pool())).toEqual([]);
-    const after = await (await admin.app.fetch(new Request('http://x/metrics', { headers }))).text();
+    const after = await get('/metrics');
     expect(after).not.toContain('cards_sync_fleet_processes{');
   });
 
@@ -168,14 +170,7 @@ describe('the fleet registry', () => {
     cleanups.push(() => other.leave());
     const q = testQueue();
     cleanups.push(q.cleanup);
-    const env = {
-      DATABASE_URL: database.url,
-      REDIS_URL: inject('redisUrl'),
-      QUEUE_PREFIX: q.prefix,
-      CARDS_API_BASE_URL: upstream.url,
-      CARDS_API_KEY: API_KEY,
-      CARD_TOKEN_KEYS,
-    };
+    const env = envFor(q);
     const refused = await runCli(['worker', '--exit-when-idle'], env);
     expect(refused.code).toBe(2);
     expect(refused.stderr.trim()).toBe(
@@ -219,15 +214,7 @@ describe('the fleet registry', () => {
     cleanups.push(() => a.leave());
     const q = testQueue();
     cleanups.push(q.cleanup);
-    const env = {
-      DATABASE_URL: database.url,
-      REDIS_URL: inject('redisUrl'),
-      QUEUE_PREFIX: q.prefix,
-      CARDS_API_BASE_URL: upstream.url,
-      CARDS_API_KEY: API_KEY,
-      CARD_TOKEN_KEYS,
-      LOG_LEVEL: 'warn',
-    };
+    const env = envFor(q, { LOG_LEVEL: 'warn' });
     const run = await runCli(['worker', '--exit-when-idle'], env);
     expect(run.code).toBe(0);
     expect(run.stdout + run.stderr).toContain(
@@ -235,21 +222,7 @@ describe('the fleet registry', () => {
     );
     const b = await joinFleet(pool(), info({ rateLimitPerSec: 0 }));
     cleanups.push(() => b.leave());
-    const metrics = createMetrics({ defaultMetrics: false });
-    const refreshQueue = createRefreshQueue(q.redis, q.prefix);
-    cleanups.push(() => refreshQueue.close());
-    const admin = createAdminApp({
-      db: database.handle.db,
-      redis: q.redis,
-      syncQueue: q.queue,
-      refreshQueue,
-      metrics,
-      logger: captureLogger().logger,
-      adminToken: ADMIN_TOKEN,
-      prefix: q.prefix,
-    });
-    const headers = { authorization: `Bearer ${ADMIN_TOKEN}` };
-    const scrape = await (await admin.app.fetch(new Request('http://x/metrics', { headers }))).text();
+    const scrape = await adminFor(q)('/metrics');
     expect(scrape).toMatch(/^cards_sync_fleet_settings_differ 1$/m);
     expect(scrape).toContain('cards_sync_fleet_processes{version="0.0.9-test",role="worker"} 2');
   });
@@ -266,15 +239,10 @@ describe('the fleet registry', () => {
     const q = testQueue();
     cleanups.push(q.cleanup);
     const other = `test2:${Buffer.alloc(32, 9).toString('base64')}`;
-    const run = await runCli(['worker', '--exit-when-idle'], {
-      DATABASE_URL: database.url,
-      REDIS_URL: inject('redisUrl'),
-      QUEUE_PREFIX: q.prefix,
-      CARDS_API_BASE_URL: upstream.url,
-      CARDS_API_KEY: API_KEY,
-      CARD_TOKEN_KEYS: other,
-      LOG_LEVEL: 'warn',
-    });
+    const run = await runCli(
+      ['worker', '--exit-when-idle'],
+      envFor(q, { CARD_TOKEN_KEYS: other, LOG_LEVEL: 'warn' }),
+    );
     expect(run.code).toBe(0);
     const own = CARD_TOKEN_KEYS.split(':')[0];
     expect(run.stdout + run.stderr).toContain(

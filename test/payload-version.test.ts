@@ -2,7 +2,7 @@ import { describe, expect, inject, it } from 'vitest';
 import { isOpsJob } from '../jobs/lanes.js';
 import { newerPayload } from '../jobs/payload-version.js';
 import { JOB_NAME } from '../jobs/queue.js';
-import { API_KEY, CARD_TOKEN_KEYS, makeCard, ok, useScriptedApi } from './fixtures.js';
+import { makeCard, ok, useScriptedApi, workerEnv } from './fixtures.js';
 import { useCleanups, useTestDatabase } from './helpers.js';
 import { startCli, testQueue, waitFor } from './queue-helpers.js';
 
@@ -32,15 +32,13 @@ describe('versioned job payloads', () => {
         attempts: 3,
       },
     );
-    const worker = startCli(['worker'], {
-      DATABASE_URL: database.url,
-      REDIS_URL: inject('redisUrl'),
-      QUEUE_PREFIX: q.prefix,
-      CARDS_API_BASE_URL: upstream.url,
-      CARDS_API_KEY: API_KEY,
-      CARD_TOKEN_KEYS,
-      LOG_LEVEL: 'warn',
-    });
+    const worker = startCli(
+      ['worker'],
+      workerEnv(
+        { databaseUrl: database.url, redisUrl: inject('redisUrl'), prefix: q.prefix, apiUrl: upstream.url },
+        { LOG_LEVEL: 'warn' },
+      ),
+    );
     cleanups.push(async () => {
       if (worker.process.exitCode === null) worker.process.kill('SIGKILL');
       await worker.done;

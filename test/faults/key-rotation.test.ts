@@ -5,7 +5,7 @@ import { cardTokens } from '../../src/tokens/card-tokens.js';
 import { parseKeyRing } from '../../src/tokens/keyring.js';
 import { API_KEY, CARD_TOKEN_KEYS } from '../fixtures.js';
 import { useCleanups, useTestDatabase } from '../helpers.js';
-import { type CliProcess, runCli, startCli, waitFor } from '../queue-helpers.js';
+import { type CliProcess, runCli, waitFor } from '../queue-helpers.js';
 import { recordFaultRow } from './report.js';
 import { startScenario } from './scenario.js';
 import { secretsIn } from './secrets.js';
@@ -27,15 +27,8 @@ it('key rotation: refused while a worker lacks the key, done after the workers r
     apiArgs: ['--latency-ms', '3'],
     env: { SYNC_RATE_LIMIT_PER_SEC: '500' },
   });
-  const worker = (ring: string): CliProcess => {
-    const p = startCli(['worker', '--concurrency', '8'], { ...s.env, CARD_TOKEN_KEYS: ring });
-    cleanups.push(async () => {
-      if (p.process.exitCode === null && p.process.signalCode === null) p.process.kill('SIGKILL');
-      await p.done;
-    });
-    void p.done.then((run) => s.logs.push(run.stderr));
-    return p;
-  };
+  const worker = (ring: string): CliProcess =>
+    s.start(['worker', '--concurrency', '8'], { CARD_TOKEN_KEYS: ring });
   const pool = database.handle.pool;
   const synced = async () =>
     (

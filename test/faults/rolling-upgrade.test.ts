@@ -64,15 +64,7 @@ it('rolling upgrade: migrate --wait, new workers in, old ones out: 0 lost, 0 dup
     apiArgs: ['--latency-ms', '3'],
     env: { SYNC_RATE_LIMIT_PER_SEC: '600' },
   });
-  const nextCli = (args: string[]): CliProcess => {
-    const p = startCli(args, s.env, join(next, 'bin', 'cards-sync.js'));
-    cleanups.push(async () => {
-      if (p.process.exitCode === null && p.process.signalCode === null) p.process.kill('SIGKILL');
-      await p.done;
-    });
-    void p.done.then((run) => s.logs.push(run.stderr));
-    return p;
-  };
+  const nextCli = (args: string[]): CliProcess => s.start(args, {}, join(next, 'bin', 'cards-sync.js'));
   const pool = database.handle.pool;
   const synced = async () =>
     (

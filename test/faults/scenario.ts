@@ -44,6 +44,8 @@ export interface Scenario {
   /** stderr of every process that ended, for the secret search. */
   logs: string[];
   startWorker(...args: string[]): CliProcess;
+  /** Any command of the CLI (or another build's, `bin`) with the scenario's env and `extraEnv`, killed at cleanup, its stderr kept. */
+  start(args: string[], extraEnv?: Record<string, string>, bin?: string): CliProcess;
   /** Starts the mock API again on the same port (after a kill), with other flags if given. */
   restartApi(apiArgs?: string[]): Promise<void>;
   api: () => CliProcess;
@@ -124,8 +126,9 @@ export async function startScenario(o: ScenarioOptions): Promise<Scenario> {
     queue: q.queue,
     logs,
     api: apiProcess,
-    startWorker: (...args) => {
-      const p = killOnCleanup(startCli(['worker', ...args], env), o.cleanups);
+    startWorker: (...args) => scenario.start(['worker', ...args]),
+    start: (args, extraEnv = {}, bin = undefined) => {
+      const p = killOnCleanup(startCli(args, { ...env, ...extraEnv }, bin), o.cleanups);
       void p.done.then((run) => logs.push(run.stderr));
       return p;
     },
