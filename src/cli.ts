@@ -58,8 +58,8 @@ export function buildProgram(io: Io, state: { exitCode: number }): Command {
     .action(async (opts: { wait?: number; force?: boolean }) => {
       const { cmdMigrate } = await import('./commands/sync.js');
       state.exitCode = await cmdMigrate(loadConfig(io.env), io, {
-        ...(opts.wait !== undefined ? { waitMs: opts.wait } : {}),
-        force: opts.force ?? false,
+        waitMs: opts.wait ?? 0,
+        force: !!opts.force,
       });
     });
 
@@ -124,24 +124,12 @@ export function buildProgram(io: Io, state: { exitCode: number }): Command {
     .option(
       '--faults <spec>',
       'inject faults into shares of the answers: 429=0.01,slow=0.02,truncated=0.02,trickle=0.01',
-      (raw: string) => {
-        try {
-          return parseFaults(raw);
-        } catch (error) {
-          throw new InvalidArgumentError((error as Error).message);
-        }
-      },
+      parsedBy(parseFaults),
     )
     .option(
       '--changes <spec>',
       'wallets change over time: share:rate pairs, 0.7:0,0.2:1/h,0.08:12/h,0.02:1/m (the rest never change)',
-      (raw: string) => {
-        try {
-          return parseChanges(raw);
-        } catch (error) {
-          throw new InvalidArgumentError((error as Error).message);
-        }
-      },
+      parsedBy(parseChanges),
     )
     .action(async (opts: MockApiCliOptions) => {
       const { cmdMockApi } = await import('./commands/mock-api.js');
@@ -274,6 +262,17 @@ export function buildProgram(io: Io, state: { exitCode: number }): Command {
     command.showHelpAfterError(`(run cards-sync ${command.name()} --help for usage)`);
   }
   return program;
+}
+
+/** A commander parser from a function that throws a one-line message on bad input. */
+function parsedBy<T>(parse: (raw: string) => T): (raw: string) => T {
+  return (raw) => {
+    try {
+      return parse(raw);
+    } catch (error) {
+      throw new InvalidArgumentError((error as Error).message);
+    }
+  };
 }
 
 /** Runs the CLI; returns the exit code (0 success, 1 runtime failure, 2 usage or configuration). */

@@ -5,10 +5,9 @@ import { createRedis, evictionPolicy, type RedisClient } from '../../jobs/redis.
 import { createApiClient } from '../api/client.js';
 import type { Config } from '../config/index.js';
 import { HOW_TO_MAKE_A_KEY } from '../config/tokens.js';
-import { fleetDisagreements, workersLacking } from '../fleet/format.js';
-import { liveFleet } from '../fleet/registry.js';
 import type { Io } from './common.js';
 import { describeDbError, ensureRedis } from './common.js';
+import { fleetCheck } from './doctor-fleet.js';
 
 type Verdict = 'ok' | 'WARN' | 'FAIL';
 interface Check {
@@ -88,46 +87,6 @@ async function postgresChecks(config: Config): Promise<Check[]> {
     return checks;
   } finally {
     await client.end().catch(() => {});
-  }
-}
-
-/** Whether the live fleet agrees: one primary key every worker holds, and the shared settings. */
-async function fleetCheck(config: Config): Promise<Check> {
-  const pool = new pg.Pool({ connectionString: config.databaseUrl, max: 1, connectionTimeoutMillis: 5000 });
-  pool.on('error', () => {});
-  try {
-    const fleet = await liveFleet(pool);
-    if (fleet.length === 0) return { verdict: 'ok', name: 'fleet', says: 'no live process registered' };
-    // The keys new tokens are sealed under: each live process's first, and this configuration's.
-    const own = config.tokens.encryption === 'on' ? config.tokens.ring?.primaryId : undefined;
-    const primaries = [
-      ...new Set([
-        ...fleet.filter((p) => p.keyIds.length > 0).map((p) => p.keyIds[0]!),
-        ...(own ? [own] : []),
-      ]),
-    ];
-    const lacking = primaries.flatMap((k) => workersLacking(fleet, k).map((p) => `${p.id} lacks ${k}`));
-    const differ = fleetDisagreements(fleet).map((d) => d.setting);
-    const releases = [...new Set(fleet.map((p) => p.version))].join(', ');
-    const summary = `${fleet.length} live (${releases})`;
-    if (lacking.length > 0 || differ.length > 0) {
-      return {
-        verdict: 'WARN',
-        name: 'fleet',
-        says:
-          `${summary}; ${lacking.length > 0 ? `key rings disagree: ${lacking.join('; ')}` : 'key rings agree'}` +
-          `${differ.length > 0 ? `; settings differ: ${differ.join(', ')} (see cards-sync status)` : ''}`,
-      };
-    }
-    return {
-      verdict: 'ok',
-      name: 'fleet',
-      says: `${summary}; key rings agree (first key ${primaries.join(', ') || 'none'}), shared settings agree`,
-    };
-  } catch (error) {
-    return { verdict: 'WARN', name: 'fleet', says: `cannot read the fleet: ${rootCause(error).message}` };
-  } finally {
-    await pool.end().catch(() => {});
   }
 }
 
