@@ -1,11 +1,9 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, inject, it } from 'vitest';
-import { createRefreshQueue } from '../jobs/refresh.js';
-import { createAdminApp } from '../src/admin/app.js';
 import { joinFleet, liveFleet, type ProcessInfo } from '../src/fleet/registry.js';
-import { createMetrics } from '../src/metrics.js';
-import { ADMIN_TOKEN, CARD_TOKEN_KEYS, testTokens, useScriptedApi, workerEnv } from './fixtures.js';
-import { captureLogger, useCleanups, useTestDatabase } from './helpers.js';
+import { adminFor } from './admin-helpers.js';
+import { CARD_TOKEN_KEYS, testTokens, useScriptedApi, workerEnv } from './fixtures.js';
+import { useCleanups, useTestDatabase } from './helpers.js';
 import { runCli, startCli, testQueue, waitFor } from './queue-helpers.js';
 
 // The fleet registry (issue 27, part 1): every long-running process registers with a heartbeat,
@@ -21,24 +19,6 @@ const envFor = (q: { prefix: string }, extra: Record<string, string> = {}) =>
     { databaseUrl: database.url, redisUrl: inject('redisUrl'), prefix: q.prefix, apiUrl: upstream.url },
     extra,
   );
-
-/** The admin app over this database and queue, for its /metrics and overview. */
-function adminFor(q: ReturnType<typeof testQueue>) {
-  const refreshQueue = createRefreshQueue(q.redis, q.prefix);
-  cleanups.push(() => refreshQueue.close());
-  const admin = createAdminApp({
-    db: database.handle.db,
-    redis: q.redis,
-    syncQueue: q.queue,
-    refreshQueue,
-    metrics: createMetrics({ defaultMetrics: false }),
-    logger: captureLogger().logger,
-    adminToken: ADMIN_TOKEN,
-    prefix: q.prefix,
-  });
-  const headers = { authorization: `Bearer ${ADMIN_TOKEN}` };
-  return async (path: string) => (await admin.app.fetch(new Request(`http://x${path}`, { headers }))).text();
-}
 
 const journal = JSON.parse(
   readFileSync(new URL('../db/migrations/meta/_journal.json', import.meta.url), 'utf8'),
@@ -107,7 +87,7 @@ describe('the fleet registry', () => {
       new RegExp(`worker \\S+: ${version.replace(/\./g, '\\.')}, migration ${newestMigration}`),
     );
 
-    const get = adminFor(q);
+    const get = adminFor(database, q, cleanups);
     const scrape = await get('/metrics');
     expect(scrape).toContain(`cards_sync_fleet_processes{version="${version}",role="worker"} 1`);
     const overview = await get('/admin');
@@ -222,7 +202,7 @@ describe('the fleet registry', () => {
     );
     const b = await joinFleet(pool(), info({ rateLimitPerSec: 0 }));
     cleanups.push(() => b.leave());
-    const scrape = await adminFor(q)('/metrics');
+    const scrape = await adminFor(database, q, cleanups)('/metrics');
     expect(scrape).toMatch(/^cards_sync_fleet_settings_differ 1$/m);
     expect(scrape).toContain('cards_sync_fleet_processes{version="0.0.9-test",role="worker"} 2');
   });

@@ -3,9 +3,7 @@ import { afterEach, describe, expect, inject, it } from 'vitest';
 import { simulate } from '../bench/freshness/sim.js';
 import { readFreshness } from '../db/ops/freshness.js';
 import { policyParams, readPolicy, savePolicy } from '../db/ops/refresh-policy.js';
-import { createRefreshQueue } from '../jobs/refresh.js';
 import { replan } from '../jobs/refresh-policy.js';
-import { createAdminApp } from '../src/admin/app.js';
 import {
   afterClaim,
   afterSuccess,
@@ -27,9 +25,8 @@ import {
   staleProbability,
   wilson,
 } from '../src/freshness/index.js';
-import { createMetrics } from '../src/metrics.js';
-import { ADMIN_TOKEN } from './fixtures.js';
-import { captureLogger, useTestDatabase } from './helpers.js';
+import { adminFor } from './admin-helpers.js';
+import { useTestDatabase } from './helpers.js';
 import { runCli, testQueue } from './queue-helpers.js';
 
 /** A Poisson process of `rate` a day watched every `every` days, `n` times: the observations. */
@@ -236,7 +233,6 @@ describe('the schedule', () => {
 
 describe('the freshness figures', () => {
   const database = useTestDatabase();
-  const { logger } = captureLogger();
   const cleanups: (() => Promise<unknown>)[] = [];
   afterEach(async () => {
     for (const c of cleanups.splice(0).reverse()) await c();
@@ -348,26 +344,14 @@ describe('the freshness figures', () => {
       /freshness \(continuous\): estimated stale \d+\.\d\d% of subscribers; audit 10\.00% found changed/,
     );
     expect(text).toMatch(/max age 1d: 32 subscribers past it, 5 never synced/);
-    const refreshQueue = createRefreshQueue(q.redis, q.prefix);
-    cleanups.push(() => refreshQueue.close());
-    const admin = createAdminApp({
-      db: database.handle.db,
-      redis: q.redis,
-      syncQueue: q.queue,
-      refreshQueue,
-      metrics: createMetrics({ defaultMetrics: false }),
-      logger,
-      adminToken: ADMIN_TOKEN,
-      prefix: q.prefix,
-    });
-    const headers = { authorization: `Bearer ${ADMIN_TOKEN}` };
-    const metrics = await (await admin.app.fetch(new Request('http://x/metrics', { headers }))).text();
+    const get = adminFor(database, q, cleanups);
+    const metrics = await get('/metrics');
     expect(metrics).toMatch(/^cards_sync_audit_stale_ratio 0\.1$/m);
     expect(metrics).toMatch(/^cards_sync_audit_samples 50$/m);
     expect(metrics).toMatch(/^cards_sync_subscribers_past_max_age 32$/m);
     expect(metrics).toMatch(/^cards_sync_estimated_stale_ratio 0\.\d+$/m);
     expect(metrics).toMatch(/^cards_sync_audit_stale_ratio_low 0\.0\d+$/m);
-    const overview = await (await admin.app.fetch(new Request('http://x/admin', { headers }))).text();
+    const overview = await get('/admin');
     expect(overview).toMatch(/Estimated stale now: <b>\d+\.\d\d%<\/b>/);
     expect(overview).toContain('id="audit-stale">10.00%');
 

@@ -1,0 +1,32 @@
+import type { DbHandle } from '../db/client.js';
+import { createRefreshQueue } from '../jobs/refresh.js';
+import { createAdminApp } from '../src/admin/app.js';
+import { createMetrics } from '../src/metrics.js';
+import { ADMIN_TOKEN } from './fixtures.js';
+import { captureLogger } from './helpers.js';
+import type { testQueue } from './queue-helpers.js';
+
+/**
+ * The admin app over a test's database and queue, fetched as the operator: `get('/metrics')`,
+ * `get('/admin')`. Its refresh queue is closed at cleanup.
+ */
+export function adminFor(
+  database: { handle: DbHandle },
+  q: ReturnType<typeof testQueue>,
+  cleanups: (() => Promise<unknown>)[],
+): (path: string) => Promise<string> {
+  const refreshQueue = createRefreshQueue(q.redis, q.prefix);
+  cleanups.push(() => refreshQueue.close());
+  const admin = createAdminApp({
+    db: database.handle.db,
+    redis: q.redis,
+    syncQueue: q.queue,
+    refreshQueue,
+    metrics: createMetrics({ defaultMetrics: false }),
+    logger: captureLogger().logger,
+    adminToken: ADMIN_TOKEN,
+    prefix: q.prefix,
+  });
+  const headers = { authorization: `Bearer ${ADMIN_TOKEN}` };
+  return async (path) => (await admin.app.fetch(new Request(`http://x${path}`, { headers }))).text();
+}
