@@ -7,6 +7,12 @@ import { migrate } from 'drizzle-orm/node-postgres/migrator';
 import pg from 'pg';
 import { behind, breakingTags } from './breaking.js';
 import { databaseName, onMaintenanceDb } from './databases.js';
+import {
+  afterMigrations,
+  LEDGER_PARTITIONS_TAG,
+  prepareLedgerConversion,
+  undoLedgerPreparation,
+} from './ledger/convert.js';
 
 /** Arbitrary constant: the advisory lock that serialises concurrent `migrate` runs. */
 const MIGRATION_LOCK_KEY = 7_246_118_502;
@@ -194,7 +200,16 @@ export async function runMigrations(databaseUrl: string, o: MigrateOptions = {})
       }
       if (inTheWay.length > 0) forced = { migration: pending, processes: inTheWay };
     }
-    await migrate(drizzle(client), { migrationsFolder: folder });
+    // The ledger's conversion reads the whole table first, while writers go on (db/ledger/convert.ts).
+    const preparing = tags.slice(before).includes(LEDGER_PARTITIONS_TAG);
+    if (preparing) await prepareLedgerConversion(client);
+    try {
+      await migrate(drizzle(client), { migrationsFolder: folder });
+    } catch (error) {
+      if (preparing) await undoLedgerPreparation(client).catch(() => undefined);
+      throw error;
+    }
+    await afterMigrations(client);
     const after = await appliedCount(client);
     // The database keeps which breaking migrations it has, for releases that do not know them.
     const applied = tags.slice(0, after).filter((t) => breaking.includes(t));

@@ -95,7 +95,12 @@ export function opsServedCounter(redis: RedisClient, prefix: string, flushMs = O
     timer = undefined;
     const n = unsent;
     unsent = 0;
-    if (n > 0) redis.incrby(key, n).catch(() => {});
+    return n > 0
+      ? redis.incrby(key, n).then(
+          () => undefined,
+          () => undefined,
+        )
+      : Promise.resolve();
   };
   return {
     add(): void {

@@ -175,7 +175,7 @@ export function createSyncProcessor(deps: ProcessorDeps) {
     dbSuspect = true;
     return holdForDatabase(deps, code);
   };
-  return async (
+  const process = async (
     job: Job<SyncJobData, SyncJobResult>,
     token?: string,
     signal?: AbortSignal,
@@ -285,4 +285,6 @@ export function createSyncProcessor(deps: ProcessorDeps) {
         throw new UnrecoverableError(`${result.status} (${result.errorCode}): ${result.errorMessage}`);
     }
   };
+  // Counts not yet sent go with the worker's close, not after it (a timer would send them late).
+  return Object.assign(process, { flush: () => opsServed.flush() });
 }

@@ -7,7 +7,6 @@ import {
   haltRefreshRun,
   loadRefreshRun,
   markFanoutFinished,
-  pruneSyncRuns,
   type RefreshRun,
   recordFanoutPage,
   type SweepCursor,
@@ -46,8 +45,6 @@ export interface RefreshOptions {
   maxWipeRatio?: number;
   /** Answers (succeeded or not_found syncs) before the breaker judges. Default 50. */
   breakerMinSyncs?: number;
-  /** `SYNC_RUNS_RETENTION_DAYS`, pruned after a nightly run. Default 90. */
-  retentionDays?: number;
   /** How often the run checks progress while waiting, ms. Default 1000. */
   pollMs?: number;
   /** With no progress for this long, the queue is searched for the run's jobs. Default 60000. */
@@ -313,10 +310,6 @@ export function createRefreshProcessor(deps: RefreshDeps, options: RefreshOption
         },
         'refresh completed',
       );
-    }
-    if (data.trigger === 'nightly' && options.retentionDays !== undefined) {
-      const pruned = await pruneSyncRuns(deps.db, options.retentionDays);
-      if (pruned > 0) log.info({ pruned, retentionDays: options.retentionDays }, 'old sync_runs pruned');
     }
     if (continuous && deps.refreshQueue && !deps.stopping?.()) {
       // The next window begins at once (the job scheduler would start it within a minute anyway).

@@ -133,6 +133,7 @@ export async function startSyncWorker(
         worker.cancelAllJobs('shutdown deadline passed');
         await settlesWithin(graceful, 5000);
       }
+      await settlesWithin(processor.flush(), 1000);
       await closeRedis(connection);
       return finished;
     })();

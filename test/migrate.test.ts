@@ -303,8 +303,11 @@ async function databaseExists(name: string): Promise<boolean> {
 async function columnsByTable(url: string): Promise<Record<string, string[]>> {
   return withClient(url, async (client) => {
     const { rows } = await client.query<{ table_name: string; column_name: string }>(
+      // The ledger's partitions are sync_runs's storage, not tables of their own.
       `select table_name, column_name from information_schema.columns
-       where table_schema = 'public' order by table_name, column_name`,
+       where table_schema = 'public'
+         and table_name not in (select relname from pg_class where relispartition)
+       order by table_name, column_name`,
     );
     const byTable: Record<string, string[]> = {};
     for (const r of rows) byTable[r.table_name] = [...(byTable[r.table_name] ?? []), r.column_name];
@@ -379,7 +382,8 @@ describe('five migrate processes at once on a missing database', () => {
     expect(Object.keys(columns).sort()).toEqual(Object.keys(DESIGN_COLUMNS).sort());
     const { tables, migrations } = await withClient(url, async (client) => {
       const t = await client.query<{ n: number }>(
-        `select count(*)::int as n from pg_tables where schemaname = 'public'`,
+        `select count(*)::int as n from pg_tables t join pg_class c on c.oid = (t.schemaname || '.' || t.tablename)::regclass
+         where t.schemaname = 'public' and not c.relispartition`,
       );
       const m = await client.query<{ hash: string; n: number }>(
         'select hash, count(*)::int as n from drizzle.__drizzle_migrations group by hash',

@@ -2,8 +2,8 @@ import { Job } from 'bullmq';
 import { eq, sql } from 'drizzle-orm';
 import { afterEach, describe, expect, inject, it } from 'vitest';
 import { createDb } from '../db/client.js';
-import { loadRefreshRun, pruneSyncRuns, startRefreshRun } from '../db/ops/refresh-runs.js';
-import { refreshRuns, savedCardChanges, subscribers, syncRuns } from '../db/schema.js';
+import { loadRefreshRun, startRefreshRun } from '../db/ops/refresh-runs.js';
+import { refreshRuns, subscribers, syncRuns } from '../db/schema.js';
 import { readPauseReason } from '../jobs/queue.js';
 import {
   createRefreshQueue,
@@ -322,31 +322,4 @@ describe('refresh runs', () => {
     );
     expect(reasons.rows).toEqual([{ reason: 'not_found', n: cards }]);
   }, 60_000);
-});
-
-describe('retention', () => {
-  it('prunes sync_runs older than the retention in batches and keeps the history', async () => {
-    const old = new Date(Date.now() - 100 * 86_400_000);
-    await db()
-      .insert(syncRuns)
-      .values(
-        Array.from({ length: 23 }, () => ({
-          trigger: 'manual' as const,
-          startedAt: old,
-          finishedAt: old,
-          status: 'succeeded' as const,
-        })),
-      );
-    await db()
-      .insert(syncRuns)
-      .values({ trigger: 'manual', startedAt: new Date(), finishedAt: new Date(), status: 'succeeded' });
-    await db()
-      .insert(savedCardChanges)
-      .values({ cardId: 1, subscriberId: 1, change: 'added', changedAt: old, syncRunId: 1 });
-    expect(await pruneSyncRuns(db(), 90, 5)).toBe(23);
-    const [left] = await db().select({ n: sql<number>`count(*)::int` }).from(syncRuns);
-    expect(left!.n).toBe(1);
-    const [history] = await db().select({ n: sql<number>`count(*)::int` }).from(savedCardChanges);
-    expect(history!.n).toBe(1);
-  });
 });

@@ -1,4 +1,4 @@
-import { and, desc, eq, gt, inArray, isNull, lt, or, sql } from 'drizzle-orm';
+import { and, desc, eq, inArray, isNull, lt, or, sql } from 'drizzle-orm';
 import type { Db } from '../client.js';
 import { rootCause } from '../errors.js';
 import { type RefreshTrigger, refreshRuns, subscribers } from '../schema.js';
@@ -25,8 +25,9 @@ export async function startRefreshRun(
         trigger: values.trigger,
         status: 'running',
         startedAt: new Date(),
-        // Taken with the insert: a sync of this run can only begin after the run is committed.
-        priorSyncRunId: sql`(select coalesce(max(id), 0) from sync_runs)`,
+        // Taken with the insert: a sync of this run can only begin after the run is committed, so
+        // its id comes from the sequence after this value (ids are not indexed on their own).
+        priorSyncRunId: sql`(select coalesce(pg_sequence_last_value('sync_runs_id_seq'), 0))`,
         staleBefore: values.staleBefore ?? null,
         jobId: values.jobId ?? null,
       })
@@ -281,18 +282,4 @@ export async function closeRefreshRun(db: Db, id: number): Promise<RefreshRun | 
     returning r.id`);
   });
   return result.rows.length === 1 ? loadRefreshRun(db, id) : undefined;
-}
-
-/** Deletes `sync_runs` older than the retention, a batch at a time; returns how many went. */
-export async function pruneSyncRuns(db: Db, olderThanDays: number, batch = 5000): Promise<number> {
-  let total = 0;
-  for (;;) {
-    const result = await db.execute(sql`
-      delete from sync_runs where id in (
-        select id from sync_runs where started_at < now() - make_interval(days => ${olderThanDays}) limit ${batch}
-      )`);
-    const n = result.rowCount ?? 0;
-    total += n;
-    if (n < batch) return total;
-  }
 }

@@ -122,12 +122,21 @@ export async function lookupEmail(db: Db, email: string, since?: number) {
   );
 }
 
-/** The highest `sync_runs.id` of a subscriber, or of the whole table; 0 when there is none. */
+/**
+ * The highest `sync_runs.id` of a subscriber (through its index), or the last the sequence handed
+ * out (no index holds ids alone): 0 when there is none. Every run written later has a higher id.
+ */
 export async function latestRunId(db: Db, subscriberId?: number): Promise<number> {
+  if (subscriberId === undefined) {
+    const [last] = await db
+      .execute<{ id: string | null }>(sql`select pg_sequence_last_value('sync_runs_id_seq') as id`)
+      .then((r) => r.rows);
+    return Number(last?.id ?? 0);
+  }
   const [row] = await db
     .select({ id: max(syncRuns.id) })
     .from(syncRuns)
-    .where(subscriberId === undefined ? undefined : eq(syncRuns.subscriberId, subscriberId));
+    .where(eq(syncRuns.subscriberId, subscriberId));
   return row?.id ?? 0;
 }
 

@@ -18,6 +18,7 @@ import { requireCardTokens } from '../config/tokens.js';
 import { CliError } from '../errors.js';
 import { type FleetMembership, joinFleet } from '../fleet/registry.js';
 import { thisProcess } from '../fleet/this-process.js';
+import { startLedgerMaintenance } from '../ledger/maintenance.js';
 import { createLogger } from '../logger.js';
 import { createMetrics } from '../metrics.js';
 import { onShutdown } from '../shutdown.js';
@@ -73,6 +74,7 @@ export async function cmdWorker(config: Config, io: Io, opts: WorkerCliOptions):
   let refresh: Awaited<ReturnType<typeof startRefreshWorker>> | undefined;
   let admin: Awaited<ReturnType<typeof startAdmin>> | undefined;
   let fleet: FleetMembership | undefined;
+  let ledger: ReturnType<typeof startLedgerMaintenance> | undefined;
   let stopped: Promise<number> | undefined;
   /** Set when a breaking migration this release does not know was applied while it ran. */
   let tooOld: string | undefined;
@@ -86,6 +88,7 @@ export async function cmdWorker(config: Config, io: Io, opts: WorkerCliOptions):
       const [finished] = await Promise.all([
         sync?.close(opts.shutdownTimeoutMs) ?? true,
         refresh?.close(),
+        ledger ? settlesWithin(ledger.stop(), 5000) : undefined,
         fleet ? settlesWithin(fleet.leave(), 2000) : undefined,
       ]);
       await Promise.allSettled([
@@ -172,7 +175,6 @@ export async function cmdWorker(config: Config, io: Io, opts: WorkerCliOptions):
       redisUrl: config.redis,
       prefix: config.queuePrefix,
       maxWipeRatio: config.refreshMaxWipeRatio,
-      retentionDays: config.syncRunsRetentionDays,
       rateLimitPerSec: config.syncRateLimitPerSec,
       plan: refreshPlanSettings(config),
       ...(config.refreshMode === 'continuous'
@@ -190,6 +192,10 @@ export async function cmdWorker(config: Config, io: Io, opts: WorkerCliOptions):
     await refresh.close();
     return stopped;
   }
+  // The ledger's days ahead and its retention (every worker: the passes take turns).
+  ledger = startLedgerMaintenance(refreshHandle.pool, logger, {
+    retentionDays: config.syncRunsRetentionDays,
+  });
   if (opts.admin) admin = await startAdmin(config, { logger, metrics });
   const nextRefresh = await registerRefreshMode(refreshQueue, config.refreshMode, {
     pattern: config.refreshCron,

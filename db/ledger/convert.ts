@@ -1,0 +1,73 @@
+import type pg from 'pg';
+import { addLedgerPartitions, ledgerIsPartitioned } from './partitions.js';
+
+// Converting a ledger that is still one plain table (migration 0019) without stopping syncs for
+// longer than a rename. Everything that reads the whole table runs here first, while writers go on:
+//   1. CHECK (started_at < cutoff) NOT VALID: a moment's ACCESS EXCLUSIVE lock, taken with a
+//      lock_timeout and tried again, so writers never queue behind it for long;
+//   2. VALIDATE: a scan under SHARE UPDATE EXCLUSIVE, which writers do not wait for;
+//   3. the BRIN index of the partitioned table, built CONCURRENTLY.
+// With those, ATTACH PARTITION in the migration needs neither a scan nor an index build.
+// `cutoff` is a UTC midnight two days on (and past every stored row): the migration follows within
+// minutes, and until then each new row still passes the CHECK.
+
+/** The migration that partitions the ledger. */
+export const LEDGER_PARTITIONS_TAG = '0019_ledger_partitions';
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Prepares the plain ledger for migration 0019; returns the cutoff, or null when there is nothing to do. */
+export async function prepareLedgerConversion(client: pg.ClientBase): Promise<Date | null> {
+  const { rows: kind } = await client.query<{ relkind: string | null }>(
+    `select (select relkind::text from pg_class where oid = to_regclass('public.sync_runs')) as relkind`,
+  );
+  if (kind[0]?.relkind !== 'r') return null;
+  // The newest row through the started_at index the plain ledger still has.
+  const { rows } = await client.query<{ cutoff: Date }>(
+    `select (date_trunc('day', greatest(now(), (select max(started_at) from sync_runs)) at time zone 'UTC')
+       + interval '2 days') at time zone 'UTC' as cutoff`,
+  );
+  const cutoff = rows[0]!.cutoff;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await client.query('begin');
+      await client.query(`set local lock_timeout = '200ms'`);
+      await client.query('alter table sync_runs drop constraint if exists sync_runs_before_partitioning');
+      await client.query(
+        `alter table sync_runs add constraint sync_runs_before_partitioning check (started_at < '${cutoff.toISOString()}') not valid`,
+      );
+      await client.query('commit');
+      break;
+    } catch (error) {
+      await client.query('rollback').catch(() => undefined);
+      if ((error as { code?: string }).code !== '55P03' || attempt >= 50) throw error;
+      await sleep(200);
+    }
+  }
+  await client.query('alter table sync_runs validate constraint sync_runs_before_partitioning');
+  // A build that failed half-way leaves an invalid index, which ATTACH would not use: start again.
+  const { rows: invalid } = await client.query(
+    `select 1 from pg_index where indexrelid = to_regclass('public.sync_runs_legacy_started_id_idx') and not indisvalid`,
+  );
+  if (invalid.length > 0) await client.query('drop index concurrently sync_runs_legacy_started_id_idx');
+  await client.query(
+    `create index concurrently if not exists sync_runs_legacy_started_id_idx on sync_runs
+     using brin (started_at, id) with (autosummarize = true)`,
+  );
+  return cutoff;
+}
+
+/** After a failed migrate: a plain ledger must not keep a CHECK whose cutoff will come. */
+export async function undoLedgerPreparation(client: pg.ClientBase): Promise<void> {
+  const { rows } = await client.query<{ relkind: string | null }>(
+    `select (select relkind::text from pg_class where oid = to_regclass('public.sync_runs')) as relkind`,
+  );
+  if (rows[0]?.relkind === 'r') {
+    await client.query('alter table sync_runs drop constraint if exists sync_runs_before_partitioning');
+  }
+}
+
+/** After every migrate: the days ahead have their partitions, so no worker is needed for a first sync. */
+export async function afterMigrations(client: pg.ClientBase): Promise<void> {
+  if (await ledgerIsPartitioned(client)) await addLedgerPartitions(client, { aheadDays: 7 });
+}

@@ -1,0 +1,213 @@
+import pg from 'pg';
+import { rootCause } from '../errors.js';
+
+// The ledger's partitions (migration 0019): `sync_runs` holds one partition per UTC day, a default
+// partition for rows of a day that has none, and after an upgrade `sync_runs_legacy`, the ledger
+// as it was, from the beginning of time to a UTC midnight. The maintenance here keeps days ahead
+// of the clock, moves stray rows out of the default, and drops the days past the retention.
+//
+// Every step is DDL in a short transaction of its own, behind a lock_timeout: a step that would wait
+// for a lock gives up, so that the writers queued behind it wait no longer than that, and is tried
+// again later. Only retention takes a lock writers wait for (DETACH without CONCURRENTLY, which
+// PostgreSQL refuses while a default partition exists); it waits at most DETACH_LOCK_TIMEOUT_MS.
+
+/** How long a detach may wait for its lock on `sync_runs` (writers queue behind it meanwhile). */
+export const DETACH_LOCK_TIMEOUT_MS = 50;
+
+export interface LedgerPartition {
+  name: string;
+  /** Null for the default partition and for MINVALUE (the legacy partition). */
+  from: Date | null;
+  /** Null for the default partition. */
+  to: Date | null;
+  isDefault: boolean;
+  /** The planner's estimate, from the last VACUUM or ANALYZE (-1: never counted). */
+  estimatedRows: number;
+  bytes: number;
+}
+
+/** A pool, or one client (migrate's). */
+type Queryable = pg.Pool | pg.ClientBase;
+
+/** Whether `sync_runs` is partitioned yet (false before migration 0019). */
+export async function ledgerIsPartitioned(db: Queryable): Promise<boolean> {
+  const { rows } = await db.query<{ p: boolean }>(
+    `select coalesce((select relkind = 'p' from pg_class where oid = to_regclass('public.sync_runs')), false) as p`,
+  );
+  return rows[0]?.p === true;
+}
+
+/** The partitions of `sync_runs`, oldest first, the default last. */
+export async function ledgerPartitions(db: Queryable): Promise<LedgerPartition[]> {
+  const { rows } = await db.query<{
+    name: string;
+    from: Date | null;
+    to: Date | null;
+    is_default: boolean;
+    rows: string;
+    bytes: string;
+  }>(
+    `select c.relname as name, sync_runs_partition_from(c.oid) as "from", sync_runs_partition_to(c.oid) as "to",
+       pg_get_expr(c.relpartbound, c.oid) = 'DEFAULT' as is_default,
+       c.reltuples::bigint as rows, pg_total_relation_size(c.oid) as bytes
+     from pg_inherits i join pg_class c on c.oid = i.inhrelid
+     where i.inhparent = 'public.sync_runs'::regclass
+     order by is_default, "to" nulls last`,
+  );
+  return rows.map((r) => ({
+    name: r.name,
+    from: r.from,
+    to: r.to,
+    isDefault: r.is_default,
+    estimatedRows: Number(r.rows),
+    bytes: Number(r.bytes),
+  }));
+}
+
+/**
+ * Makes sure every UTC day from `behindDays` before today to `aheadDays` after it (by the
+ * database's clock) has its partition; returns the names of those it created.
+ */
+export async function addLedgerPartitions(
+  db: Queryable,
+  o: { aheadDays: number; behindDays?: number },
+): Promise<string[]> {
+  const { rows: days } = await db.query<{ day: string }>(
+    `select to_char(d, 'YYYY-MM-DD') as day
+     from generate_series((now() at time zone 'UTC')::date - $1::int, (now() at time zone 'UTC')::date + $2::int, interval '1 day') d`,
+    [o.behindDays ?? 1, o.aheadDays],
+  );
+  const created: string[] = [];
+  for (const { day } of days) {
+    const { rows } = await withLockTimeout(db, 5000, `select sync_runs_add_partition($1::date) as name`, [
+      day,
+    ]);
+    const name = (rows[0] as { name: string | null } | undefined)?.name;
+    if (name) created.push(name);
+  }
+  return created;
+}
+
+/**
+ * Moves the rows the default partition caught (a clock far ahead or behind when they were written)
+ * into partitions of their own days; returns how many moved. Writers to other days never wait.
+ */
+export async function rehomeDefaultRows(pool: pg.Pool): Promise<number> {
+  const { rows: days } = await pool.query<{ day: string }>(
+    `select distinct to_char((started_at at time zone 'UTC')::date, 'YYYY-MM-DD') as day from sync_runs_default order by 1`,
+  );
+  let moved = 0;
+  for (const { day } of days) {
+    const client = await pool.connect();
+    try {
+      await client.query('begin');
+      await client.query(`set local lock_timeout = '1s'`);
+      await client.query('select pg_advisory_xact_lock(7246118504)');
+      // Writes to the default wait (only stray rows go there); every other day's do not.
+      await client.query('lock table sync_runs_default in share row exclusive mode');
+      const name = `sync_runs_p${day.replaceAll('-', '')}`;
+      const lo = `${day}T00:00:00Z`;
+      const { rows } = await client.query<{ hi: string }>(
+        `select ($1::date + 1)::text || 'T00:00:00Z' as hi`,
+        [day],
+      );
+      const hi = rows[0]!.hi;
+      await client.query(`create table ${name} (like sync_runs including defaults including constraints)`);
+      const ins = await client.query(
+        `insert into ${name} select * from sync_runs_default where started_at >= $1 and started_at < $2`,
+        [lo, hi],
+      );
+      await client.query('delete from sync_runs_default where started_at >= $1 and started_at < $2', [
+        lo,
+        hi,
+      ]);
+      await client.query(
+        `alter table sync_runs attach partition ${name} for values from ('${lo}') to ('${hi}')`,
+      );
+      await client.query('commit');
+      moved += ins.rowCount ?? 0;
+    } catch (error) {
+      await client.query('rollback').catch(() => undefined);
+      throw error;
+    } finally {
+      client.release();
+    }
+  }
+  return moved;
+}
+
+export interface DroppedPartition {
+  name: string;
+  estimatedRows: number;
+  bytes: number;
+}
+
+/**
+ * Retention: detaches and drops every partition whose days all ended more than `retentionDays`
+ * ago (the legacy partition included, once its newest day has), never a row at a time. A detach
+ * that cannot have its lock within DETACH_LOCK_TIMEOUT_MS (a long query on sync_runs) is tried
+ * again, up to `attempts` times, then left for the next maintenance.
+ */
+export async function dropExpiredPartitions(
+  pool: pg.Pool,
+  retentionDays: number,
+  o: { attempts?: number; onRetry?: (name: string) => void } = {},
+): Promise<DroppedPartition[]> {
+  const { rows } = await pool.query<{ name: string; rows: string; bytes: string }>(
+    `select c.relname as name, c.reltuples::bigint as rows, pg_total_relation_size(c.oid) as bytes
+     from pg_inherits i join pg_class c on c.oid = i.inhrelid
+     where i.inhparent = 'public.sync_runs'::regclass
+       and sync_runs_partition_to(c.oid) <= now() - make_interval(days => $1)
+     order by sync_runs_partition_to(c.oid)`,
+    [retentionDays],
+  );
+  const dropped: DroppedPartition[] = [];
+  for (const r of rows) {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await withLockTimeout(
+          pool,
+          DETACH_LOCK_TIMEOUT_MS,
+          `alter table sync_runs detach partition ${quote(r.name)}`,
+        );
+        break;
+      } catch (error) {
+        if (rootCause(error).code !== '55P03' || attempt >= (o.attempts ?? 20)) throw error;
+        o.onRetry?.(r.name);
+        await new Promise((resolve) => setTimeout(resolve, Math.min(2000, 50 * 2 ** attempt)));
+      }
+    }
+    // Detached, it is a table of its own: dropping it waits for no one.
+    await pool.query(`drop table ${quote(r.name)}`);
+    dropped.push({ name: r.name, estimatedRows: Math.max(0, Number(r.rows)), bytes: Number(r.bytes) });
+  }
+  return dropped;
+}
+
+async function withLockTimeout(
+  db: Queryable,
+  ms: number,
+  text: string,
+  values: unknown[] = [],
+): Promise<pg.QueryResult> {
+  // One statement in one transaction: `set local` ends with it.
+  const own = db instanceof pg.Pool;
+  const client = db instanceof pg.Pool ? await db.connect() : db;
+  try {
+    await client.query('begin');
+    await client.query(`set local lock_timeout = '${Math.round(ms)}ms'`);
+    const result = await client.query(text, values);
+    await client.query('commit');
+    return result;
+  } catch (error) {
+    await client.query('rollback').catch(() => undefined);
+    throw error;
+  } finally {
+    if (own) (client as pg.PoolClient).release();
+  }
+}
+
+function quote(name: string): string {
+  if (!/^sync_runs_[a-z0-9_]+$/.test(name)) throw new Error(`not a ledger partition: ${name}`);
+  return `"${name}"`;
+}

@@ -1,0 +1,202 @@
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pg from 'pg';
+import { describe, expect, it } from 'vitest';
+import { dropExpiredPartitions, ledgerPartitions } from '../db/ledger/partitions.js';
+import { migrationsFolder, runMigrations } from '../db/migrate.js';
+import { maintainLedger } from '../src/ledger/maintenance.js';
+import { createTestDatabase, useCleanups, useTestDatabase } from './helpers.js';
+
+// The partitioned ledger (issue 28): days made ahead, retention by whole partitions, rows a clock
+// far off put in the default partition and moved into their days, and a ledger of the previous
+// release converted in place.
+
+const database = useTestDatabase();
+const cleanups = useCleanups();
+const pool = () => database.handle.pool;
+const DAY = 86_400_000;
+
+async function partitionOf(id: number): Promise<string> {
+  const { rows } = await pool().query<{ part: string }>(
+    'select tableoid::regclass::text as part from sync_runs where id = $1',
+    [id],
+  );
+  return rows[0]!.part;
+}
+
+async function insertRun(at: Date, subscriberId = 1): Promise<number> {
+  const { rows } = await pool().query<{ id: string }>(
+    `insert into sync_runs (subscriber_id, trigger, started_at, finished_at, status, cards_seen, unchanged)
+     values ($1, 'nightly', $2, $2, 'succeeded', 5, 5) returning id`,
+    [subscriberId, at],
+  );
+  return Number(rows[0]!.id);
+}
+
+const dayName = (at: Date) => `sync_runs_p${at.toISOString().slice(0, 10).replaceAll('-', '')}`;
+
+describe('the partitioned ledger', () => {
+  it('has a partition for today and the week ahead from migrate on, and a run lands in its day', async () => {
+    const parts = await ledgerPartitions(pool());
+    const now = Date.now();
+    for (let d = 0; d <= 6; d++) {
+      const at = new Date(now + d * DAY);
+      expect(
+        parts.some(
+          (p) => p.from && p.to && p.from.getTime() <= at.getTime() && at.getTime() < p.to.getTime(),
+        ),
+      ).toBe(true);
+    }
+    expect(parts.filter((p) => p.isDefault)).toHaveLength(1);
+    expect(await partitionOf(await insertRun(new Date()))).toBe(dayName(new Date()));
+  });
+
+  it('keeps a run of a day with no partition (a clock far off) and moves it into its own day', async () => {
+    const far = new Date(Date.now() + 400 * DAY);
+    const id = await insertRun(far);
+    expect(await partitionOf(id)).toBe('sync_runs_default');
+    const done = await maintainLedger(pool(), { retentionDays: 90 });
+    expect(done.rehomed).toBe(1);
+    expect(await partitionOf(id)).toBe(dayName(far));
+    const { rows } = await pool().query('select count(*)::int as n from sync_runs_default');
+    expect(rows[0].n).toBe(0);
+  });
+
+  it('drops whole days past the retention, never a row of a younger one, and keeps the history', async () => {
+    const old = new Date(Date.now() - 100 * DAY);
+    const kept = new Date(Date.now() - 80 * DAY);
+    await pool().query(`select sync_runs_add_partition($1::date), sync_runs_add_partition($2::date)`, [
+      old.toISOString().slice(0, 10),
+      kept.toISOString().slice(0, 10),
+    ]);
+    for (let i = 0; i < 23; i++) await insertRun(old, i);
+    const young = await insertRun(kept);
+    const today = await insertRun(new Date());
+    await pool().query(
+      `insert into saved_card_changes (card_id, subscriber_id, change, changed_at, sync_run_id) values (1, 1, 'added', $1, 1)`,
+      [old],
+    );
+    // Retention must not delete a row: any DELETE on the ledger fails while this trigger is there.
+    await pool().query(`
+      create function refuse_delete() returns trigger language plpgsql as $$
+      begin raise exception 'a DELETE on sync_runs'; end $$;
+      create trigger refuse_delete before delete on sync_runs for each statement execute function refuse_delete()`);
+    cleanups.push(() =>
+      pool().query('drop trigger refuse_delete on sync_runs; drop function refuse_delete()'),
+    );
+
+    const done = await maintainLedger(pool(), { retentionDays: 90 });
+    expect(done.dropped.map((d) => d.name)).toEqual([dayName(old)]);
+    const left = await pool().query<{ id: string }>('select id from sync_runs order by id');
+    expect(left.rows.map((r) => Number(r.id))).toEqual(expect.arrayContaining([young, today]));
+    const { rows: gone } = await pool().query(
+      `select count(*)::int as n from sync_runs where started_at < $1`,
+      [new Date(Date.now() - 90 * DAY)],
+    );
+    expect(gone[0].n).toBe(0);
+    expect((await pool().query(`select to_regclass($1) as t`, [dayName(old)])).rows[0].t).toBeNull();
+    const history = await pool().query('select count(*)::int as n from saved_card_changes');
+    expect(history.rows[0].n).toBe(1);
+  });
+
+  it('gives up a detach that would keep writers waiting, and leaves the day for the next pass', async () => {
+    const old = new Date(Date.now() - 120 * DAY);
+    await pool().query(`select sync_runs_add_partition($1::date)`, [old.toISOString().slice(0, 10)]);
+    await insertRun(old);
+    // An analyst's long read of the ledger holds its lock until it ends.
+    const reader = new pg.Client({ connectionString: database.url });
+    await reader.connect();
+    cleanups.push(() => reader.end());
+    await reader.query('begin');
+    await reader.query('select count(*) from sync_runs');
+    let retries = 0;
+    const refused = await dropExpiredPartitions(pool(), 90, { attempts: 3, onRetry: () => retries++ }).catch(
+      (e: { code?: string }) => e,
+    );
+    expect((refused as { code?: string }).code).toBe('55P03');
+    expect(retries).toBe(2);
+    // Writers were never shut out: a run written now goes in, and the old day is still whole.
+    expect(await partitionOf(await insertRun(new Date()))).toBe(dayName(new Date()));
+    expect((await pool().query(`select to_regclass($1) as t`, [dayName(old)])).rows[0].t).not.toBeNull();
+    await reader.query('commit');
+    expect((await dropExpiredPartitions(pool(), 90)).map((d) => d.name)).toEqual([dayName(old)]);
+  });
+});
+
+describe('a ledger of the previous release', () => {
+  it('is converted in place: rows, ids, views, grants and the as-of answers kept', async () => {
+    const db = await createTestDatabase();
+    cleanups.push(() => db.drop());
+    // The template is migrated already: start again from an empty database at 0018.
+    const client = new pg.Client({ connectionString: db.url });
+    await client.connect();
+    cleanups.push(() => client.end());
+    await client.query('drop schema public cascade; drop schema drizzle cascade; create schema public');
+    await runMigrations(db.url, { folder: releaseBefore('0019_ledger_partitions') });
+    expect(
+      (await client.query(`select relkind::text from pg_class where relname = 'sync_runs'`)).rows[0].relkind,
+    ).toBe('r');
+
+    await client.query(`
+      insert into sync_runs (subscriber_id, trigger, started_at, finished_at, status, cards_seen, unchanged)
+      select g % 50, 'nightly', now() - (g % 60) * interval '1 day', now() - (g % 60) * interval '1 day', 'succeeded', 5, 5
+      from generate_series(1, 3000) g`);
+    await client.query(`
+      insert into saved_cards (id, subscriber_id, card_token, bin_number, card_family, card_bank_code, card_bank_name,
+        company_id, create_date, first_seen_at, last_seen_at, updated_at)
+      values (77, 7, 't', '4506-xxxx-xxxx-2901', 'Axess', 1, 'AKBANK', 1, now(), now() - interval '59 days',
+        now() - interval '59 days', now() - interval '59 days')`);
+    await client.query(`
+      insert into saved_card_changes (card_id, subscriber_id, change, changed_at)
+      values (77, 7, 'added', now() - interval '59 days')`);
+    await client.query(readFileSync('db/reporting-role.sql', 'utf8'));
+    const asOf = `select id, last_seen_at, exact from saved_cards_as_of(now() - interval '30 days', 7)`;
+    const before = (await client.query(asOf)).rows;
+    const maxBefore = Number((await client.query('select max(id) as m from sync_runs')).rows[0].m);
+
+    await runMigrations(db.url);
+
+    const parts = await ledgerPartitions(client);
+    const legacy = parts.find((p) => p.name === 'sync_runs_legacy');
+    expect(legacy?.from).toBeNull();
+    expect(legacy?.to?.getTime()).toBeGreaterThan(Date.now());
+    expect((await client.query('select count(*)::int as n from sync_runs')).rows[0].n).toBe(3000);
+    const { rows: next } = await client.query<{ id: string }>(
+      `insert into sync_runs (subscriber_id, trigger, started_at, finished_at, status) values (1, 'manual', now(), now(), 'succeeded') returning id`,
+    );
+    expect(Number(next[0]!.id)).toBeGreaterThan(maxBefore);
+    expect((await client.query(asOf)).rows).toEqual(before);
+    expect(before[0].last_seen_at).not.toBeNull();
+    // The reporting role reads the view and its columns of the new table as before.
+    await client.query('set role cards_sync_reporting');
+    expect((await client.query('select count(*)::int as n from sync_runs_report')).rows[0].n).toBe(3001);
+    expect(
+      (await client.query('select count(*)::int as n from sync_runs where status = $1', ['succeeded']))
+        .rows[0].n,
+    ).toBe(3001);
+    await expect(client.query('select email from sync_runs limit 1')).rejects.toThrow(/permission denied/);
+    await client.query('reset role');
+    // The check the conversion leaned on is the legacy partition's alone now.
+    expect(
+      (
+        await client.query(
+          `select conrelid::regclass::text as t from pg_constraint where conname = 'sync_runs_before_partitioning'`,
+        )
+      ).rows,
+    ).toEqual([{ t: 'sync_runs_legacy' }]);
+  });
+});
+
+/** The release's migrations up to (not including) `tag`, in a folder of their own. */
+function releaseBefore(tag: string): string {
+  const dir = mkdtempSync(join(tmpdir(), 'cards-sync-migrations-'));
+  cleanups.push(async () => rmSync(dir, { recursive: true, force: true }));
+  cpSync(migrationsFolder(), dir, { recursive: true });
+  const journalPath = join(dir, 'meta', '_journal.json');
+  const journal = JSON.parse(readFileSync(journalPath, 'utf8')) as { entries: { tag: string }[] };
+  const at = journal.entries.findIndex((e) => e.tag === tag);
+  journal.entries = journal.entries.slice(0, at);
+  writeFileSync(journalPath, JSON.stringify(journal));
+  return dir;
+}
