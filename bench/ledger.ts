@@ -164,7 +164,6 @@ async function queries(pool: pg.Pool, label: string) {
 
 async function main() {
   await resetDatabase(url);
-  await runMigrations(url);
   const pool = new pg.Pool({ connectionString: url, max: 4 });
   await pool.query(PLAIN_LEDGER);
   const { rows: t } = await pool.query<{ start: Date }>(
@@ -305,7 +304,10 @@ async function main() {
 
 async function conversion() {
   const convertUrl = url.replace(/\/([^/]+)$/, '/$1_convert');
-  await resetDatabase(convertUrl);
+  const admin = new pg.Client({ connectionString: convertUrl.replace(/\/[^/]+$/, '/postgres') });
+  await admin.connect();
+  await admin.query(`drop database if exists "${new URL(convertUrl).pathname.slice(1)}" with (force)`);
+  await admin.end();
   const folder = releaseBefore('0019_ledger_partitions');
   await runMigrations(convertUrl, { folder });
   rmSync(folder, { recursive: true, force: true });

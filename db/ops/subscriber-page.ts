@@ -40,7 +40,7 @@ export async function loadSubscriberPage(db: Db, subscriberId: number, since?: n
     async (tx) => {
       const page = await readPage(tx, subscriberId);
       const newRun = since === undefined ? undefined : await newestRunAfter(tx, { subscriberId }, since);
-      const changed = newRun ? await cardsChangedBy(tx, newRun.id) : new Map<number, string>();
+      const changed = newRun ? await cardsChangedBy(tx, newRun.id, subscriberId) : new Map<number, string>();
       return { ...page, newRun, changed };
     },
     { isolationLevel: 'repeatable read', accessMode: 'read only' },
@@ -162,11 +162,16 @@ export async function newestRunAfter(
   return row;
 }
 
-/** The cards one run changed, and how (`added`, `updated`, `removed`, `restored`). */
-export async function cardsChangedBy(db: Executor, syncRunId: number): Promise<Map<number, string>> {
+/** The cards one run of a subscriber changed in its wallet, and how (`added`, `updated`, `removed`, `restored`). */
+export async function cardsChangedBy(
+  db: Executor,
+  syncRunId: number,
+  subscriberId: number,
+): Promise<Map<number, string>> {
+  // Through the subscriber's history index: sync_run_id has none of its own.
   const rows = await db
     .select({ cardId: savedCardChanges.cardId, change: savedCardChanges.change })
     .from(savedCardChanges)
-    .where(eq(savedCardChanges.syncRunId, syncRunId));
+    .where(and(eq(savedCardChanges.subscriberId, subscriberId), eq(savedCardChanges.syncRunId, syncRunId)));
   return new Map(rows.map((r) => [r.cardId, r.change]));
 }
