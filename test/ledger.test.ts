@@ -86,8 +86,20 @@ describe('the partitioned ledger', () => {
       pool().query('drop trigger refuse_delete on sync_runs; drop function refuse_delete()'),
     );
 
+    // A card of subscriber 0 listed since then: its as-of on that day leans on the run of that day.
+    await pool().query(
+      `insert into saved_cards (id, subscriber_id, card_token, bin_number, card_family, card_bank_code,
+         card_bank_name, company_id, create_date, first_seen_at, last_seen_at, updated_at)
+       values (5, 0, 't', '4506-xxxx-xxxx-2901', 'Axess', 1, 'AKBANK', 1, $1, $1, now(), $1)`,
+      [old],
+    );
+    const asOf = `select last_seen_at, exact from saved_cards_as_of($1::timestamptz + interval '1 hour', 0)`;
+    expect((await pool().query(asOf, [old])).rows).toEqual([{ last_seen_at: old, exact: true }]);
+
     const done = await maintainLedger(pool(), { retentionDays: 90 });
     expect(done.dropped.map((d) => d.name)).toEqual([dayName(old)]);
+    // Its run is gone with the day: the answer says it no longer knows, rather than guessing.
+    expect((await pool().query(asOf, [old])).rows).toEqual([{ last_seen_at: null, exact: false }]);
     const left = await pool().query<{ id: string }>('select id from sync_runs order by id');
     expect(left.rows.map((r) => Number(r.id))).toEqual(expect.arrayContaining([young, today]));
     const { rows: gone } = await pool().query(
