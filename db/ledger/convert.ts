@@ -52,7 +52,7 @@ export async function prepareLedgerConversion(client: pg.ClientBase): Promise<Da
   if (invalid.length > 0) await client.query('drop index concurrently sync_runs_legacy_started_id_idx');
   await client.query(
     `create index concurrently if not exists sync_runs_legacy_started_id_idx on sync_runs
-     using brin (started_at, id) with (autosummarize = true)`,
+     using brin (started_at, id) with (autosummarize = true, pages_per_range = 16)`,
   );
   return cutoff;
 }

@@ -125,22 +125,25 @@ BEGIN
   ALTER INDEX IF EXISTS sync_runs_started_at_idx RENAME TO sync_runs_legacy_started_at_idx;
   ALTER INDEX IF EXISTS sync_runs_audit_idx RENAME TO sync_runs_legacy_audit_idx;
 
+  -- The columns in the order that wastes no alignment padding (the fixed-width 8-byte ones, then
+  -- the 4-byte ones, then text): 9 bytes a run less than the plain table's order. Every reader
+  -- names its columns (sync_runs_report lists them in its own order).
   CREATE TABLE sync_runs (
     id bigint NOT NULL GENERATED ALWAYS AS IDENTITY,
     subscriber_id bigint,
-    email text,
-    trigger text NOT NULL,
-    job_id text,
     refresh_run_id bigint,
     started_at timestamptz NOT NULL,
     finished_at timestamptz NOT NULL,
-    status text NOT NULL,
     cards_seen integer DEFAULT 0 NOT NULL,
     inserted integer DEFAULT 0 NOT NULL,
     updated integer DEFAULT 0 NOT NULL,
     unchanged integer DEFAULT 0 NOT NULL,
     removed integer DEFAULT 0 NOT NULL,
     restored integer DEFAULT 0 NOT NULL,
+    trigger text NOT NULL,
+    status text NOT NULL,
+    job_id text,
+    email text,
     error_code text,
     error_message text,
     CONSTRAINT sync_runs_trigger_valid CHECK (trigger IN ('manual', 'nightly', 'api', 'cli', 'refresh', 'audit')),
@@ -148,7 +151,7 @@ BEGIN
   ) PARTITION BY RANGE (started_at);
   EXECUTE format('ALTER TABLE sync_runs ALTER COLUMN id RESTART WITH %s', next_id);
   CREATE INDEX sync_runs_subscriber_started_idx ON sync_runs USING btree (subscriber_id, started_at);
-  CREATE INDEX sync_runs_started_id_idx ON sync_runs USING brin (started_at, id) WITH (autosummarize = true);
+  CREATE INDEX sync_runs_started_id_idx ON sync_runs USING brin (started_at, id) WITH (autosummarize = true, pages_per_range = 16);
   CREATE INDEX sync_runs_audit_idx ON sync_runs USING btree (started_at) WHERE trigger = 'audit';
   -- The views read the new table from here on (their privileges stay theirs).
   FOR i IN 1 .. coalesce(array_length(views, 1), 0) LOOP
