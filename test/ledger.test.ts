@@ -2,11 +2,13 @@ import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:f
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, inject, it } from 'vitest';
 import { dropExpiredPartitions, ledgerPartitions } from '../db/ledger/partitions.js';
 import { migrationsFolder, runMigrations } from '../db/migrate.js';
+import { judgeLedger } from '../src/commands/doctor-ledger.js';
 import { maintainLedger } from '../src/ledger/maintenance.js';
 import { createTestDatabase, useCleanups, useTestDatabase } from './helpers.js';
+import { runCli } from './queue-helpers.js';
 
 // The partitioned ledger (issue 28): days made ahead, retention by whole partitions, rows a clock
 // far off put in the default partition and moved into their days, and a ledger of the previous
@@ -212,3 +214,48 @@ function releaseBefore(tag: string): string {
   writeFileSync(journalPath, JSON.stringify(journal));
   return dir;
 }
+
+describe('doctor on the ledger', () => {
+  const part = (name: string, from: string | null, to: string | null) => ({
+    name,
+    from: from === null ? null : new Date(from),
+    to: to === null ? null : new Date(to),
+    isDefault: to === null,
+    estimatedRows: 0,
+    bytes: 0,
+  });
+  const now = new Date('2026-11-25T10:00:00Z');
+  const week = [
+    part('sync_runs_legacy', null, '2026-11-20T00:00:00Z'),
+    ...Array.from({ length: 12 }, (_, i) => {
+      const from = new Date(Date.parse('2026-11-20T00:00:00Z') + i * DAY);
+      return part(dayName(from), from.toISOString(), new Date(from.getTime() + DAY).toISOString());
+    }),
+    part('sync_runs_default', null, null),
+  ];
+
+  it('is content with days ahead, an empty default and nothing past the retention', () => {
+    expect(judgeLedger(week, { now, retentionDays: 90, defaultRows: 0 })).toEqual({
+      verdict: 'ok',
+      name: 'ledger',
+      says: '12 day partitions and sync_runs_legacy (the ledger before 0019) from 2026-11-20, 6 days ahead, nothing in the default partition',
+    });
+  });
+
+  it('warns of each thing the upkeep has not done, and says who does it', () => {
+    const later = new Date(now.getTime() + 6 * DAY);
+    const check = judgeLedger(week, { now: later, retentionDays: 3, defaultRows: 4 });
+    expect(check.verdict).toBe('WARN');
+    expect(check.says).toContain('only 0 day(s) of partitions ahead');
+    expect(check.says).toContain('4 run(s) in sync_runs_default');
+    expect(check.says).toContain('partition(s) past SYNC_RUNS_RETENTION_DAYS=3 still kept');
+    expect(check.says).toMatch(/a running worker's hourly upkeep sees to it$/);
+  });
+
+  it('cards-sync doctor prints the ledger line', async () => {
+    const run = await runCli(['doctor'], { DATABASE_URL: database.url, REDIS_URL: inject('redisUrl') });
+    expect(run.stdout).toMatch(
+      /^ok\s+ledger\s+\d+ day partitions from \d{4}-\d\d-\d\d, \d+ days ahead, nothing in the default partition$/m,
+    );
+  });
+});

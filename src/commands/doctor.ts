@@ -8,6 +8,7 @@ import { HOW_TO_MAKE_A_KEY } from '../config/tokens.js';
 import type { Io } from './common.js';
 import { describeDbError, ensureRedis } from './common.js';
 import { fleetCheck } from './doctor-fleet.js';
+import { ledgerCheck } from './doctor-ledger.js';
 
 type Verdict = 'ok' | 'WARN' | 'FAIL';
 interface Check {
@@ -84,6 +85,7 @@ async function postgresChecks(config: Config): Promise<Check[]> {
     );
     if (applied >= shipped) checks.push(await tokenCheck(client, config));
     if (applied >= shipped) checks.push(await fleetCheck(config));
+    if (applied >= shipped) checks.push(await ledgerCheck(client, config.syncRunsRetentionDays));
     return checks;
   } finally {
     await client.end().catch(() => {});
