@@ -43,6 +43,29 @@ const digestOf = async (subscriberId: number) =>
   )[0]?.cards_digest;
 
 describe('an identical answer', () => {
+  it('keeps no job id in its run (issue 28); a run that changed a card, or failed, keeps its own', async () => {
+    const run = (subscriberId: number, jobId: string) =>
+      syncSubscriber(
+        { db: database.handle.db, api, logger, tokens: testTokens, goneAfterNotFound: 3 },
+        { target: { subscriberId }, trigger: 'manual', jobId },
+      );
+    upstream.script.set('id:7101', ok([makeCard(7101)]));
+    await run(7101, 'job-first');
+    await run(7101, 'job-unchanged');
+    upstream.script.set('id:7101', ok([makeCard(7101), makeCard(7101)]));
+    await run(7101, 'job-changed');
+    upstream.script.set('id:7101', { status: 400, body: 'no' });
+    await run(7101, 'job-failed');
+    expect(
+      await query('select status, inserted, job_id from sync_runs where subscriber_id = 7101 order by id'),
+    ).toEqual([
+      { status: 'succeeded', inserted: 1, job_id: 'job-first' },
+      { status: 'succeeded', inserted: 0, job_id: null },
+      { status: 'succeeded', inserted: 2, job_id: 'job-changed' },
+      { status: 'failed', inserted: 0, job_id: 'job-failed' },
+    ]);
+  });
+
   it('writes only the run and the subscriber; saved_cards_active moves last_seen_at', async () => {
     const cards = [makeCard(7001), makeCard(7001, { cardFamily: 'World' }), makeCard(7001)];
     upstream.script.set('id:7001', ok(cards));

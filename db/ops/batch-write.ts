@@ -131,11 +131,16 @@ with upserted as (
   insert into sync_runs (subscriber_id, email, trigger, job_id, refresh_run_id, started_at,
       finished_at, status, cards_seen, inserted, updated, unchanged, removed, restored, error_code,
       error_message)
-    select i.subscriber_id, i.email, i.trigger, i.job_id, i.refresh_run_id, i.started_at, $1, i.status,
-      i.cards_seen, i.inserted, i.updated, i.unchanged,
-      (select count(*) from removed r where r.subscriber_id = i.subscriber_id)::int,
-      i.restored, i.error_code, i.error_message
-    from item i
+    select i.subscriber_id, i.email, i.trigger,
+      -- An unchanged success, the common run, keeps no job id: its job is gone from Redis, and who,
+      -- when and why are in subscriber_id, started_at, trigger and refresh_run_id. Any run that
+      -- changed a card or did not succeed keeps it (its log lines and a kept failed job carry it).
+      case when i.status = 'succeeded' and i.inserted + i.updated + i.restored + i.removed = 0 then null
+        else i.job_id end,
+      i.refresh_run_id, i.started_at, $1, i.status,
+      i.cards_seen, i.inserted, i.updated, i.unchanged, i.removed, i.restored, i.error_code, i.error_message
+    from (select i.*, (select count(*) from removed r where r.subscriber_id = i.subscriber_id)::int as removed
+      from item i) i
     -- Inserted in item order, so the ids ascend with it (run_of below relies on that).
     order by i.ord
     returning id
