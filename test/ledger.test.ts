@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { describe, expect, inject, it } from 'vitest';
-import { dropExpiredPartitions, ledgerPartitions } from '../db/ledger/partitions.js';
+import { compactClosedDays, dropExpiredPartitions, ledgerPartitions } from '../db/ledger/partitions.js';
 import { migrationsFolder, runMigrations } from '../db/migrate.js';
 import { judgeLedger } from '../src/commands/doctor-ledger.js';
 import { maintainLedger } from '../src/ledger/maintenance.js';
@@ -112,6 +112,46 @@ describe('the partitioned ledger', () => {
     expect((await pool().query(`select to_regclass($1) as t`, [dayName(old)])).rows[0].t).toBeNull();
     const history = await pool().query('select count(*)::int as n from saved_card_changes');
     expect(history.rows[0].n).toBe(1);
+  });
+
+  it('packs the subscriber index of a day that has ended, once, and leaves today alone', async () => {
+    const day = new Date(Date.now() - 30 * DAY);
+    await pool().query(`select sync_runs_add_partition($1::date)`, [day.toISOString().slice(0, 10)]);
+    // A day's runs come in subscriber order only by chance: the index fills about 70%.
+    await pool().query(
+      `insert into sync_runs (subscriber_id, trigger, started_at, finished_at, status)
+       select hashint4(g) & 65535, 'refresh', $1::timestamptz + g * interval '1 second', $1::timestamptz + g * interval '1 second', 'succeeded'
+       from generate_series(1, 20000) g`,
+      [day.toISOString().slice(0, 10)],
+    );
+    const index = `${dayName(day)}_subscriber_id_started_at_idx`;
+    const size = async () =>
+      Number((await pool().query(`select pg_relation_size($1::regclass) as b`, [index])).rows[0].b);
+    const before = await size();
+    const done = await compactClosedDays(pool(), { limit: 100, minIndexBytes: 0 });
+    expect(done).toContain(dayName(day));
+    expect(done).not.toContain(dayName(new Date()));
+    expect(await size()).toBeLessThan(before * 0.85);
+    // Marked: the next pass leaves it be.
+    expect(await compactClosedDays(pool(), { limit: 100, minIndexBytes: 0 })).not.toContain(dayName(day));
+    // The rebuilt index answers as the table does.
+    const count = async (seqscan: 'on' | 'off') => {
+      const client = await pool().connect();
+      try {
+        await client.query(
+          `set enable_seqscan = ${seqscan}; set enable_bitmapscan = ${seqscan === 'on' ? 'off' : 'on'}`,
+        );
+        const { rows } = await client.query<{ n: number }>(
+          `select count(*)::int as n from ${dayName(day)} where subscriber_id between 7 and 900`,
+        );
+        return rows[0]!.n;
+      } finally {
+        await client.query('reset all');
+        client.release();
+      }
+    };
+    expect(await count('off')).toBe(await count('on'));
+    expect(await count('on')).toBeGreaterThan(0);
   });
 
   it('gives up a detach that would keep writers waiting, and leaves the day for the next pass', async () => {

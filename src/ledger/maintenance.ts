@@ -2,6 +2,7 @@ import type pg from 'pg';
 import type { Logger } from 'pino';
 import {
   addLedgerPartitions,
+  compactClosedDays,
   type DroppedPartition,
   dropExpiredPartitions,
   ledgerIsPartitioned,
@@ -20,6 +21,8 @@ export interface LedgerMaintenance {
   rehomed: number;
   /** Partitions dropped by the retention. */
   dropped: DroppedPartition[];
+  /** Days that ended, their indexes compacted. */
+  compacted: string[];
 }
 
 /**
@@ -30,11 +33,12 @@ export async function maintainLedger(
   pool: pg.Pool,
   o: { retentionDays: number; aheadDays?: number; onRetry?: (partition: string) => void },
 ): Promise<LedgerMaintenance> {
-  if (!(await ledgerIsPartitioned(pool))) return { created: [], rehomed: 0, dropped: [] };
+  if (!(await ledgerIsPartitioned(pool))) return { created: [], rehomed: 0, dropped: [], compacted: [] };
   const rehomed = await rehomeDefaultRows(pool);
   const created = await addLedgerPartitions(pool, { aheadDays: o.aheadDays ?? AHEAD_DAYS });
   const dropped = await dropExpiredPartitions(pool, o.retentionDays, o.onRetry ? { onRetry: o.onRetry } : {});
-  return { created, rehomed, dropped };
+  const compacted = await compactClosedDays(pool);
+  return { created, rehomed, dropped, compacted };
 }
 
 /** Runs the upkeep now and every `everyMs` while the worker runs; a failed pass is logged and retried at the next. */
@@ -55,6 +59,8 @@ export function startLedgerMaintenance(
         if (r.rehomed > 0)
           log.warn({ rows: r.rehomed }, 'sync_runs rows outside every day partition moved into their days');
         if (r.created.length > 0) log.debug({ partitions: r.created }, 'sync_runs partitions created ahead');
+        if (r.compacted.length > 0)
+          log.debug({ partitions: r.compacted }, 'sync_runs days closed: indexes compacted');
         if (r.dropped.length > 0) {
           log.info(
             {
