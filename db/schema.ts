@@ -71,6 +71,16 @@ export const savedCards = pgTable(
     updatedAt: tz('updated_at').notNull(),
     /** Null while the card is present upstream. */
     removedAt: tz('removed_at'),
+    /**
+     * The id of its `added` history row, taken from the history's sequence when the card was first
+     * stored: the `saved_card_changes` view makes that row from this one. Null for cards stored
+     * before migration 0021, whose `added` row is written out in `saved_card_change_log`.
+     */
+    addedChangeId: bigint('added_change_id', { mode: 'number' }),
+    /** The sync run that first stored it (its `added` row's `sync_run_id`). */
+    addedSyncRunId: bigint('added_sync_run_id', { mode: 'number' }),
+    /** Whom it was first stored for, once it has moved to another subscriber; null until then. */
+    addedSubscriberId: bigint('added_subscriber_id', { mode: 'number' }),
   },
   (t) => [
     check('saved_cards_bin_number_masked', sql`${t.binNumber} ~ ${sql.raw(`'${MASKED_BIN_SQL}'`)}`),
@@ -180,11 +190,17 @@ export const syncRuns = pgTable(
   ],
 );
 
-/** History: one row per change of a card. Kept when old `sync_runs` rows are pruned (no FK). */
-export const savedCardChanges = pgTable(
-  'saved_card_changes',
+/**
+ * History as written: one row per change of a card but a card's first appearance, whose `added`
+ * row the `saved_card_changes` view (db/views.ts) makes from the card's own row (migration 0021).
+ * Kept when old `sync_runs` rows are pruned (no FK). Read `saved_card_changes`, which has them all.
+ */
+export const savedCardChangeLog = pgTable(
+  'saved_card_change_log',
   {
-    id: bigint('id', { mode: 'number' }).primaryKey().generatedAlwaysAsIdentity(),
+    id: bigint('id', { mode: 'number' })
+      .primaryKey()
+      .generatedAlwaysAsIdentity({ name: 'saved_card_changes_id_seq' }),
     cardId: bigint('card_id', { mode: 'number' }).notNull(),
     subscriberId: bigint('subscriber_id', { mode: 'number' }).notNull(),
     change: text('change').$type<ChangeKind>().notNull(),

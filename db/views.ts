@@ -1,6 +1,6 @@
 import { eq, sql } from 'drizzle-orm';
-import { pgView } from 'drizzle-orm/pg-core';
-import { savedCards, subscribers, syncRuns } from './schema.js';
+import { bigint, jsonb, pgView, text, timestamp } from 'drizzle-orm/pg-core';
+import { type ChangeKind, savedCards, subscribers, syncRuns } from './schema.js';
 
 // The reporting views (DESIGN §4): what analysts read. Their names and columns are public.
 
@@ -84,3 +84,21 @@ export const syncRunsReport = pgView('sync_runs_report').as((qb) =>
     })
     .from(syncRuns),
 );
+
+/**
+ * History, one row per change of a card (DESIGN §4): the rows written to `saved_card_change_log`,
+ * and for each card stored since migration 0021 its `added` row, made from the card's own row
+ * (`added_change_id`, `added_sync_run_id`, `first_seen_at`). An INSTEAD OF trigger sends rows
+ * inserted here to the log. Created by migration 0021, not by drizzle-kit.
+ */
+export const savedCardChanges = pgView('saved_card_changes', {
+  id: bigint('id', { mode: 'number' }).notNull(),
+  cardId: bigint('card_id', { mode: 'number' }).notNull(),
+  subscriberId: bigint('subscriber_id', { mode: 'number' }).notNull(),
+  change: text('change').$type<ChangeKind>().notNull(),
+  changedFields: text('changed_fields').array(),
+  previous: jsonb('previous').$type<Record<string, unknown>>(),
+  reason: text('reason'),
+  syncRunId: bigint('sync_run_id', { mode: 'number' }),
+  changedAt: timestamp('changed_at', { withTimezone: true, mode: 'date' }).notNull(),
+}).existing();

@@ -36,7 +36,7 @@ afterEach(async (ctx) => {
   }
   for (const c of cleanups.splice(0).reverse()) await c();
   await database.handle.db.execute(
-    sql`truncate refresh_runs, sync_runs, subscribers, saved_cards, saved_card_changes, refresh_policy`,
+    sql`truncate refresh_runs, sync_runs, subscribers, saved_cards, saved_card_change_log, refresh_policy`,
   );
   upstream.script.clear();
 });

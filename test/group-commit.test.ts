@@ -1,6 +1,7 @@
 import { eq, inArray } from 'drizzle-orm';
 import { describe, expect, it } from 'vitest';
-import { savedCardChanges, savedCards, subscribers, syncRuns } from '../db/schema.js';
+import { savedCards, subscribers, syncRuns } from '../db/schema.js';
+import { savedCardChanges } from '../db/views.js';
 import type { SavedCard } from '../src/api/schema.js';
 import type { CardsToApply } from '../src/sync/apply-cards.js';
 import { applyCardsBatch, CommittedUnreadError } from '../src/sync/apply-cards.js';
@@ -203,7 +204,11 @@ describe('group commit', () => {
         expect((s as PromiseRejectedResult).reason).toBeInstanceOf(CommittedUnreadError);
       }
       // Written once: one card and one run each, as committed by the one batch.
-      expect((await cardsOf(ids)).map((c) => c.subscriberId)).toEqual(ids);
+      const { rows: cards } = await database.handle.pool.query<{ subscriber_id: string }>(
+        'select subscriber_id::text from saved_cards where subscriber_id = any($1::bigint[]) order by id',
+        [ids],
+      );
+      expect(cards.map((c) => Number(c.subscriber_id))).toEqual(ids);
       const { rows: runs } = await database.handle.pool.query<{ subscriber_id: string }>(
         `select subscriber_id::text from sync_runs where subscriber_id = any($1::bigint[]) order by subscriber_id`,
         [ids],
@@ -211,7 +216,8 @@ describe('group commit', () => {
       expect(runs.map((r) => Number(r.subscriber_id))).toEqual(ids);
     } finally {
       await database.handle.pool.query(
-        `delete from saved_card_changes where sync_run_id > 9007199254740991;
+        `delete from saved_card_change_log where sync_run_id > 9007199254740991;
+         update saved_cards set added_sync_run_id = null where added_sync_run_id > 9007199254740991;
          delete from sync_runs where id > 9007199254740991`,
       );
       await database.handle.pool.query(`select setval('sync_runs_id_seq', $1::bigint + 1, false)::text`, [

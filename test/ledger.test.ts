@@ -230,6 +230,10 @@ describe('a ledger of the previous release', () => {
         .rows[0].n,
     ).toBe(3001);
     await expect(client.query('select email from sync_runs limit 1')).rejects.toThrow(/permission denied/);
+    // The history written before 0021 reads as it did: one 'added' row for the card, not two.
+    expect(
+      (await client.query(`select change, subscriber_id::int from saved_card_changes where card_id = 77`)).rows,
+    ).toEqual([{ change: 'added', subscriber_id: 7 }]);
     await client.query('reset role');
     // The check the conversion leaned on is the legacy partition's alone now.
     expect(

@@ -57,6 +57,10 @@ const DESIGN_COLUMNS: Record<string, string[]> = {
     'last_seen_at',
     'updated_at',
     'removed_at',
+    // What the history view makes a card's 'added' row from (issue 28, migration 0021).
+    'added_change_id',
+    'added_sync_run_id',
+    'added_subscriber_id',
   ],
   subscribers: [
     'subscriber_id',
@@ -94,6 +98,18 @@ const DESIGN_COLUMNS: Record<string, string[]> = {
     'restored',
     'error_code',
     'error_message',
+  ],
+  // The history as written (issue 28): saved_card_changes, a view, adds each card's 'added' row.
+  saved_card_change_log: [
+    'id',
+    'card_id',
+    'subscriber_id',
+    'change',
+    'changed_fields',
+    'previous',
+    'reason',
+    'sync_run_id',
+    'changed_at',
   ],
   // §4 lists no key for the history; `id` is its identity primary key.
   saved_card_changes: [

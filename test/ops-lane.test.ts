@@ -22,7 +22,7 @@ const cleanups: (() => Promise<unknown>)[] = [];
 afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
   await database.handle.db.execute(
-    sql`truncate refresh_runs, sync_runs, subscribers, saved_cards, saved_card_changes`,
+    sql`truncate refresh_runs, sync_runs, subscribers, saved_cards, saved_card_change_log`,
   );
 });
 

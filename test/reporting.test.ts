@@ -153,6 +153,13 @@ describe('reporting surface', () => {
   });
 
   it('the analyst cannot write', async () => {
-    await expect(asAnalyst.query('delete from saved_card_changes')).rejects.toMatchObject({ code: '42501' });
+    await expect(asAnalyst.query('delete from saved_card_change_log')).rejects.toMatchObject({
+      code: '42501',
+    });
+    await expect(
+      asAnalyst.query(
+        `insert into saved_card_changes (card_id, subscriber_id, change, changed_at) values (1, 1, 'removed', now())`,
+      ),
+    ).rejects.toMatchObject({ code: '42501' });
   });
 });

@@ -1,6 +1,7 @@
 import { eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { savedCardChanges, savedCards, subscribers, syncRuns } from '../db/schema.js';
+import { savedCards, subscribers, syncRuns } from '../db/schema.js';
+import { savedCardChanges } from '../db/views.js';
 import { type ApiClient, createApiClient } from '../src/api/client.js';
 import { syncSubscriber } from '../src/sync/sync-subscriber.js';
 import { API_KEY, makeCard, ok, testTokens, useScriptedApi } from './fixtures.js';

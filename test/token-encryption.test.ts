@@ -1,7 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { eq, inArray } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { savedCardChanges, savedCards, syncRuns } from '../db/schema.js';
+import { savedCards, syncRuns } from '../db/schema.js';
+import { savedCardChanges } from '../db/views.js';
 import { type ApiClient, createApiClient } from '../src/api/client.js';
 import { loadConfig } from '../src/config/index.js';
 import { requireCardTokens } from '../src/config/tokens.js';

@@ -62,6 +62,8 @@ export interface BatchWrite {
   now: Date;
   /** New, changed and restored cards, tokens in stored form; ids distinct. */
   upserts: readonly CardToWrite[];
+  /** Cards stored for the first time: the index of their run (in `runs`), which added them. */
+  addedBy: ReadonlyMap<number, number>;
   /** Vanished upstream: marked removed while still owned by that subscriber. */
   removals: readonly CardOwner[];
   runs: readonly RunRow[];
@@ -86,29 +88,7 @@ const contentChanged = `(
 // a query builder. The parts touch disjoint rows (the caller makes sure of it), which is what
 // lets them share one statement and its one snapshot.
 const WRITE_BATCH = `
-with upserted as (
-  insert into saved_cards as c (id, subscriber_id, card_token, card_token_fingerprint, bin_number,
-      card_family, card_bank_code, card_bank_name, company_id, create_date, first_seen_at, last_seen_at,
-      updated_at, removed_at)
-    select u.id, u.subscriber_id, u.card_token, u.fingerprint, u.bin_number, u.card_family,
-      u.card_bank_code, u.card_bank_name, u.company_id, u.create_date,
-      $1::timestamptz, $1::timestamptz, $1::timestamptz, null::timestamptz
-    from unnest($2::bigint[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::bigint[], $8::text[],
-      $9::bigint[], $10::timestamptz[], $35::text[])
-      as u(id, subscriber_id, card_token, bin_number, card_family, card_bank_code, card_bank_name,
-        company_id, create_date, fingerprint)
-  on conflict (id) do update set
-    subscriber_id = excluded.subscriber_id, card_token = excluded.card_token,
-    card_token_fingerprint = excluded.card_token_fingerprint,
-    bin_number = excluded.bin_number, card_family = excluded.card_family,
-    card_bank_code = excluded.card_bank_code, card_bank_name = excluded.card_bank_name,
-    company_id = excluded.company_id, create_date = excluded.create_date,
-    last_seen_at = excluded.last_seen_at,
-    updated_at = case when ${contentChanged} then excluded.updated_at else c.updated_at end,
-    removed_at = null
-  -- An identical, present row is not rewritten.
-  where ${contentChanged} or c.removed_at is not null
-), removed as (
+with removed as (
   -- An active card's last_seen_at is carried by its subscriber's last success (DESIGN §4), the
   -- last sync that listed it: its own column takes that value as it leaves. The subquery sees the
   -- row as it was before this statement, the success before this one.
@@ -146,9 +126,42 @@ with upserted as (
     returning id
 ), run_of as (
   select id, row_number() over (order by id) as ord from run
+), upserted as (
+  -- A card stored for the first time carries its own 'added' history row (the saved_card_changes
+  -- view makes it from added_change_id, added_sync_run_id and first_seen_at): no row is written
+  -- to say what the card's row already says.
+  insert into saved_cards as c (id, subscriber_id, card_token, card_token_fingerprint, bin_number,
+      card_family, card_bank_code, card_bank_name, company_id, create_date, first_seen_at, last_seen_at,
+      updated_at, removed_at, added_change_id, added_sync_run_id)
+    select u.id, u.subscriber_id, u.card_token, u.fingerprint, u.bin_number, u.card_family,
+      u.card_bank_code, u.card_bank_name, u.company_id, u.create_date,
+      $1::timestamptz, $1::timestamptz, $1::timestamptz, null::timestamptz,
+      case when u.added_by is not null then nextval('saved_card_changes_id_seq') end, r.id
+    from unnest($2::bigint[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::bigint[], $8::text[],
+      $9::bigint[], $10::timestamptz[], $35::text[], $41::int[])
+      as u(id, subscriber_id, card_token, bin_number, card_family, card_bank_code, card_bank_name,
+        company_id, create_date, fingerprint, added_by)
+    left join run_of r on r.ord = u.added_by
+    order by u.id
+  on conflict (id) do update set
+    -- A card that moves keeps, in added_subscriber_id, whom it was first stored for.
+    added_subscriber_id = case when c.added_change_id is not null and c.subscriber_id <> excluded.subscriber_id
+      then coalesce(c.added_subscriber_id, c.subscriber_id) else c.added_subscriber_id end,
+    subscriber_id = excluded.subscriber_id, card_token = excluded.card_token,
+    card_token_fingerprint = excluded.card_token_fingerprint,
+    bin_number = excluded.bin_number, card_family = excluded.card_family,
+    card_bank_code = excluded.card_bank_code, card_bank_name = excluded.card_bank_name,
+    company_id = excluded.company_id, create_date = excluded.create_date,
+    last_seen_at = excluded.last_seen_at,
+    updated_at = case when ${contentChanged} then excluded.updated_at else c.updated_at end,
+    removed_at = null
+  -- An identical, present row is not rewritten.
+  where ${contentChanged} or c.removed_at is not null
+  returning c.id
 ), changed as (
-  -- In answer order, then the removals: history ids read like the answers did.
-  insert into saved_card_changes (card_id, subscriber_id, change, changed_fields, previous, reason,
+  -- In answer order, then the removals: history ids read like the answers did, after the ids the
+  -- new cards took for their 'added' rows (reading upserted makes its insert come first).
+  insert into saved_card_change_log (card_id, subscriber_id, change, changed_fields, previous, reason,
       sync_run_id, changed_at)
     select card_id, subscriber_id, change, string_to_array(fields, ','), previous::jsonb, reason, sync_run_id, $1
     from (
@@ -162,6 +175,7 @@ with upserted as (
       select r.id, r.subscriber_id, 'removed', null, null, null, run_of.id, 1, r.id
         from removed r join item i on i.subscriber_id = r.subscriber_id join run_of on run_of.ord = i.ord
     ) change_rows
+    where (select count(*) from upserted) >= 0
     order by part, seq
 ), subscriber as (
   insert into subscribers as s (subscriber_id, email, last_synced_at, last_success_at, last_status,
@@ -250,6 +264,10 @@ export async function writeBatch(
       of(w.successes, (s) =>
         s.schedule.observations === null ? null : `{${s.schedule.observations.join(',')}}`,
       ),
+      of(cards, (c) => {
+        const run = w.addedBy.get(c.id);
+        return run === undefined ? null : run + 1;
+      }),
     ],
   });
   const runIds = new Array<number>(w.runs.length);

@@ -139,7 +139,7 @@ async function insertRunAndRemove(
           (select count(*) from removed)::int, ${run.errorCode ?? null}, ${run.errorMessage ?? null})
         returning id
     ), changed as (
-      insert into saved_card_changes (card_id, subscriber_id, change, reason, sync_run_id, changed_at)
+      insert into saved_card_change_log (card_id, subscriber_id, change, reason, sync_run_id, changed_at)
         select r.id, ${subscriberId}::bigint, 'removed', 'not_found', run.id, ${now}::timestamptz
         from removed r cross join run
         order by r.id

@@ -1,6 +1,7 @@
 import { and, asc, desc, eq, gt, max, sql } from 'drizzle-orm';
 import type { Db, Executor } from '../client.js';
-import { savedCardChanges, savedCards, subscribers, syncRuns } from '../schema.js';
+import { savedCards, subscribers, syncRuns } from '../schema.js';
+import { savedCardChanges } from '../views.js';
 import { findSubscriberIdByEmail } from './subscribers.js';
 
 // What the ops page shows of one subscriber. `card_token` is never selected: the page cannot

@@ -156,6 +156,9 @@ export async function applyCardsBatch(
         ...p.plan!.inserts.map((c) => toWrite(c, undefined, tokens)),
         ...p.plan!.updates.map((u) => toWrite(u.card, stored.byId.get(u.card.id), tokens)),
       ]),
+      addedBy: new Map(
+        writing.flatMap((p) => p.plan!.inserts.map((c) => [c.id, planned.indexOf(p)] as const)),
+      ),
       removals,
       runs: planned.map(runRow),
       changes: planned.flatMap((p, i) =>

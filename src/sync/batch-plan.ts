@@ -139,16 +139,7 @@ export function knownChanges(
       run,
     });
   }
-  for (const c of p.plan!.inserts)
-    out.push({
-      cardId: c.id,
-      subscriberId,
-      change: 'added',
-      changedFields: null,
-      previous: null,
-      reason: null,
-      run,
-    });
+  // A new card's 'added' row is its saved_cards row itself (added_change_id): none is written.
   for (const u of p.plan!.updates) {
     out.push({
       cardId: u.card.id,
