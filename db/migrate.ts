@@ -7,12 +7,8 @@ import { migrate } from 'drizzle-orm/node-postgres/migrator';
 import pg from 'pg';
 import { behind, breakingTags } from './breaking.js';
 import { databaseName, onMaintenanceDb } from './databases.js';
-import {
-  afterMigrations,
-  LEDGER_PARTITIONS_TAG,
-  prepareLedgerConversion,
-  undoLedgerPreparation,
-} from './ledger/convert.js';
+import { afterMigrations } from './ledger/convert.js';
+import { prepareMigrations } from './prepare.js';
 
 /** Arbitrary constant: the advisory lock that serialises concurrent `migrate` runs. */
 const MIGRATION_LOCK_KEY = 7_246_118_502;
@@ -200,13 +196,12 @@ export async function runMigrations(databaseUrl: string, o: MigrateOptions = {})
       }
       if (inTheWay.length > 0) forced = { migration: pending, processes: inTheWay };
     }
-    // The ledger's conversion reads the whole table first, while writers go on (db/ledger/convert.ts).
-    const preparing = tags.slice(before).includes(LEDGER_PARTITIONS_TAG);
-    if (preparing) await prepareLedgerConversion(client);
+    // What would hold locks long (a scan, an index build) is done first, while writers go on.
+    const undo = await prepareMigrations(client, tags.slice(before));
     try {
       await migrate(drizzle(client), { migrationsFolder: folder });
     } catch (error) {
-      if (preparing) await undoLedgerPreparation(client).catch(() => undefined);
+      await undo();
       throw error;
     }
     await afterMigrations(client);

@@ -139,7 +139,9 @@ export const subscribers = pgTable(
   // exception is next_refresh_at, which the scheduler must read in order (the next 1,000 due out
   // of millions): a sync that moves it is not a HOT update (bench/RESULTS.md, issue 26).
   (t) => [
-    uniqueIndex('subscribers_email_lower_idx').on(sql`lower(${t.email})`),
+    // Only rows with an e-mail (migration 0022): a subscriber known by id alone, most of them, has
+    // no entry to write on every sync that moves its row.
+    uniqueIndex('subscribers_email_lower_idx').on(sql`lower(${t.email})`).where(sql`${t.email} is not null`),
     index('subscribers_next_refresh_idx').on(t.nextRefreshAt.asc().nullsFirst(), t.subscriberId),
   ],
 );

@@ -204,12 +204,33 @@ describe('a ledger of the previous release', () => {
     await client.query(`
       insert into saved_card_changes (card_id, subscriber_id, change, changed_at)
       values (77, 7, 'added', now() - interval '59 days')`);
+    await client.query(
+      `insert into subscribers (subscriber_id, email) values (7, 'Ayse@Example.com'), (8, null)`,
+    );
     await client.query(readFileSync('db/reporting-role.sql', 'utf8'));
     const asOf = `select id, last_seen_at, exact from saved_cards_as_of(now() - interval '30 days', 7)`;
     const before = (await client.query(asOf)).rows;
     const maxBefore = Number((await client.query('select max(id) as m from sync_runs')).rows[0].m);
 
     await runMigrations(db.url);
+
+    // The e-mail index holds e-mails only (0022, built beside the old one first), and still refuses
+    // a second subscriber with the same address.
+    expect(
+      (
+        await client.query(
+          `select indexname, indexdef from pg_indexes where tablename = 'subscribers' and indexname like '%email%'`,
+        )
+      ).rows,
+    ).toEqual([
+      {
+        indexname: 'subscribers_email_lower_idx',
+        indexdef: expect.stringMatching(/UNIQUE INDEX .* \(lower\(email\)\) WHERE \(email IS NOT NULL\)$/),
+      },
+    ]);
+    await expect(
+      client.query(`insert into subscribers (subscriber_id, email) values (9, 'ayse@example.com')`),
+    ).rejects.toMatchObject({ code: '23505' });
 
     const parts = await ledgerPartitions(client);
     const legacy = parts.find((p) => p.name === 'sync_runs_legacy');
@@ -232,7 +253,8 @@ describe('a ledger of the previous release', () => {
     await expect(client.query('select email from sync_runs limit 1')).rejects.toThrow(/permission denied/);
     // The history written before 0021 reads as it did: one 'added' row for the card, not two.
     expect(
-      (await client.query(`select change, subscriber_id::int from saved_card_changes where card_id = 77`)).rows,
+      (await client.query(`select change, subscriber_id::int from saved_card_changes where card_id = 77`))
+        .rows,
     ).toEqual([{ change: 'added', subscriber_id: 7 }]);
     await client.query('reset role');
     // The check the conversion leaned on is the legacy partition's alone now.

@@ -11,9 +11,6 @@ import { addLedgerPartitions, ledgerIsPartitioned } from './partitions.js';
 // `cutoff` is a UTC midnight two days on (and past every stored row): the migration follows within
 // minutes, and until then each new row still passes the CHECK.
 
-/** The migration that partitions the ledger. */
-export const LEDGER_PARTITIONS_TAG = '0019_ledger_partitions';
-
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** Prepares the plain ledger for migration 0019; returns the cutoff, or null when there is nothing to do. */
