@@ -6,9 +6,9 @@ import { describe, expect, inject, it } from 'vitest';
 import { compactClosedDays, dropExpiredPartitions, ledgerPartitions } from '../db/ledger/partitions.js';
 import { migrationsFolder, runMigrations } from '../db/migrate.js';
 import { judgeLedger } from '../src/commands/doctor-ledger.js';
-import { maintainLedger } from '../src/ledger/maintenance.js';
-import { createTestDatabase, useCleanups, useTestDatabase } from './helpers.js';
-import { runCli } from './queue-helpers.js';
+import { maintainLedger, startLedgerMaintenance } from '../src/ledger/maintenance.js';
+import { captureLogger, createTestDatabase, useCleanups, useTestDatabase } from './helpers.js';
+import { runCli, waitFor } from './queue-helpers.js';
 
 // The partitioned ledger (issue 28): days made ahead, retention by whole partitions, rows a clock
 // far off put in the default partition and moved into their days, and a ledger of the previous
@@ -52,6 +52,19 @@ describe('the partitioned ledger', () => {
     }
     expect(parts.filter((p) => p.isDefault)).toHaveLength(1);
     expect(await partitionOf(await insertRun(new Date()))).toBe(dayName(new Date()));
+  });
+
+  it("a worker's upkeep makes a missing day ahead again, and stops with the worker", async () => {
+    const ahead = new Date(Date.now() + 5 * DAY);
+    await pool().query(`alter table sync_runs detach partition ${dayName(ahead)}`);
+    await pool().query(`drop table ${dayName(ahead)}`);
+    const { logger, lines } = captureLogger();
+    const upkeep = startLedgerMaintenance(pool(), logger, { retentionDays: 90, everyMs: 60_000 });
+    await waitFor('the day to be made again', async () =>
+      (await ledgerPartitions(pool())).some((p) => p.name === dayName(ahead)),
+    );
+    await upkeep.stop();
+    expect(lines.filter((l) => l.includes('upkeep failed'))).toEqual([]);
   });
 
   it('keeps a run of a day with no partition (a clock far off) and moves it into its own day', async () => {
