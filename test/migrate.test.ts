@@ -12,6 +12,19 @@ import { archiveLog } from './log-archive.js';
 const BIN = fileURLToPath(new URL('../bin/cards-sync.js', import.meta.url));
 const JOURNAL = fileURLToPath(new URL('../db/migrations/meta/_journal.json', import.meta.url));
 
+/** saved_card_changes (a view since 0021) and the log it reads have the same columns. */
+const HISTORY_COLUMNS = [
+  'id',
+  'card_id',
+  'subscriber_id',
+  'change',
+  'changed_fields',
+  'previous',
+  'reason',
+  'sync_run_id',
+  'changed_at',
+];
+
 /** DESIGN §4: the public column names analysts query. */
 const DESIGN_COLUMNS: Record<string, string[]> = {
   admin_actions: ['id', 'at', 'actor', 'source', 'action', 'detail'],
@@ -100,29 +113,9 @@ const DESIGN_COLUMNS: Record<string, string[]> = {
     'error_message',
   ],
   // The history as written (issue 28): saved_card_changes, a view, adds each card's 'added' row.
-  saved_card_change_log: [
-    'id',
-    'card_id',
-    'subscriber_id',
-    'change',
-    'changed_fields',
-    'previous',
-    'reason',
-    'sync_run_id',
-    'changed_at',
-  ],
+  saved_card_change_log: HISTORY_COLUMNS,
   // §4 lists no key for the history; `id` is its identity primary key.
-  saved_card_changes: [
-    'id',
-    'card_id',
-    'subscriber_id',
-    'change',
-    'changed_fields',
-    'previous',
-    'reason',
-    'sync_run_id',
-    'changed_at',
-  ],
+  saved_card_changes: HISTORY_COLUMNS,
   // The nightly-refresh ledger and the analysts' views (issue 4).
   refresh_policy: [
     'id',
