@@ -37,19 +37,18 @@ async function main() {
   const seed = await timed(async () => {
     // A year of history: cards first seen over 300 days, each updated every 13 days afterwards.
     await client.query(
+      // Each card's 'added' row is made from its own row (migration 0021), as a sync stores it.
       `insert into saved_cards (id, subscriber_id, card_token, card_token_fingerprint, bin_number, card_family,
-         card_bank_code, card_bank_name, company_id, create_date, first_seen_at, last_seen_at, updated_at)
+         card_bank_code, card_bank_name, company_id, create_date, first_seen_at, last_seen_at, updated_at,
+         added_change_id)
        select g, g % $2 + 1, 'ct1:k:x', 'f', '4761-xxxx-xxxx-0043', 'Bonus', 100, 'BANK' || ($3 + 1),
-         1, now() - interval '2 years', now() - interval '365 days' + (g % 300) * interval '1 day', now(), now()
+         1, now() - interval '2 years', now() - interval '365 days' + (g % 300) * interval '1 day', now(), now(),
+         nextval('saved_card_changes_id_seq')
        from generate_series(1, $1::bigint) g`,
       [cards, subscribers, updates],
     );
     await client.query(
-      `insert into saved_card_changes (card_id, subscriber_id, change, changed_at)
-       select id, subscriber_id, 'added', first_seen_at from saved_cards`,
-    );
-    await client.query(
-      `insert into saved_card_changes (card_id, subscriber_id, change, changed_fields, previous, changed_at)
+      `insert into saved_card_change_log (card_id, subscriber_id, change, changed_fields, previous, changed_at)
        select c.id, c.subscriber_id, 'updated', array['card_bank_name'],
          jsonb_build_object('card_bank_name', 'BANK' || k), c.first_seen_at + k * interval '13 days'
        from saved_cards c cross join generate_series(1, $1::int) k`,
@@ -59,7 +58,10 @@ async function main() {
       `update saved_cards c set updated_at = h.last from (
          select card_id, max(changed_at) as last from saved_card_changes group by 1) h where h.card_id = c.id`,
     );
-    // A successful run of every subscriber every 6 days, and one now.
+    // A successful run of every subscriber every 6 days, and one now, each in the partition of its day.
+    await client.query(
+      `select sync_runs_add_partition(d::date) from generate_series(now() - interval '366 days', now(), interval '1 day') d`,
+    );
     await client.query(
       `insert into sync_runs (subscriber_id, trigger, started_at, finished_at, status)
        select s, 'nightly', t, t, 'succeeded'
