@@ -55,7 +55,7 @@ interface ScheduleRow {
 export interface BatchRead {
   /** Postgres's clock when the batch's locks were held: what its rows are stamped with. */
   now: Date;
-  /** When each subscriber's newest applied answer was fetched (absent: none yet). */
+  /** When each subscriber's newest applied answer was fetched, if after this batch's answer was. */
   newest: Map<number, Date>;
   /** Subscribers whose answer's digest is the stored one: identical, none of their cards read. */
   unchanged: Set<number>;
@@ -71,6 +71,8 @@ export interface AnswerToRead {
   /** Its digest (src/sync/digest.ts), compared with `subscribers.cards_digest`. */
   digest: string;
   cardIds: readonly number[];
+  /** When its fetch began: only an applied answer fetched later makes it older news. */
+  startedAt: Date;
 }
 
 /**
@@ -117,16 +119,17 @@ export async function beginLockAndRead(
           }),
           client.query<{ subscriber_id: number; started_at: Date }>({
             name: 'cards-sync-read-newest',
-            // Newest first down the (subscriber_id, started_at) index: one or two rows read, however
-            // many runs the subscriber has had.
+            // Only a success fetched after this answer was can make it older news: bounded by its
+            // start, the lookup reads the ledger's newest days alone (the partitions before it are
+            // pruned as the statement runs), down the (subscriber_id, started_at) index.
             text: `select s.id as subscriber_id, newest.started_at
-        from unnest($1::bigint[]) s(id)
+        from unnest($1::bigint[], $2::timestamptz[]) s(id, since)
         cross join lateral (
           select started_at from sync_runs
-            where subscriber_id = s.id and status = 'succeeded'
+            where subscriber_id = s.id and status = 'succeeded' and started_at > s.since
             order by started_at desc limit 1
         ) newest`,
-            values: [subs],
+            values: [subs, answers.map((a) => a.startedAt)],
           }),
           client.query<ScheduleRow>({
             name: 'cards-sync-read-subscribers',

@@ -93,8 +93,9 @@ async function readState(tx: Tx, subscriberId: number, run: RunToWrite): Promise
   // Read under the lock: only syncs of this subscriber, which take it too, change these.
   const result = await tx.execute<Omit<State, 'newest_success'> & { newest_success: string | null }>(sql`
     select s.consecutive_not_found,
+      -- Only a success fetched after this answer makes it older news: the newest days alone.
       (select started_at from sync_runs
-        where subscriber_id = s.subscriber_id and status = 'succeeded'
+        where subscriber_id = s.subscriber_id and status = 'succeeded' and started_at > ${run.startedAt}
         order by started_at desc limit 1) as newest_success,
       (${run.jobId ?? null}::text is not null and exists (
         select 1 from sync_runs

@@ -117,7 +117,14 @@ export async function applyCardsBatch(
     const answers = items.flatMap((i, n) =>
       i.subscriberId === null
         ? []
-        : [{ subscriberId: i.subscriberId, digest: digests[n]!, cardIds: i.cards.map((c) => c.id) }],
+        : [
+            {
+              subscriberId: i.subscriberId,
+              digest: digests[n]!,
+              cardIds: i.cards.map((c) => c.id),
+              startedAt: i.run.startedAt,
+            },
+          ],
     );
     const subscriberIds = answers.map((a) => a.subscriberId);
     const read = await beginLockAndRead(client, items.map(lockKey), answers);
