@@ -178,8 +178,7 @@ export const syncRuns = pgTable(
   (t) => [
     check('sync_runs_trigger_valid', sql`${t.trigger} in (${inList(SYNC_TRIGGERS)})`),
     check('sync_runs_status_valid', sql`${t.status} in (${inList(SYNC_STATUSES)})`),
-    // By subscriber alone: a day's few runs of a subscriber are one deduplicated entry (migration 0019).
-    index('sync_runs_subscriber_idx').on(t.subscriberId),
+    index('sync_runs_subscriber_started_idx').on(t.subscriberId, t.startedAt),
     // A partition is written in time and id order and never deleted from, so a BRIN of a few
     // pages answers ranges of either (status's last 24 hours, a refresh run's ids) where a B-tree
     // cost every run 66 bytes of WAL and 24 of disk per index.

@@ -137,7 +137,7 @@ describe('the partitioned ledger', () => {
        from generate_series(1, 20000) g`,
       [day.toISOString().slice(0, 10)],
     );
-    const index = `${dayName(day)}_subscriber_id_idx`;
+    const index = `${dayName(day)}_subscriber_id_started_at_idx`;
     const size = async () =>
       Number((await pool().query(`select pg_relation_size($1::regclass) as b`, [index])).rows[0].b);
     const before = await size();

@@ -6,7 +6,7 @@ import { addLedgerPartitions, ledgerIsPartitioned } from './partitions.js';
 //   1. CHECK (started_at < cutoff) NOT VALID: a moment's ACCESS EXCLUSIVE lock, taken with a
 //      lock_timeout and tried again, so writers never queue behind it for long;
 //   2. VALIDATE: a scan under SHARE UPDATE EXCLUSIVE, which writers do not wait for;
-//   3. the partitioned table's subscriber and BRIN indexes, built CONCURRENTLY.
+//   3. the BRIN index of the partitioned table, built CONCURRENTLY.
 // With those, ATTACH PARTITION in the migration needs neither a scan nor an index build.
 // `cutoff` is a UTC midnight two days on (and past every stored row): the migration follows within
 // minutes, and until then each new row still passes the CHECK.
@@ -43,16 +43,10 @@ export async function prepareLedgerConversion(client: pg.ClientBase): Promise<Da
   }
   await client.query('alter table sync_runs validate constraint sync_runs_before_partitioning');
   // A build that failed half-way leaves an invalid index, which ATTACH would not use: start again.
-  for (const name of ['sync_runs_legacy_subscriber_idx', 'sync_runs_legacy_started_id_idx']) {
-    const { rows: invalid } = await client.query(
-      `select 1 from pg_index where indexrelid = to_regclass($1) and not indisvalid`,
-      [`public.${name}`],
-    );
-    if (invalid.length > 0) await client.query(`drop index concurrently ${name}`);
-  }
-  await client.query(
-    `create index concurrently if not exists sync_runs_legacy_subscriber_idx on sync_runs (subscriber_id)`,
+  const { rows: invalid } = await client.query(
+    `select 1 from pg_index where indexrelid = to_regclass('public.sync_runs_legacy_started_id_idx') and not indisvalid`,
   );
+  if (invalid.length > 0) await client.query('drop index concurrently sync_runs_legacy_started_id_idx');
   await client.query(
     `create index concurrently if not exists sync_runs_legacy_started_id_idx on sync_runs
      using brin (started_at, id) with (autosummarize = true, pages_per_range = 16)`,

@@ -231,7 +231,7 @@ export async function compactClosedDays(
      left join lateral (
         select ic.relname as idx, ic.oid from pg_index x join pg_class ic on ic.oid = x.indexrelid
           join pg_inherits ii on ii.inhrelid = x.indexrelid
-        where x.indrelid = c.oid and ii.inhparent = 'public.sync_runs_subscriber_idx'::regclass
+        where x.indrelid = c.oid and ii.inhparent = 'public.sync_runs_subscriber_started_idx'::regclass
       ) b on true
      where i.inhparent = 'public.sync_runs'::regclass
        and sync_runs_partition_from(c.oid) is not null

@@ -150,10 +150,7 @@ BEGIN
     CONSTRAINT sync_runs_status_valid CHECK (status IN ('succeeded', 'not_found', 'invalid_response', 'failed', 'auth_rejected', 'rate_limited', 'superseded'))
   ) PARTITION BY RANGE (started_at);
   EXECUTE format('ALTER TABLE sync_runs ALTER COLUMN id RESTART WITH %s', next_id);
-  -- A subscriber's runs: by subscriber alone, not (subscriber, started_at). A day's partition holds
-  -- a few runs of each subscriber, which B-tree deduplication keeps as one entry with a list of
-  -- rows: about 10 bytes a run where the pair took 31; the lookups read those few rows and sort.
-  CREATE INDEX sync_runs_subscriber_idx ON sync_runs USING btree (subscriber_id);
+  CREATE INDEX sync_runs_subscriber_started_idx ON sync_runs USING btree (subscriber_id, started_at);
   CREATE INDEX sync_runs_started_id_idx ON sync_runs USING brin (started_at, id) WITH (autosummarize = true, pages_per_range = 16);
   CREATE INDEX sync_runs_audit_idx ON sync_runs USING btree (started_at) WHERE trigger = 'audit';
   -- The views read the new table from here on (their privileges stay theirs).
@@ -162,8 +159,6 @@ BEGIN
   END LOOP;
 
   IF EXISTS (SELECT 1 FROM sync_runs_legacy) THEN
-    -- Its (subscriber_id, started_at) index gives way to the one matching the new table's.
-    DROP INDEX IF EXISTS sync_runs_legacy_subscriber_started_idx;
     -- Its indexes match the new ones (the BRIN was built by the preparation, or is built here), and
     -- the validated CHECK spares ATTACH a scan.
     EXECUTE format('ALTER TABLE sync_runs ATTACH PARTITION sync_runs_legacy FOR VALUES FROM (MINVALUE) TO (%L)', cutoff);

@@ -121,7 +121,7 @@ export async function beginLockAndRead(
             name: 'cards-sync-read-newest',
             // Only a success fetched after this answer was can make it older news: bounded by its
             // start, the lookup reads the ledger's newest days alone (the partitions before it are
-            // pruned as the statement runs), through the subscriber index.
+            // pruned as the statement runs), down the (subscriber_id, started_at) index.
             text: `select s.id as subscriber_id, newest.started_at
         from unnest($1::bigint[], $2::timestamptz[]) s(id, since)
         cross join lateral (
