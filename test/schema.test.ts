@@ -199,9 +199,16 @@ describe('indexes for the queries analysts and the sync run', () => {
     expect(error.code).toBe('23505');
   });
 
-  it('sync_runs: by subscriber and start time', async () => {
-    expect(await indexDefs('sync_runs')).toContainEqual(
-      expect.stringMatching(/USING btree \(subscriber_id, started_at\)$/),
+  it('sync_runs: by subscriber and start time, and by time and id in block ranges; no primary key (issue 28)', async () => {
+    const defs = await indexDefs('sync_runs');
+    expect(defs).toContainEqual(
+      expect.stringMatching(/ON ONLY public\.sync_runs USING btree \(subscriber_id, started_at\)$/),
     );
+    expect(defs).toContainEqual(
+      expect.stringMatching(
+        /USING brin \(started_at, id\) WITH \(autosummarize='true', pages_per_range='16'\)$/,
+      ),
+    );
+    expect(defs.filter((d) => /UNIQUE/.test(d))).toEqual([]);
   });
 });
