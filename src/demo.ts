@@ -133,6 +133,7 @@ async function main(): Promise<number> {
   onShutdown(async () => {
     console.log('\nstopping…');
     await stop();
+    console.log(cleanedUp(ownPrefix, ownDatabase && !values.keep));
     return 0;
   }, 15_000);
 
@@ -152,22 +153,24 @@ async function main(): Promise<number> {
   );
   await waitForIdle(queue);
 
-  const adminConfig = { ...config, adminToken: config.adminToken ?? randomBytes(18).toString('hex') };
-  admin = await startAdmin(adminConfig, { logger, metrics }).catch(() =>
-    startAdmin(adminConfig, { logger, metrics }, { port: 0 }),
-  );
-
   console.log('\n4. what landed (card tokens are never shown)');
   console.log(await summarize(handle.db, { firstId: FIRST_ID, lastId: FIRST_ID + SUBSCRIBERS - 1, since }));
 
-  console.log(`\n5. admin server: ${admin.url}/admin  (user: anything, password: ${adminConfig.adminToken})`);
-  console.log(`   jobs dashboard: ${admin.url}/admin/queues   metrics: ${admin.url}/metrics`);
-  if (ownDatabase && values.keep) console.log(`   psql: psql ${redactPassword(config.databaseUrl)}`);
   if (values['no-wait']) {
+    // No address or password of a server that is gone by the time they are read.
+    console.log('\n5. admin server: not started with --no-wait (run the demo without it to browse /admin)');
+    if (ownDatabase && values.keep) console.log(`   psql: psql ${redactPassword(config.databaseUrl)}`);
     await stop();
     console.log(cleanedUp(ownPrefix, ownDatabase && !values.keep));
     return 0;
   }
+  const adminConfig = { ...config, adminToken: config.adminToken ?? randomBytes(18).toString('hex') };
+  admin = await startAdmin(adminConfig, { logger, metrics }).catch(() =>
+    startAdmin(adminConfig, { logger, metrics }, { port: 0 }),
+  );
+  console.log(`\n5. admin server: ${admin.url}/admin  (user: anything, password: ${adminConfig.adminToken})`);
+  console.log(`   jobs dashboard: ${admin.url}/admin/queues   metrics: ${admin.url}/metrics`);
+  if (ownDatabase && values.keep) console.log(`   psql: psql ${redactPassword(config.databaseUrl)}`);
   console.log('\nPress Ctrl-C to stop.');
   return new Promise<number>(() => {});
 }

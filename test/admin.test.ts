@@ -62,6 +62,13 @@ describe('health and readiness', () => {
     expect(await res.json()).toEqual({ status: 'ok' });
   });
 
+  it('/favicon.ico is an icon, not a 404 on every page a browser opens', async () => {
+    const res = await call('/favicon.ico', { token: null });
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toBe('image/svg+xml');
+    expect(await res.text()).toMatch(/^<svg /);
+  });
+
   it('/readyz is 200 when Postgres and Redis answer, 503 naming the one that does not', async () => {
     expect((await call('/readyz', { token: null })).status).toBe(200);
     const deadDb = createDb('postgres://postgres@127.0.0.1:1/none', { max: 1 });

@@ -80,6 +80,24 @@ describe('docker-compose.yml', () => {
     expect(compose.services.worker!.secrets).toContain('cards_api_key');
     expect(compose.secrets.cards_api_key!.file).toBe('./secrets/cards_api_key');
   });
+
+  it('gives every cards-sync process the key ring as a file secret, the database from .env, and time to finish its jobs', () => {
+    for (const name of ['worker', 'admin']) {
+      const service = compose.services[name]!;
+      expect(service.environment!.CARD_TOKEN_KEYS_FILE).toBe('/run/secrets/card_token_keys');
+      expect(service.secrets).toContain('card_token_keys');
+      expect(service.environment!.DATABASE_URL).toMatch(
+        /^\$\{DATABASE_URL:-postgres:\/\/.+@postgres:5432\/cards_sync\}$/,
+      );
+    }
+    expect(compose.services.migrate!.environment!.DATABASE_URL).toBe(
+      compose.services.worker!.environment!.DATABASE_URL,
+    );
+    expect(compose.secrets.card_token_keys!.file).toBe('./secrets/card_token_keys');
+    // Docker's default 10 s would cut the worker's 30 s shutdown deadline short.
+    const grace = (compose.services.worker as { stop_grace_period?: string }).stop_grace_period;
+    expect(Number(/^(\d+)s$/.exec(grace ?? '')?.[1])).toBeGreaterThan(30);
+  });
 });
 
 describe('docker compose --profile monitoring', () => {

@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createSyncQueue } from '../jobs/queue.js';
 import { createTestDatabase } from './helpers.js';
 import { archiveLog } from './log-archive.js';
+import { waitFor } from './queue-helpers.js';
 
 // The newcomer's main job: `npm run demo` (here with --no-wait, so it exits after its summary).
 
@@ -50,6 +51,37 @@ async function query<T>(url: string, text: string, values: unknown[] = []): Prom
 const succeeded = (out: string) => Number(/succeeded\s+(\d+)/.exec(out)?.[1]);
 
 describe('npm run demo', () => {
+  it('without --no-wait: the admin address it prints answers, until Ctrl-C stops it and it cleans up', async () => {
+    const child = spawn(process.execPath, [new URL('../dist/src/demo.js', import.meta.url).pathname], {
+      env: {
+        PATH: process.env.PATH ?? '',
+        ADMIN_PORT: '0',
+        DATABASE_URL: db.url,
+        REDIS_URL: inject('redisUrl'),
+      },
+    });
+    let out = '';
+    child.stdout.on('data', (d) => {
+      out += d;
+    });
+    child.stderr.on('data', (d) => {
+      out += d;
+    });
+    try {
+      await waitFor('the demo to serve', async () => out.includes('Press Ctrl-C to stop.'), 60_000);
+      const url = /admin server: (http:\/\/127\.0\.0\.1:\d+)\/admin/.exec(out)?.[1];
+      expect(url, out).toBeDefined();
+      expect((await fetch(`${url}/healthz`)).status).toBe(200);
+      child.kill('SIGINT');
+      const [code] = await once(child, 'exit');
+      expect(code, out).toBe(0);
+      expect(out).toContain("cleaned up: removed the demo's queue keys, dropped its database");
+    } finally {
+      if (child.exitCode === null) child.kill('SIGKILL');
+      archiveLog('npm run demo (served)', out);
+    }
+  }, 90_000);
+
   it('two demos at once on one Postgres and Redis: each in its own database and prefix, each cleans up only itself', async () => {
     // DATABASE_URL names the test database: the demo must use only its server, never that database.
     const env = { DATABASE_URL: db.url, REDIS_URL: inject('redisUrl') };
@@ -62,7 +94,9 @@ describe('npm run demo', () => {
       expect(succeeded(out), out).toBe(989);
       expect(out).toMatch(/not_found\s+11\b/);
       expect(out).toContain('active cards per bank');
-      expect(out).toMatch(/admin server: http:\/\/127\.0\.0\.1:\d+\/admin/);
+      // It exits at once: no address or password of a server already gone.
+      expect(out).toContain('admin server: not started with --no-wait');
+      expect(out).not.toMatch(/password:/);
       expect(out).toContain("cleaned up: removed the demo's queue keys, dropped its database");
       prefixes.push(/queue prefix (\S+)\)/.exec(out)![1]!);
       databases.push(/created database (\S+) for this run/.exec(out)![1]!);

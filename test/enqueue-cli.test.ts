@@ -211,6 +211,25 @@ describe('enqueue --file', () => {
     expect(await q.total()).toBe(5);
   });
 
+  it("an export's header line names a column: skipped and said so; a word further down is still rejected", async () => {
+    const q = setup();
+    const path = await file('export.csv', 'subscriber_id\n21\n22\nsubscriber_id\n');
+    const run = await runCli(['enqueue', '--file', path], q.env);
+    expect(run.code).toBe(1);
+    expect(summary(run)).toEqual({ enqueued: 2, alreadyQueued: 0, rejected: 1 });
+    expect(run.stderr).toContain('line 1 names a column (a header), not an id or an e-mail: skipped');
+    expect(rejects(run).map((r) => r.line)).toEqual([4]);
+    const quoted = await runCli(['enqueue', '--file', '-'], q.env, '"Customer E-mail"\r\nd@example.com\r\n');
+    expect([quoted.code, quoted.stdout.trim()]).toEqual([0, 'enqueued 1, already queued 0, rejected 0']);
+    // An id or an e-mail on line 1 is a target like any other.
+    const plain = await runCli(['enqueue', '--file', '-'], q.env, '23\n');
+    expect([plain.code, plain.stdout.trim(), plain.stderr]).toEqual([
+      0,
+      'enqueued 1, already queued 0, rejected 0',
+      '',
+    ]);
+  });
+
   it('reads standard input with --file -', async () => {
     const q = setup();
     const run = await runCli(['enqueue', '--file', '-'], q.env, '11\r\n12\r\nbad\r\nc@example.com');

@@ -9,7 +9,7 @@ import { startSyncWorker } from '../jobs/worker.js';
 import { createApiClient } from '../src/api/client.js';
 import { API_KEY, testTokens, useScriptedApi } from './fixtures.js';
 import { captureLogger, useTestDatabase } from './helpers.js';
-import { testQueue, waitFor } from './queue-helpers.js';
+import { runCli, testQueue, waitFor } from './queue-helpers.js';
 
 // The ops lane: work a person asked for is served before a refresh's backlog, a subscriber already
 // waiting in the refresh is promoted rather than left behind it, and a flood of ops work still
@@ -82,6 +82,15 @@ describe('the ops lane', () => {
       refreshRunId: runId,
       promoted: true,
     });
+    // From the CLI, in words: one more waiting in the refresh moves ahead of it.
+    const cli = await runCli(['enqueue', '--id', '251'], {
+      DATABASE_URL: database.url,
+      REDIS_URL: inject('redisUrl'),
+      QUEUE_PREFIX: s.prefix,
+    });
+    expect(cli.stdout, cli.stderr).toContain(
+      'enqueued 0, already queued 1, rejected 0 (1 of them was waiting in a refresh and moved ahead of it)',
+    );
     // Asking again changes nothing: it is already in the ops lane.
     expect(await enqueueSyncs(s.queue, [{ subscriberId: 250 }], 'api')).toMatchObject({
       enqueued: 0,
@@ -91,7 +100,7 @@ describe('the ops lane', () => {
     await s.startSync(1);
     await waitFor('every job to finish', async () => (await runsInOrder()).length === 301, 30_000);
     const runs = await runsInOrder();
-    expect(new Set(runs.slice(0, 2).map((r) => r.subscriber_id))).toEqual(new Set([250, 5000]));
+    expect(new Set(runs.slice(0, 3).map((r) => r.subscriber_id))).toEqual(new Set([250, 251, 5000]));
     const of250 = runs.filter((r) => r.subscriber_id === 250);
     expect(of250).toEqual([{ subscriber_id: 250, trigger: 'manual', refresh_run_id: runId }]);
     expect(runs.filter((r) => r.subscriber_id === 5000)).toEqual([

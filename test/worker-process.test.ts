@@ -1,3 +1,4 @@
+import { type AddressInfo, createServer } from 'node:net';
 import { sql } from 'drizzle-orm';
 import { describe, expect, inject, it } from 'vitest';
 import { enqueueSyncs } from '../jobs/queue.js';
@@ -43,6 +44,18 @@ async function countRows(query: ReturnType<typeof sql>): Promise<number> {
 }
 
 describe('worker processes', () => {
+  it('worker --admin whose admin port is taken exits 1 saying so, instead of running without /metrics', async () => {
+    const taken = createServer();
+    await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+    cleanups.push(() => new Promise((resolve) => taken.close(resolve)));
+    const { port } = taken.address() as AddressInfo;
+    const q = setup({ ADMIN_HOST: '127.0.0.1', ADMIN_PORT: String(port) });
+    const run = await q.worker('--admin').done;
+    expect(run.code).toBe(1);
+    expect(run.stderr).toContain(`the admin server cannot listen on 127.0.0.1:${port}`);
+    expect(run.stdout + run.stderr).not.toContain('worker started');
+  });
+
   it('two workers on one queue produce each subscriber’s effects once', async () => {
     const q = setup();
     const ids = Array.from({ length: 150 }, (_, i) => 50_000 + i);

@@ -40,6 +40,8 @@ interface Tally {
   sent: number;
   lines: number;
   blank: number;
+  /** Line 1 named a column (an export's header) and was skipped. */
+  header: boolean;
   enqueued: number;
   alreadyQueued: number;
   promoted: number;
@@ -70,6 +72,16 @@ function isBlank(line: { text?: string }): boolean {
   const t = line.text?.trim();
   if (t === '') return true;
   return t?.startsWith('#') === true && !/^[^\s@]*@\S*$/.test(t);
+}
+
+/**
+ * An export's first line naming its column (`subscriber_id`, `email`, `"Customer Id"`): a word that
+ * is neither an id nor an e-mail. Only line 1 is read so; anywhere else such a line is rejected.
+ */
+function isHeader(line: Line): boolean {
+  if (!('text' in line)) return false;
+  const t = line.text.trim();
+  return /^"?[A-Za-z][A-Za-z0-9_ .-]{0,63}"?$/.test(t) && typeof reasonFor(line) === 'string';
 }
 
 async function openFile(path: string): Promise<{ stream: Readable; size?: number }> {
@@ -156,6 +168,7 @@ export async function cmdEnqueue(
     sent: 0,
     lines: 0,
     blank: 0,
+    header: false,
     enqueued: 0,
     alreadyQueued: 0,
     promoted: 0,
@@ -213,6 +226,8 @@ export async function cmdEnqueue(
         bytes += line.bytes + 1;
         if ('text' in line && isBlank(line)) {
           tally.blank++;
+        } else if (line.number === 1 && isHeader(line)) {
+          tally.header = true;
         } else {
           const r = reasonFor(line);
           if (typeof r === 'string') {
@@ -257,6 +272,7 @@ export async function cmdEnqueue(
     redis.disconnect();
     if (spoolDir) await rm(spoolDir, { recursive: true, force: true });
   }
+  if (tally.header) io.err('line 1 names a column (a header), not an id or an e-mail: skipped');
   for (const r of tally.rejects)
     io.err(r.line > 0 ? `line ${r.line}: ${r.reason}` : `argument ${r.argument}: ${r.reason}`);
   if (tally.rejected > tally.rejects.length)
@@ -264,7 +280,9 @@ export async function cmdEnqueue(
   io.out(
     `enqueued ${tally.enqueued}, already queued ${tally.alreadyQueued}, rejected ${tally.rejected}` +
       (tally.promoted > 0
-        ? ` (${tally.promoted} of the already queued were waiting in a refresh and moved ahead of it)`
+        ? tally.promoted === 1
+          ? ' (1 of them was waiting in a refresh and moved ahead of it)'
+          : ` (${tally.promoted} of them were waiting in a refresh and moved ahead of it)`
         : ''),
   );
   if (tally.sent > 0) await auditCli(config, io, 'enqueue', auditDetail(tally, opts));

@@ -196,7 +196,16 @@ export async function cmdWorker(config: Config, io: Io, opts: WorkerCliOptions):
   ledger = startLedgerMaintenance(refreshHandle.pool, logger, {
     retentionDays: config.syncRunsRetentionDays,
   });
-  if (opts.admin) admin = await startAdmin(config, { logger, metrics });
+  if (opts.admin) {
+    try {
+      admin = await startAdmin(config, { logger, metrics });
+    } catch (error) {
+      // A worker asked to serve /metrics and the health routes that cannot is not one to keep
+      // running unseen: it finishes what it began and exits 1, saying why.
+      await stop('the admin server could not start');
+      throw error;
+    }
+  }
   const nextRefresh = await registerRefreshMode(refreshQueue, config.refreshMode, {
     pattern: config.refreshCron,
     tz: config.refreshTz,
