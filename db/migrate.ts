@@ -206,6 +206,9 @@ export async function runMigrations(databaseUrl: string, o: MigrateOptions = {})
     }
     await afterMigrations(client);
     const after = await appliedCount(client);
+    // Fresh statistics for what the migrations made or moved: without them the planner guesses,
+    // and a history question can read a table whole until autovacuum gets round to it.
+    if (after > before) await client.query('analyze');
     // The database keeps which breaking migrations it has, for releases that do not know them.
     const applied = tags.slice(0, after).filter((t) => breaking.includes(t));
     await recordBreaking(client, applied);

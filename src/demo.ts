@@ -197,6 +197,8 @@ async function waitForIdle(queue: ReturnType<typeof createSyncQueue>): Promise<v
     await new Promise((r) => setTimeout(r, 200));
   }
   bar?.stop();
+  // On a terminal the bar ended at the total; elsewhere the last progress line may be seconds old.
+  if (!bar) console.log(`   ${SUBSCRIBERS}/${SUBSCRIBERS} jobs done`);
   console.log(`   idle after ${((Date.now() - started) / 1000).toFixed(1)} s`);
 }
 

@@ -265,11 +265,12 @@ describe('from the CLI, as the OS user', () => {
       ids: 0,
       emails: 0,
       file: path,
+      fileLines: 3,
     });
     const stdin = await rowOf(async () =>
       expect((await runCli(['enqueue', '--file', '-'], s.env, '9004\nmo@example.com\n')).code).toBe(0),
     );
-    expect(stdin.detail).toMatchObject({ enqueued: 2, file: 'stdin' });
+    expect(stdin.detail).toMatchObject({ enqueued: 2, file: 'stdin', fileLines: 2 });
     const strict = await rowsOf(async () =>
       expect((await runCli(['enqueue', '--strict', '--file', path], s.env)).code).toBe(1),
     );

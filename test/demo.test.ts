@@ -94,6 +94,8 @@ describe('npm run demo', () => {
       expect(succeeded(out), out).toBe(989);
       expect(out).toMatch(/not_found\s+11\b/);
       expect(out).toContain('active cards per bank');
+      // Not a terminal: no bar, so a last progress line with the total before "idle".
+      expect(out).toMatch(/1000\/1000 jobs done\n\s+idle after/);
       // It exits at once: no address or password of a server already gone.
       expect(out).toContain('admin server: not started with --no-wait');
       expect(out).not.toMatch(/password:/);

@@ -110,7 +110,13 @@ function auditDetail(tally: Tally, opts: EnqueueOptions): Record<string, unknown
     rejected: tally.rejected,
     ids: opts.ids.length,
     emails: opts.emails.length,
-    ...(opts.file !== undefined ? { file: opts.file === '-' ? 'stdin' : opts.file } : {}),
+    // With a file, how many of its lines (ids and e-mails alike): `ids` counts the --id values only.
+    ...(opts.file !== undefined
+      ? {
+          file: opts.file === '-' ? 'stdin' : opts.file,
+          fileLines: tally.lines - tally.blank - (tally.header ? 1 : 0),
+        }
+      : {}),
   };
 }
 
