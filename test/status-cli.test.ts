@@ -1,6 +1,8 @@
 import { sql } from 'drizzle-orm';
 import { describe, expect, inject, it } from 'vitest';
+import { loadRefreshRun, startRefreshRun } from '../db/ops/refresh-runs.js';
 import { enqueueSyncs, JOB_NAME } from '../jobs/queue.js';
+import { formatRefresh } from '../src/commands/status.js';
 import { useCleanups, useTestDatabase } from './helpers.js';
 import { runCli, testQueue } from './queue-helpers.js';
 
@@ -199,5 +201,25 @@ describe('status', () => {
     expect(text.stdout).toContain('oldest last success 2026-11-23 05:16:26Z');
     expect(text.stdout).not.toMatch(/\+00\b|\.\d{3}Z/);
     await database.handle.db.execute(sql`truncate subscribers, sync_runs`);
+  });
+});
+
+describe('status of a refresh run', () => {
+  it('once fanned out, says how many of its syncs have not ended (not "finishing" with thousands left)', async () => {
+    const started = await startRefreshRun(database.handle.db, { trigger: 'nightly' });
+    if (!started.started) throw new Error('a refresh is already in progress');
+    try {
+      await database.handle.pool.query(
+        `update refresh_runs set fanout_finished_at = now(), subscribers_total = 5000, succeeded = 590, failed = 8
+         where id = $1`,
+        [started.run.id],
+      );
+      const run = await loadRefreshRun(database.handle.db, started.run.id);
+      expect(formatRefresh(run!)).toContain('fanned out; 4402 of its 5000 syncs not ended yet');
+    } finally {
+      await database.handle.pool.query(`update refresh_runs set status = 'completed' where id = $1`, [
+        started.run.id,
+      ]);
+    }
   });
 });

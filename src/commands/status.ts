@@ -105,7 +105,7 @@ function formatPlan(r: RefreshRun): string[] {
   return lines;
 }
 
-function formatRefresh(r: RefreshRun): string {
+export function formatRefresh(r: RefreshRun): string {
   const head = `refresh run ${r.id} (${r.trigger}${r.staleBefore ? `, stale before ${formatTime(r.staleBefore)}` : ''})`;
   const counts =
     `${r.subscribersTotal} subscribers fanned out, ${r.enqueued} enqueued; succeeded ${r.succeeded}, failed ${r.failed}, ` +
@@ -117,7 +117,11 @@ function formatRefresh(r: RefreshRun): string {
       ...formatPlan(r),
     ].join('\n');
   if (r.status === 'running') {
-    const phase = r.fanoutFinishedAt ? 'finishing its last jobs' : `fanning out (cursor ${r.cursor})`;
+    // Once fanned out, what is left in words that hold with thousands waiting.
+    const left = Math.max(0, r.subscribersTotal - (r.succeeded + r.failed + r.notFound + r.invalid));
+    const phase = r.fanoutFinishedAt
+      ? `fanned out; ${left} of its ${r.subscribersTotal} syncs not ended yet`
+      : `fanning out (cursor ${r.cursor})`;
     return [
       `${head}: running since ${formatTime(r.startedAt)}, ${phase}`,
       `  ${counts}`,
