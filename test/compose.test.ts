@@ -94,6 +94,12 @@ describe('docker-compose.yml', () => {
       compose.services.worker!.environment!.DATABASE_URL,
     );
     expect(compose.secrets.card_token_keys!.file).toBe('./secrets/card_token_keys');
+    // Healthy while its own admin server answers /healthz on the port it is given.
+    const health = (compose.services.worker as { healthcheck?: { test: string[] } }).healthcheck;
+    expect(health?.test.join(' ')).toContain(
+      `http://127.0.0.1:${compose.services.worker!.environment!.ADMIN_PORT}/healthz`,
+    );
+    expect(compose.services.worker!.command).toEqual(['worker', '--admin']);
     // Docker's default 10 s would cut the worker's 30 s shutdown deadline short.
     const grace = (compose.services.worker as { stop_grace_period?: string }).stop_grace_period;
     expect(Number(/^(\d+)s$/.exec(grace ?? '')?.[1])).toBeGreaterThan(30);
