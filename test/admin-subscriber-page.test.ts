@@ -105,7 +105,10 @@ describe('the subscriber page', () => {
     expect(html).toMatch(/<dd id="sub-last-status">succeeded<\/dd>/);
     expect((html.match(/<tr data-run-id="\d+" data-status="succeeded"/g) ?? []).length).toBe(2);
     expect(html).toMatch(
-      new RegExp(`<tr data-card-id="${cardB.id}" data-change="updated">.*?<td>card_bank_name</td>`),
+      // Not only which field changed: from what, to what.
+      new RegExp(
+        `<tr data-card-id="${cardB.id}" data-change="updated">.*?<td>card_bank_name: GARANTI → GARANTI BBVA</td>`,
+      ),
     );
     expect(html).toMatch(TIME);
     expect(html).not.toContain('id="resync-state"');

@@ -85,6 +85,7 @@ async function readPage(tx: Executor, subscriberId: number) {
       cardId: savedCardChanges.cardId,
       change: savedCardChanges.change,
       changedFields: savedCardChanges.changedFields,
+      previous: savedCardChanges.previous,
       reason: savedCardChanges.reason,
       syncRunId: savedCardChanges.syncRunId,
     })

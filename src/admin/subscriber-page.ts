@@ -1,5 +1,6 @@
 import type { PageRun, SubscriberPageData } from '../../db/ops/subscriber-page.js';
 import { csrfField } from './csrf.js';
+import { fieldChanges } from './field-changes.js';
 import { esc, layout, readOnlyNote, time } from './html.js';
 
 /** How long the page keeps reloading while it waits for the run of a re-sync, ms. */
@@ -137,11 +138,12 @@ function runsTable(d: SubscriberPageData, since: number | undefined): string {
 
 function historyTable(d: SubscriberPageData): string {
   if (d.changes.length === 0) return '<p id="no-history">No card changes recorded.</p>';
+  const fields = fieldChanges(d.changes, d.cards);
   const rows = d.changes
     .map(
       (h) =>
         `<tr data-card-id="${h.cardId}" data-change="${esc(h.change)}"><td>${time(h.changedAt)}</td><td>${h.cardId}</td>` +
-        `<td>${esc(h.change)}${h.reason ? ` (${esc(h.reason)})` : ''}</td><td>${esc((h.changedFields ?? []).join(', '))}</td><td>${h.syncRunId ?? '—'}</td></tr>`,
+        `<td>${esc(h.change)}${h.reason ? ` (${esc(h.reason)})` : ''}</td><td>${(fields.get(h.id) ?? []).map(esc).join('<br>')}</td><td>${h.syncRunId ?? '—'}</td></tr>`,
     )
     .join('');
   return (
