@@ -298,6 +298,21 @@ describe('the ops page in a browser', () => {
     await search('901');
     await find();
     await page.waitForURL(/\/admin\/subscribers\/901$/);
+    // At 1,300 px the card table stays inside the page's frame (issue 29): what does not fit scrolls
+    // within it, and the page itself never scrolls sideways.
+    await page.setViewportSize({ width: 1300, height: 900 });
+    const fit = await page.evaluate(() => {
+      const frame = document.body.getBoundingClientRect();
+      const box = document.querySelector('#cards')!.parentElement!.getBoundingClientRect();
+      const root = document.documentElement;
+      return {
+        boxRight: Math.round(box.right),
+        frameRight: Math.round(frame.right),
+        pageOverflow: root.scrollWidth - root.clientWidth,
+      };
+    });
+    expect(fit.boxRight).toBeLessThanOrEqual(fit.frameRight);
+    expect(fit.pageOverflow).toBe(0);
     const before = cardsFor(901);
     await expect(page.locator('#subscriber-id').textContent()).resolves.toBe('901');
     await expect(page.locator('table#cards tbody tr').count()).resolves.toBe(before.length);

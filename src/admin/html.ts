@@ -27,7 +27,7 @@ nav{display:flex;gap:1rem;align-items:center;margin-bottom:1rem}
 .flash.warn{background:#fff8e1;border-color:#ffcc80}.flash.done{background:#e8f5e9;border-color:#a5d6a7}
 .bar{background:#eee;height:12px;border-radius:6px;overflow:hidden;width:560px}.bar div{background:#1565c0;height:12px}
 svg text{font-size:13px}svg text.n{font-weight:600}
-table{border-collapse:collapse;font-size:14px}td,th{padding:.25rem .7rem;border-bottom:1px solid #eee;text-align:left;vertical-align:top}
+table{border-collapse:collapse;font-size:14px}td,th{padding:.25rem .7rem;border-bottom:1px solid #eee;text-align:left;vertical-align:top}.wide{overflow-x:auto;max-width:100%}
 time,.nowrap{white-space:nowrap}tr.new,tr.changed{background:#fff59d}tr.removed td{color:#888}
 .actions,#pause-form,#resume-form{margin:1rem 0}form.inline{display:inline}input[type=text],input[type=search]{padding:.3rem;min-width:18rem}
 button{padding:.3rem .9rem;cursor:pointer}dl{display:grid;grid-template-columns:max-content auto;gap:.2rem 1rem}dt{color:#555}

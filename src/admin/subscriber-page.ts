@@ -109,9 +109,9 @@ function cardsTable(d: SubscriberPageData, changed: Map<number, string>): string
     .join('');
   const more = d.moreCards ? `<p>Only the first ${d.cards.length} cards are listed.</p>` : '';
   return (
-    '<table id="cards"><thead><tr><th>card id</th><th>bin number</th><th>bank (code)</th><th>family</th>' +
+    '<div class="wide"><table id="cards"><thead><tr><th>card id</th><th>bin number</th><th>bank (code)</th><th>family</th>' +
     '<th>company</th><th>created</th><th>first seen</th><th>last seen</th><th>removed</th><th>this re-sync</th></tr></thead>' +
-    `<tbody>${rows}</tbody></table>${more}`
+    `<tbody>${rows}</tbody></table></div>${more}`
   );
 }
 
@@ -130,9 +130,9 @@ function runsTable(d: SubscriberPageData, since: number | undefined): string {
     })
     .join('');
   return (
-    '<table id="runs"><thead><tr><th>run</th><th>trigger</th><th>status</th><th>started</th><th>finished</th>' +
+    '<div class="wide"><table id="runs"><thead><tr><th>run</th><th>trigger</th><th>status</th><th>started</th><th>finished</th>' +
     '<th>seen</th><th>inserted</th><th>updated</th><th>unchanged</th><th>removed</th><th>restored</th>' +
-    `<th>error code</th><th>error</th></tr></thead><tbody>${rows}</tbody></table>`
+    `<th>error code</th><th>error</th></tr></thead><tbody>${rows}</tbody></table></div>`
   );
 }
 
