@@ -8,7 +8,7 @@ import pg from 'pg';
 import { behind, breakingTags } from './breaking.js';
 import { databaseName, onMaintenanceDb } from './databases.js';
 import { afterMigrations } from './ledger/convert.js';
-import { prepareMigrations } from './prepare.js';
+import { preparedMigration } from './prepare.js';
 
 /** Arbitrary constant: the advisory lock that serialises concurrent `migrate` runs. */
 const MIGRATION_LOCK_KEY = 7_246_118_502;
@@ -197,13 +197,9 @@ export async function runMigrations(databaseUrl: string, o: MigrateOptions = {})
       if (inTheWay.length > 0) forced = { migration: pending, processes: inTheWay };
     }
     // What would hold locks long (a scan, an index build) is done first, while writers go on.
-    const undo = await prepareMigrations(client, tags.slice(before));
-    try {
-      await migrate(drizzle(client), { migrationsFolder: folder });
-    } catch (error) {
-      await undo();
-      throw error;
-    }
+    await preparedMigration(client, tags.slice(before), () =>
+      migrate(drizzle(client), { migrationsFolder: folder }),
+    );
     await afterMigrations(client);
     const after = await appliedCount(client);
     // Fresh statistics for what the migrations made or moved: without them the planner guesses,

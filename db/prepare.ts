@@ -18,6 +18,11 @@ const PREPARATIONS: Record<string, Preparation> = {
       // On a new database the table comes with the migrations themselves.
       const { rows } = await client.query(`select to_regclass('public.subscribers') is not null as ok`);
       if (!rows[0]?.ok) return;
+      // A build that did not finish leaves an invalid index: start again rather than swap it in.
+      const { rows: invalid } = await client.query(
+        `select 1 from pg_index where indexrelid = to_regclass('public.subscribers_email_lower_next_idx') and not indisvalid`,
+      );
+      if (invalid.length > 0) await client.query('drop index concurrently subscribers_email_lower_next_idx');
       await client.query(
         `create unique index concurrently if not exists subscribers_email_lower_next_idx
          on subscribers (lower(email)) where email is not null`,
@@ -26,14 +31,21 @@ const PREPARATIONS: Record<string, Preparation> = {
   },
 };
 
-/** Runs the preparations of the pending migrations; returns what undoes them if the migration fails. */
-export async function prepareMigrations(
+/**
+ * Runs the preparations of the pending migrations, then `migrate` (the migrations themselves). If a
+ * preparation or the migration fails, what must not outlive it is undone, whichever step failed.
+ */
+export async function preparedMigration(
   client: pg.ClientBase,
   pending: readonly string[],
-): Promise<() => Promise<void>> {
+  migrate: () => Promise<unknown>,
+): Promise<void> {
   const steps = pending.flatMap((tag) => (PREPARATIONS[tag] ? [PREPARATIONS[tag]] : []));
-  for (const step of steps) await step.run(client);
-  return async () => {
+  try {
+    for (const step of steps) await step.run(client);
+    await migrate();
+  } catch (error) {
     for (const step of steps) await step.undo?.(client).catch(() => undefined);
-  };
+    throw error;
+  }
 }

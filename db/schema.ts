@@ -89,6 +89,10 @@ export const savedCards = pgTable(
     // of the product used (active cards by subscriber, which this one serves; bank code, company,
     // create_date, which analysts' reports group by rather than look up).
     index('saved_cards_subscriber_id_idx').on(t.subscriberId),
+    // Cards that moved, by whom they were first stored for: their 'added' history rows (0021).
+    index('saved_cards_added_subscriber_idx')
+      .on(t.addedSubscriberId)
+      .where(sql`${t.addedSubscriberId} is not null`),
   ],
 );
 

@@ -21,8 +21,8 @@ const { q, send } = admin;
 const SUBSCRIBER = 7001;
 /** A job that failed for good, for Bull Board's retry, clean and logs routes. */
 const FAILED_JOB = 'roles-failed-job';
-/** Health, readiness and metrics: open to anyone, as before. */
-const PUBLIC = new Set(['GET /healthz', 'GET /readyz', 'GET /metrics']);
+/** Health, readiness and metrics: open to anyone, as before; and the icon, which a browser asks for before any login. */
+const PUBLIC = new Set(['GET /healthz', 'GET /readyz', 'GET /metrics', 'GET /favicon.ico']);
 
 /** A value for each route parameter. A route with a parameter not listed here fails the test. */
 const PARAMS: Record<string, string> = {

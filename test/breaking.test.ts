@@ -63,9 +63,12 @@ function setup() {
 }
 
 describe('breaking migrations', () => {
-  it('the database records 0010 as breaking once migrated', async () => {
+  it('the database records 0010 and 0021 as breaking once migrated', async () => {
     const { rows } = await pool().query<{ tag: string }>('select tag from breaking_migrations order by tag');
-    expect(rows.map((r) => r.tag)).toEqual(['0010_unchanged_answers_digest']);
+    expect(rows.map((r) => r.tag)).toEqual([
+      '0010_unchanged_answers_digest',
+      '0021_history_added_from_cards',
+    ]);
   });
 
   it('a worker older than the newest breaking migration refuses to start: one line naming both, exit 3', async () => {
@@ -117,7 +120,11 @@ describe('breaking migrations', () => {
     await old.leave();
     expect((await runMigrations(database.url, { folder })).applied).toBe(1);
     const { rows } = await pool().query<{ tag: string }>('select tag from breaking_migrations order by tag');
-    expect(rows.map((r) => r.tag)).toEqual(['0010_unchanged_answers_digest', '0099_test_breaking']);
+    expect(rows.map((r) => r.tag)).toEqual([
+      '0010_unchanged_answers_digest',
+      '0021_history_added_from_cards',
+      '0099_test_breaking',
+    ]);
     await pool().query('drop table test_breaking_marker');
     await pool().query(`delete from breaking_migrations where tag = '0099_test_breaking'`);
     await pool().query(

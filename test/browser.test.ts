@@ -302,8 +302,21 @@ describe('the ops page in a browser', () => {
     // within it, and the page itself never scrolls sideways.
     await page.setViewportSize({ width: 1300, height: 900 });
     const fit = await page.evaluate(() => {
+      // In the page: the test's own types know no DOM.
+      interface Box {
+        right: number;
+      }
+      interface El {
+        getBoundingClientRect(): Box;
+        parentElement: El;
+        scrollWidth: number;
+        clientWidth: number;
+      }
+      const document = (
+        globalThis as unknown as { document: { body: El; documentElement: El; querySelector(s: string): El } }
+      ).document;
       const frame = document.body.getBoundingClientRect();
-      const box = document.querySelector('#cards')!.parentElement!.getBoundingClientRect();
+      const box = document.querySelector('#cards').parentElement.getBoundingClientRect();
       const root = document.documentElement;
       return {
         boxRight: Math.round(box.right),

@@ -167,6 +167,21 @@ describe('the partitioned ledger', () => {
     expect(await count('on')).toBeGreaterThan(0);
   });
 
+  it('two workers running the upkeep at once both finish: each day moved or dropped once', async () => {
+    const old = new Date(Date.now() - 150 * DAY);
+    await pool().query(`select sync_runs_add_partition($1::date)`, [old.toISOString().slice(0, 10)]);
+    await insertRun(old);
+    const far = new Date(Date.now() + 500 * DAY);
+    const stray = await insertRun(far);
+    const [a, b] = await Promise.all([
+      maintainLedger(pool(), { retentionDays: 90 }),
+      maintainLedger(pool(), { retentionDays: 90 }),
+    ]);
+    expect([...a.dropped, ...b.dropped].map((d) => d.name)).toEqual([dayName(old)]);
+    expect(a.rehomed + b.rehomed).toBe(1);
+    expect(await partitionOf(stray)).toBe(dayName(far));
+  });
+
   it('gives up a detach that would keep writers waiting, and leaves the day for the next pass', async () => {
     const old = new Date(Date.now() - 120 * DAY);
     await pool().query(`select sync_runs_add_partition($1::date)`, [old.toISOString().slice(0, 10)]);
@@ -209,6 +224,9 @@ describe('a ledger of the previous release', () => {
       insert into sync_runs (subscriber_id, trigger, started_at, finished_at, status, cards_seen, unchanged)
       select g % 50, 'nightly', now() - (g % 60) * interval '1 day', now() - (g % 60) * interval '1 day', 'succeeded', 5, 5
       from generate_series(1, 3000) g`);
+    // One run written under a clock far ahead: it must not stretch the legacy partition over the years.
+    await client.query(`insert into sync_runs (subscriber_id, trigger, started_at, finished_at, status)
+      values (99, 'manual', '2099-01-01T00:00:00Z', '2099-01-01T00:00:01Z', 'succeeded')`);
     await client.query(`
       insert into saved_cards (id, subscriber_id, card_token, bin_number, card_family, card_bank_code, card_bank_name,
         company_id, create_date, first_seen_at, last_seen_at, updated_at)
@@ -249,7 +267,14 @@ describe('a ledger of the previous release', () => {
     const legacy = parts.find((p) => p.name === 'sync_runs_legacy');
     expect(legacy?.from).toBeNull();
     expect(legacy?.to?.getTime()).toBeGreaterThan(Date.now());
-    expect((await client.query('select count(*)::int as n from sync_runs')).rows[0].n).toBe(3000);
+    expect(legacy?.to?.getTime()).toBeLessThanOrEqual(Date.now() + 2 * DAY);
+    expect(parts.some((p) => p.from !== null && p.from.getTime() > Date.now() + 5 * DAY)).toBe(true);
+    expect((await client.query('select count(*)::int as n from sync_runs')).rows[0].n).toBe(3001);
+    expect(
+      (await client.query(`select tableoid::regclass::text as part from sync_runs where subscriber_id = 99`))
+        .rows,
+    ).toEqual([{ part: 'sync_runs_default' }]);
+    await client.query('delete from sync_runs where subscriber_id = 99');
     const { rows: next } = await client.query<{ id: string }>(
       `insert into sync_runs (subscriber_id, trigger, started_at, finished_at, status) values (1, 'manual', now(), now(), 'succeeded') returning id`,
     );
@@ -278,6 +303,51 @@ describe('a ledger of the previous release', () => {
         )
       ).rows,
     ).toEqual([{ t: 'sync_runs_legacy' }]);
+  });
+});
+
+describe('a ledger of the previous release, prepared while writers go on', () => {
+  it('is checked and indexed before the migration, which then only renames and attaches', async () => {
+    const db = await createTestDatabase();
+    cleanups.push(() => db.drop());
+    const client = new pg.Client({ connectionString: db.url });
+    await client.connect();
+    cleanups.push(() => client.end());
+    await client.query('drop schema public cascade; drop schema drizzle cascade; create schema public');
+    await runMigrations(db.url, { folder: releaseBefore('0019_ledger_partitions') });
+    await client.query(`
+      insert into sync_runs (subscriber_id, trigger, started_at, finished_at, status)
+      select g, 'nightly', now() - g * interval '1 hour', now() - g * interval '1 hour', 'succeeded'
+      from generate_series(1, 100) g`);
+    // What a migrate killed after its preparation leaves: a CHECK whose cutoff will come. A worker's
+    // upkeep drops it once the cutoff is less than a day away, before it can refuse a run.
+    const leftover = (hours: number) =>
+      client.query(
+        `alter table sync_runs drop constraint if exists sync_runs_before_partitioning;
+         alter table sync_runs add constraint sync_runs_before_partitioning
+           check (started_at < '${new Date(Date.now() + hours * 3_600_000).toISOString()}') not valid`,
+      );
+    const pool = new pg.Pool({ connectionString: db.url, max: 2 });
+    const checks = async () =>
+      (await client.query(`select 1 from pg_constraint where conname = 'sync_runs_before_partitioning'`)).rows
+        .length;
+    await leftover(47);
+    await maintainLedger(pool, { retentionDays: 90 });
+    expect(await checks()).toBe(1);
+    await leftover(12);
+    await maintainLedger(pool, { retentionDays: 90 });
+    expect(await checks()).toBe(0);
+    await pool.end();
+    await runMigrations(db.url);
+    // The prepared cutoff is two UTC midnights on (the migration's own would be one), and the
+    // indexes it built beforehand are the legacy partition's.
+    const legacy = (await ledgerPartitions(client)).find((p) => p.name === 'sync_runs_legacy')!;
+    expect(legacy.to!.getTime() - Date.now()).toBeGreaterThan(DAY);
+    const { rows } = await client.query<{ indexname: string }>(
+      `select indexname from pg_indexes where tablename = 'sync_runs_legacy' order by 1`,
+    );
+    expect(rows.map((r) => r.indexname)).toContain('sync_runs_legacy_started_id_idx');
+    expect((await client.query('select count(*)::int as n from sync_runs')).rows[0].n).toBe(100);
   });
 });
 

@@ -19,12 +19,14 @@ export async function prepareLedgerConversion(client: pg.ClientBase): Promise<Da
     `select (select relkind::text from pg_class where oid = to_regclass('public.sync_runs')) as relkind`,
   );
   if (kind[0]?.relkind !== 'r') return null;
-  // The newest row through the started_at index the plain ledger still has.
-  const { rows } = await client.query<{ cutoff: Date }>(
-    `select (date_trunc('day', greatest(now(), (select max(started_at) from sync_runs)) at time zone 'UTC')
-       + interval '2 days') at time zone 'UTC' as cutoff`,
+  // By the database's clock alone. Rows already past it (written under a clock far ahead) are left
+  // to the migration, which moves them aside under its lock: then nothing is prepared here.
+  const { rows } = await client.query<{ cutoff: Date; beyond: boolean }>(
+    `select c.cutoff, exists (select 1 from sync_runs where started_at >= c.cutoff) as beyond
+     from (select (date_trunc('day', now() at time zone 'UTC') + interval '2 days') at time zone 'UTC' as cutoff) c`,
   );
   const cutoff = rows[0]!.cutoff;
+  if (rows[0]!.beyond) return null;
   for (let attempt = 1; ; attempt++) {
     try {
       await client.query('begin');
@@ -73,4 +75,21 @@ export async function undoLedgerPreparation(client: pg.ClientBase): Promise<void
 export async function afterMigrations(client: pg.ClientBase): Promise<void> {
   if (!(await ledgerIsPartitioned(client))) return;
   await addLedgerPartitions(client, { aheadDays: 7 }).catch(() => undefined);
+}
+
+/**
+ * A plain ledger still carrying the preparation's CHECK after a `migrate` that was killed: once its
+ * cutoff is less than a day away (a running migrate's is two), it is dropped before it can refuse
+ * a run. Returns whether one was.
+ */
+export async function dropStaleConversionCheck(client: pg.ClientBase | pg.Pool): Promise<boolean> {
+  const { rows } = await client.query<{ stale: boolean }>(
+    `select (regexp_match(pg_get_constraintdef(c.oid), '''([^'']+)'''))[1]::timestamptz < now() + interval '1 day' as stale
+     from pg_constraint c
+     where c.conrelid = to_regclass('public.sync_runs') and c.conname = 'sync_runs_before_partitioning'
+       and (select relkind from pg_class where oid = c.conrelid) = 'r'`,
+  );
+  if (rows[0]?.stale !== true) return false;
+  await client.query('alter table sync_runs drop constraint if exists sync_runs_before_partitioning');
+  return true;
 }

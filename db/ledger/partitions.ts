@@ -107,10 +107,17 @@ export async function rehomeDefaultRows(pool: pg.Pool): Promise<number> {
       await client.query('lock table sync_runs_default in share row exclusive mode');
       const name = `sync_runs_p${day.replaceAll('-', '')}`;
       const lo = `${day}T00:00:00Z`;
-      const { rows } = await client.query<{ hi: string }>(
-        `select ($1::date + 1)::text || 'T00:00:00Z' as hi`,
-        [day],
+      const { rows } = await client.query<{ hi: string; left: boolean }>(
+        `select ($1::date + 1)::text || 'T00:00:00Z' as hi,
+           exists (select 1 from sync_runs_default
+             where started_at >= $2 and started_at < ($1::date + 1)::timestamp at time zone 'UTC') as left`,
+        [day, lo],
       );
+      // Another worker's upkeep may have moved them while this one waited for the lock.
+      if (!rows[0]!.left) {
+        await client.query('commit');
+        continue;
+      }
       const hi = rows[0]!.hi;
       await client.query(`create table ${name} (like sync_runs including defaults including constraints)`);
       const ins = await client.query(
@@ -163,13 +170,10 @@ export async function dropExpiredPartitions(
   );
   const dropped: DroppedPartition[] = [];
   for (const r of rows) {
+    let detached = false;
     for (let attempt = 1; ; attempt++) {
       try {
-        await withLockTimeout(
-          pool,
-          DETACH_LOCK_TIMEOUT_MS,
-          `alter table sync_runs detach partition ${quote(r.name)}`,
-        );
+        detached = await detach(pool, r.name);
         break;
       } catch (error) {
         if (rootCause(error).code !== '55P03' || attempt >= (o.attempts ?? 20)) throw error;
@@ -177,11 +181,38 @@ export async function dropExpiredPartitions(
         await new Promise((resolve) => setTimeout(resolve, Math.min(2000, 50 * 2 ** attempt)));
       }
     }
-    // Detached, it is a table of its own: dropping it waits for no one.
-    await pool.query(`drop table ${quote(r.name)}`);
-    dropped.push({ name: r.name, estimatedRows: Math.max(0, Number(r.rows)), bytes: Number(r.bytes) });
+    // Detached, it is a table of its own: dropping it waits for no one. Another worker's upkeep
+    // may have dropped it already.
+    await pool.query(`drop table if exists ${quote(r.name)}`);
+    if (detached)
+      dropped.push({ name: r.name, estimatedRows: Math.max(0, Number(r.rows)), bytes: Number(r.bytes) });
   }
   return dropped;
+}
+
+/**
+ * Detaches one partition if it is still attached, waiting at most DETACH_LOCK_TIMEOUT_MS for each
+ * lock (the maintainers' advisory lock, then sync_runs): false when another worker did it first.
+ */
+async function detach(pool: pg.Pool, name: string): Promise<boolean> {
+  const client = await pool.connect();
+  try {
+    await client.query('begin');
+    await client.query(`set local lock_timeout = '${DETACH_LOCK_TIMEOUT_MS}ms'`);
+    await client.query('select pg_advisory_xact_lock(7246118504)');
+    const { rows } = await client.query(
+      `select 1 from pg_inherits where inhrelid = to_regclass($1) and inhparent = 'public.sync_runs'::regclass`,
+      [`public.${name}`],
+    );
+    if (rows.length > 0) await client.query(`alter table sync_runs detach partition ${quote(name)}`);
+    await client.query('commit');
+    return rows.length > 0;
+  } catch (error) {
+    await client.query('rollback').catch(() => undefined);
+    throw error;
+  } finally {
+    client.release();
+  }
 }
 
 async function withLockTimeout(

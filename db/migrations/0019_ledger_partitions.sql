@@ -82,8 +82,12 @@ BEGIN
   FROM pg_constraint c
   WHERE c.conrelid = 'sync_runs'::regclass AND c.conname = 'sync_runs_before_partitioning' AND c.convalidated;
   IF cutoff IS NULL OR cutoff < now() + interval '1 hour' THEN
-    cutoff := (date_trunc('day', greatest(now(), (SELECT max(started_at) FROM sync_runs)) AT TIME ZONE 'UTC')
-      + interval '1 day') AT TIME ZONE 'UTC';
+    -- By the database's clock alone: a row written under a clock far ahead must not stretch the
+    -- legacy partition over the days to come. Such rows are moved aside, and come back below into
+    -- the partitions of their days (or the default one).
+    cutoff := (date_trunc('day', now() AT TIME ZONE 'UTC') + interval '1 day') AT TIME ZONE 'UTC';
+    CREATE TEMP TABLE sync_runs_far ON COMMIT DROP AS SELECT * FROM sync_runs WHERE started_at >= cutoff;
+    DELETE FROM sync_runs WHERE started_at >= cutoff;
     ALTER TABLE sync_runs DROP CONSTRAINT IF EXISTS sync_runs_before_partitioning;
     EXECUTE format('ALTER TABLE sync_runs ADD CONSTRAINT sync_runs_before_partitioning CHECK (started_at < %L)', cutoff);
   END IF;
@@ -178,5 +182,13 @@ BEGIN
   FOR i IN 1 .. coalesce(array_length(grants, 1), 0) LOOP
     EXECUTE grants[i];
   END LOOP;
+  IF to_regclass('pg_temp.sync_runs_far') IS NOT NULL THEN
+    INSERT INTO sync_runs (id, subscriber_id, refresh_run_id, started_at, finished_at, cards_seen, inserted,
+        updated, unchanged, removed, restored, trigger, status, job_id, email, error_code, error_message)
+      OVERRIDING SYSTEM VALUE
+      SELECT id, subscriber_id, refresh_run_id, started_at, finished_at, cards_seen, inserted, updated,
+        unchanged, removed, restored, trigger, status, job_id, email, error_code, error_message
+      FROM sync_runs_far;
+  END IF;
 END
 $$;

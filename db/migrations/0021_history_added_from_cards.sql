@@ -13,6 +13,7 @@
 ALTER TABLE "saved_cards" ADD COLUMN "added_change_id" bigint;--> statement-breakpoint
 ALTER TABLE "saved_cards" ADD COLUMN "added_sync_run_id" bigint;--> statement-breakpoint
 ALTER TABLE "saved_cards" ADD COLUMN "added_subscriber_id" bigint;--> statement-breakpoint
+CREATE INDEX "saved_cards_added_subscriber_idx" ON "saved_cards" USING btree ("added_subscriber_id") WHERE "saved_cards"."added_subscriber_id" is not null;--> statement-breakpoint
 DO $$
 DECLARE
   v record;
@@ -47,10 +48,18 @@ BEGIN
       l.sync_run_id, l.changed_at
     FROM saved_card_change_log l
     UNION ALL
-    SELECT c.added_change_id, c.id, coalesce(c.added_subscriber_id, c.subscriber_id), 'added'::text,
+    -- Two branches, so that a question by subscriber reads an index in each: cards still with the
+    -- subscriber they were stored for (saved_cards_subscriber_id_idx), and cards that moved since
+    -- (saved_cards_added_subscriber_idx, which holds those alone).
+    SELECT c.added_change_id, c.id, c.subscriber_id, 'added'::text,
       NULL::text[], NULL::jsonb, NULL::text, c.added_sync_run_id, c.first_seen_at
     FROM saved_cards c
-    WHERE c.added_change_id IS NOT NULL;
+    WHERE c.added_change_id IS NOT NULL AND c.added_subscriber_id IS NULL
+    UNION ALL
+    SELECT c.added_change_id, c.id, c.added_subscriber_id, 'added'::text,
+      NULL::text[], NULL::jsonb, NULL::text, c.added_sync_run_id, c.first_seen_at
+    FROM saved_cards c
+    WHERE c.added_change_id IS NOT NULL AND c.added_subscriber_id IS NOT NULL;
 
   FOR i IN 1 .. coalesce(array_length(views, 1), 0) LOOP
     EXECUTE format('CREATE OR REPLACE VIEW %s AS %s', views[i], defs[i]);

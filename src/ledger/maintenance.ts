@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import type { Logger } from 'pino';
+import { dropStaleConversionCheck } from '../../db/ledger/convert.js';
 import {
   addLedgerPartitions,
   compactClosedDays,
@@ -33,7 +34,11 @@ export async function maintainLedger(
   pool: pg.Pool,
   o: { retentionDays: number; aheadDays?: number; onRetry?: (partition: string) => void },
 ): Promise<LedgerMaintenance> {
-  if (!(await ledgerIsPartitioned(pool))) return { created: [], rehomed: 0, dropped: [], compacted: [] };
+  if (!(await ledgerIsPartitioned(pool))) {
+    // Before migration 0019: only what a killed migrate may have left behind.
+    await dropStaleConversionCheck(pool);
+    return { created: [], rehomed: 0, dropped: [], compacted: [] };
+  }
   const rehomed = await rehomeDefaultRows(pool);
   const created = await addLedgerPartitions(pool, { aheadDays: o.aheadDays ?? AHEAD_DAYS });
   const dropped = await dropExpiredPartitions(pool, o.retentionDays, o.onRetry ? { onRetry: o.onRetry } : {});
