@@ -208,14 +208,7 @@ describe('the partitioned ledger', () => {
 
 describe('a ledger of the previous release', () => {
   it('is converted in place: rows, ids, views, grants and the as-of answers kept', async () => {
-    const db = await createTestDatabase();
-    cleanups.push(() => db.drop());
-    // The template is migrated already: start again from an empty database at 0018.
-    const client = new pg.Client({ connectionString: db.url });
-    await client.connect();
-    cleanups.push(() => client.end());
-    await client.query('drop schema public cascade; drop schema drizzle cascade; create schema public');
-    await runMigrations(db.url, { folder: releaseBefore('0019_ledger_partitions') });
+    const { db, client } = await previousRelease();
     expect(
       (await client.query(`select relkind::text from pg_class where relname = 'sync_runs'`)).rows[0].relkind,
     ).toBe('r');
@@ -308,13 +301,7 @@ describe('a ledger of the previous release', () => {
 
 describe('a ledger of the previous release, prepared while writers go on', () => {
   it('is checked and indexed before the migration, which then only renames and attaches', async () => {
-    const db = await createTestDatabase();
-    cleanups.push(() => db.drop());
-    const client = new pg.Client({ connectionString: db.url });
-    await client.connect();
-    cleanups.push(() => client.end());
-    await client.query('drop schema public cascade; drop schema drizzle cascade; create schema public');
-    await runMigrations(db.url, { folder: releaseBefore('0019_ledger_partitions') });
+    const { db, client } = await previousRelease();
     await client.query(`
       insert into sync_runs (subscriber_id, trigger, started_at, finished_at, status)
       select g, 'nightly', now() - g * interval '1 hour', now() - g * interval '1 hour', 'succeeded'
@@ -350,6 +337,19 @@ describe('a ledger of the previous release, prepared while writers go on', () =>
     expect((await client.query('select count(*)::int as n from sync_runs')).rows[0].n).toBe(100);
   });
 });
+
+/** A database of the previous release (migrated to 0018), and a client on it. */
+async function previousRelease() {
+  const db = await createTestDatabase();
+  cleanups.push(() => db.drop());
+  // The template is migrated already: start again from an empty database at 0018.
+  const client = new pg.Client({ connectionString: db.url });
+  await client.connect();
+  cleanups.push(() => client.end());
+  await client.query('drop schema public cascade; drop schema drizzle cascade; create schema public');
+  await runMigrations(db.url, { folder: releaseBefore('0019_ledger_partitions') });
+  return { db, client };
+}
 
 /** The release's migrations up to (not including) `tag`, in a folder of their own. */
 function releaseBefore(tag: string): string {
