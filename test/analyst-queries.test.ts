@@ -7,7 +7,7 @@ import { syncSubscriber } from '../src/sync/sync-subscriber.js';
 import { API_KEY, makeCard, ok, testTokens, useScriptedApi } from './fixtures.js';
 import { captureLogger, useTestDatabase } from './helpers.js';
 
-// The README's "Questions about the past", run as the reporting role on a database seeded by real
+// The analytics guide's "Questions about the past", run as the reporting role on a database seeded by real
 // syncs: a wallet that changed, cards added and removed, a subscriber the API stopped knowing.
 
 const database = useTestDatabase();
@@ -34,9 +34,9 @@ async function asOwner(sql: string): Promise<void> {
   await database.handle.pool.query(sql);
 }
 
-/** The statements of the README's block under "Questions about the past". */
+/** The statements of the analytics guide's block under "Questions about the past". */
 function readmeQueries(): string[] {
-  const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
+  const readme = readFileSync(new URL('../docs/analytics.md', import.meta.url), 'utf8');
   const section = readme.slice(readme.indexOf('### Questions about the past'));
   const block = /```sql\n([\s\S]*?)```/.exec(section)?.[1] ?? '';
   return block
@@ -71,7 +71,7 @@ afterAll(async () => {
   await asOwner(`drop role if exists ${analyst}`);
 });
 
-describe("the README's questions about the past, as the reporting role", () => {
+describe("the analytics guide's questions about the past, as the reporting role", () => {
   const queries = readmeQueries();
   const run = (i: number, replace: (q: string) => string = (q) => q) => asAnalyst.query(replace(queries[i]!));
 

@@ -98,8 +98,8 @@ describe('reporting surface', () => {
     expect(rows[0].age).toBeDefined();
   });
 
-  it('the README example queries run as the analyst', async () => {
-    const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
+  it("the analytics guide's example queries run as the analyst", async () => {
+    const readme = readFileSync(new URL('../docs/analytics.md', import.meta.url), 'utf8');
     const block = /```sql\n([\s\S]*?)```/.exec(readme)?.[1];
     expect(block).toBeDefined();
     const queries = block!
