@@ -205,7 +205,7 @@ export function formatFreshness(f: Freshness): string[] {
   ];
   if (auditDisagrees(f))
     lines.push(
-      '  MODEL DISAGREES: the audit\'s interval excludes the estimate; the change-rate model is wrong for this population (see docs/runbooks.md, CardsSyncFreshnessModelWrong)',
+      "  MODEL DISAGREES: the audit's interval excludes the estimate; the change-rate model is wrong for this population (see docs/runbooks.md, CardsSyncFreshnessModelWrong)",
     );
   if (f.keepsMaxAge === false)
     lines.push(
