@@ -32,10 +32,13 @@ const USAGE = `usage: npm run demo -- [options]
   --keep               keep the demo's database after exit, to look around in it
   --database-url URL   use this database instead of a new one (its rows are left in place)
   --prefix PREFIX      use this queue prefix instead of a new one (only the demo's jobs are removed)
+  --private-servers    start a private Postgres and Redis for this run (from the installed binaries,
+                       else Docker) and remove them on exit, whatever answers locally
   -h, --help           this text
 
 Postgres and Redis come from DATABASE_URL and REDIS_URL (default: the local ones); the demo
-only uses their server, never the database DATABASE_URL names.`;
+only uses their server, never the database DATABASE_URL names. A default that does not answer is
+replaced by a private one, as with --private-servers.`;
 
 const SUBSCRIBERS = 1000;
 const FIRST_ID = 100_001;
@@ -48,6 +51,7 @@ function parse(argv: string[]) {
       keep: { type: 'boolean', default: false },
       'database-url': { type: 'string' },
       prefix: { type: 'string' },
+      'private-servers': { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h', default: false },
     },
   }).values;
@@ -65,24 +69,44 @@ async function main(): Promise<number> {
     console.log(USAGE);
     return 0;
   }
+  if (values['private-servers'] && (values['database-url'] !== undefined || values.keep)) {
+    const other = values.keep ? '--keep (its database goes with it)' : '--database-url';
+    console.error(
+      `demo: --private-servers removes its own Postgres on exit; it cannot be given ${other} too`,
+    );
+    return 2;
+  }
   const env = process.env;
   const given = loadConfig({
     ...env,
     ...(values['database-url'] !== undefined ? { DATABASE_URL: values['database-url'] } : {}),
   });
   const tag = randomBytes(4).toString('hex');
-  const services = await findServices(given.databaseUrl, given.redis, {
-    postgres: env.DATABASE_URL !== undefined || values['database-url'] !== undefined,
-    redis: [env.REDIS_URL, env.REDIS_SENTINELS, env.REDIS_CLUSTER_NODES].some((v) => v !== undefined),
-  });
+  const services = await findServices(
+    given.databaseUrl,
+    given.redis,
+    {
+      postgres: env.DATABASE_URL !== undefined || values['database-url'] !== undefined,
+      redis: [env.REDIS_URL, env.REDIS_SENTINELS, env.REDIS_CLUSTER_NODES].some((v) => v !== undefined),
+    },
+    values['private-servers'],
+  );
   for (const line of services.started) console.log(line);
+  if (values.keep && services.privatePostgres) {
+    console.log('   --keep keeps nothing here: the database is on the private Postgres, removed on exit');
+  }
+  const keep = values.keep && !services.privatePostgres;
   const ownDatabase = values['database-url'] === undefined;
   const ownPrefix = values.prefix === undefined;
   const prefix =
     values.prefix ??
-    (given.redis.topology === 'cluster' ? `{cards-sync-demo-${tag}}` : `cards-sync-demo-${tag}`);
+    (given.redis.topology === 'cluster' && services.redisUrl === undefined
+      ? `{cards-sync-demo-${tag}}`
+      : `cards-sync-demo-${tag}`);
+  // A private Redis stands in for whatever topology the environment names.
+  const { REDIS_SENTINELS: _s, REDIS_CLUSTER_NODES: _c, ...standalone } = env;
   const config = loadConfig({
-    ...env,
+    ...(services.redisUrl !== undefined ? standalone : env),
     DATABASE_URL: ownDatabase
       ? withDatabase(services.postgresUrl, `cards_sync_demo_${tag}`)
       : services.postgresUrl,
@@ -94,7 +118,7 @@ async function main(): Promise<number> {
   console.log('1. migrate');
   const migrated = await runMigrations(config.databaseUrl);
   const where = ownDatabase
-    ? `created database ${dbName} for this run (${values.keep ? 'kept after exit' : 'dropped on exit; --keep keeps it'})`
+    ? `created database ${dbName} for this run (${keep ? 'kept after exit' : 'dropped on exit; --keep keeps it'})`
     : `database ${dbName}, as told (the demo's rows stay there)`;
   console.log(`   ${where}; applied ${migrated.applied} migration${migrated.applied === 1 ? '' : 's'}`);
 
@@ -127,13 +151,13 @@ async function main(): Promise<number> {
     await Promise.allSettled([queue.close(), handle.close()]);
     if (ownPrefix) await deleteKeysUnder(redis, prefix).catch(() => 0);
     redis.disconnect();
-    if (ownDatabase && !values.keep) await dropDatabase(config.databaseUrl).catch(() => {});
+    if (ownDatabase && !keep) await dropDatabase(config.databaseUrl).catch(() => {});
     await services.stop();
   };
   onShutdown(async () => {
     console.log('\nstopping…');
     await stop();
-    console.log(cleanedUp(ownPrefix, ownDatabase && !values.keep));
+    console.log(cleanedUp(ownPrefix, ownDatabase && !keep, services.started.length > 0));
     return 0;
   }, 15_000);
 
@@ -159,9 +183,9 @@ async function main(): Promise<number> {
   if (values['no-wait']) {
     // No address or password of a server that is gone by the time they are read.
     console.log('\n5. admin server: not started with --no-wait (run the demo without it to browse /admin)');
-    if (ownDatabase && values.keep) console.log(`   psql: psql ${redactPassword(config.databaseUrl)}`);
+    if (ownDatabase && keep) console.log(`   psql: psql ${redactPassword(config.databaseUrl)}`);
     await stop();
-    console.log(cleanedUp(ownPrefix, ownDatabase && !values.keep));
+    console.log(cleanedUp(ownPrefix, ownDatabase && !keep, services.started.length > 0));
     return 0;
   }
   const adminConfig = { ...config, adminToken: config.adminToken ?? randomBytes(18).toString('hex') };
@@ -170,7 +194,7 @@ async function main(): Promise<number> {
   );
   console.log(`\n5. admin server: ${admin.url}/admin  (user: anything, password: ${adminConfig.adminToken})`);
   console.log(`   jobs dashboard: ${admin.url}/admin/queues   metrics: ${admin.url}/metrics`);
-  if (ownDatabase && values.keep) console.log(`   psql: psql ${redactPassword(config.databaseUrl)}`);
+  if (ownDatabase && keep) console.log(`   psql: psql ${redactPassword(config.databaseUrl)}`);
   console.log('\nPress Ctrl-C to stop.');
   return new Promise<number>(() => {});
 }
@@ -208,9 +232,10 @@ function redactPassword(url: string): string {
   return u.toString();
 }
 
-function cleanedUp(ownPrefix: boolean, droppedDatabase: boolean): string {
+function cleanedUp(ownPrefix: boolean, droppedDatabase: boolean, privateServers: boolean): string {
   const what = [ownPrefix ? "removed the demo's queue keys" : "removed the demo's jobs"];
   if (droppedDatabase) what.push('dropped its database');
+  if (privateServers) what.push('stopped and removed its private servers');
   return `\ncleaned up: ${what.join(', ')}`;
 }
 

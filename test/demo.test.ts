@@ -1,10 +1,13 @@
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
+import { readdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createSyncQueue } from '../jobs/queue.js';
+import { findServices, ServicesMissing } from '../src/demo/services.js';
 import { createTestDatabase } from './helpers.js';
 import { archiveLog } from './log-archive.js';
 import { waitFor } from './queue-helpers.js';
@@ -160,6 +163,67 @@ describe('npm run demo', () => {
     expect(out).toContain('Postgres does not answer');
     expect(out).toContain('Redis does not answer');
     expect(out).toContain('docker compose up -d postgres redis');
+  });
+
+  it('--private-servers: a private Postgres and Redis from the installed binaries, removed on exit', async () => {
+    const { code, out } = await demo(['--no-wait', '--private-servers'], {
+      DOCKER_HOST: 'tcp://127.0.0.1:1',
+    });
+    expect(code, out).toBe(0);
+    const pgLine =
+      /Postgres as asked: started a private one from (\S+) \(127\.0\.0\.1:(\d+)\), removed on exit/.exec(out);
+    const redisLine = /Redis as asked: started a private one from (\S+) \(127\.0\.0\.1:(\d+)\)/.exec(out);
+    expect(pgLine, out).not.toBeNull();
+    expect(redisLine, out).not.toBeNull();
+    expect(Number(pgLine?.[2])).not.toBe(5432);
+    expect(Number(redisLine?.[2])).not.toBe(6379);
+    expect(succeeded(out), out).toBe(989);
+    expect(out).toContain('stopped and removed its private servers');
+    // Gone: neither port answers, and no demo directory is left behind.
+    await expect(
+      query(`postgres://postgres@127.0.0.1:${pgLine?.[2]}/postgres`, 'select 1'),
+    ).rejects.toThrow();
+    const probe = new Redis(Number(redisLine?.[2]), '127.0.0.1', {
+      lazyConnect: true,
+      maxRetriesPerRequest: 0,
+      retryStrategy: () => null,
+    });
+    await expect(probe.connect()).rejects.toThrow();
+    probe.disconnect();
+    expect(readdirSync(tmpdir()).filter((d) => d.startsWith('cards-sync-demo-'))).toEqual([]);
+  }, 90_000);
+
+  it('a local default that does not answer gets a private stand-in; a named one never does', async () => {
+    const dead = 'postgres://postgres@127.0.0.1:1/x';
+    const deadRedis = { topology: 'single', url: 'redis://127.0.0.1:1' } as const;
+    const services = await findServices(dead, deadRedis, { postgres: false, redis: false });
+    try {
+      expect(services.started.join('\n')).toMatch(/Postgres does not answer locally: started a private one/);
+      expect(services.started.join('\n')).toMatch(/Redis does not answer locally: started a private one/);
+      expect(services.privatePostgres).toBe(true);
+      const [row] = await query<{ v: number }>(
+        services.postgresUrl,
+        `select current_setting('server_version_num')::int as v`,
+      );
+      expect(row?.v).toBeGreaterThanOrEqual(150000);
+      const r = new Redis(services.redisUrl ?? '', { maxRetriesPerRequest: 0 });
+      expect(await r.config('GET', 'maxmemory-policy')).toEqual(['maxmemory-policy', 'noeviction']);
+      r.disconnect();
+    } finally {
+      await services.stop();
+    }
+    await expect(query(services.postgresUrl, 'select 1')).rejects.toThrow();
+    await expect(findServices(dead, deadRedis, { postgres: true, redis: true })).rejects.toThrow(
+      ServicesMissing,
+    );
+  }, 60_000);
+
+  it('refuses --private-servers with --keep or --database-url', async () => {
+    for (const extra of [['--keep'], ['--database-url', 'postgres://postgres@127.0.0.1/x']]) {
+      const { code, out } = await demo(['--no-wait', '--private-servers', ...extra], {});
+      expect(code).toBe(2);
+      expect(out).toContain('--private-servers removes its own Postgres on exit');
+    }
   });
 
   it('refuses an unknown flag with its usage', async () => {
