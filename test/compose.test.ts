@@ -1,3 +1,4 @@
+import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Command } from 'commander';
@@ -26,7 +27,13 @@ const compose = parse(readFileSync(new URL('../docker-compose.yml', import.meta.
   services: Record<string, Service>;
   secrets: Record<string, { file: string }>;
 };
-const ours = Object.entries(compose.services).filter(([, s]) => s.image === 'cards-sync:local');
+// The demo's override file, merged as compose merges it (maps key by key).
+const demo = parse(readFileSync(new URL('../docker-compose.demo.yml', import.meta.url), 'utf8')) as {
+  services: Record<string, Service>;
+};
+const ours = [...Object.entries(compose.services), ['mock-api', demo.services['mock-api']!] as const].filter(
+  ([, s]) => s.image === 'cards-sync:local',
+);
 const program = buildProgram({ env: {}, out: () => {}, err: () => {} }, { exitCode: 0 });
 
 function findCommand(name: string): Command | undefined {
@@ -34,12 +41,11 @@ function findCommand(name: string): Command | undefined {
 }
 
 describe('docker-compose.yml', () => {
-  it('has postgres, redis, a one-shot migrate, a worker, the admin server, a demo mock API and monitoring', () => {
+  it('has postgres, redis, a one-shot migrate, a worker, the admin server and monitoring', () => {
     expect(Object.keys(compose.services).sort()).toEqual([
       'admin',
       'grafana',
       'migrate',
-      'mock-api',
       'postgres',
       'prometheus',
       'redis',
@@ -47,7 +53,6 @@ describe('docker-compose.yml', () => {
     ]);
     expect(compose.services.prometheus!.profiles).toEqual(['monitoring']);
     expect(compose.services.grafana!.profiles).toEqual(['monitoring']);
-    expect(compose.services['mock-api']!.profiles).toEqual(['demo']);
     expect(compose.services.worker!.depends_on?.migrate?.condition).toBe('service_completed_successfully');
     expect(ours.map(([name]) => name).sort()).toEqual(['admin', 'migrate', 'mock-api', 'worker']);
   });
@@ -73,12 +78,43 @@ describe('docker-compose.yml', () => {
     }
   });
 
-  it('points the worker at the mock API unless told otherwise, with the key as a file secret', () => {
+  it('points the worker at the API .env names, with no default to guess, and the key as a file secret', () => {
+    for (const name of ['worker', 'admin']) {
+      expect(compose.services[name]!.environment!.CARDS_API_BASE_URL).toMatch(/^\$\{CARDS_API_BASE_URL:-\}$/);
+    }
     const env = compose.services.worker!.environment!;
-    expect(env.CARDS_API_BASE_URL).toContain('http://mock-api:4010');
     expect(env.CARDS_API_KEY_FILE).toBe('/run/secrets/cards_api_key');
     expect(compose.services.worker!.secrets).toContain('cards_api_key');
     expect(compose.secrets.cards_api_key!.file).toBe('./secrets/cards_api_key');
+  });
+
+  it('a worker started without CARDS_API_BASE_URL (what compose passes when .env has none) exits 2 and names it', () => {
+    const r = spawnSync(
+      process.execPath,
+      [new URL('../bin/cards-sync.js', import.meta.url).pathname, 'worker', '--admin'],
+      {
+        env: { PATH: process.env.PATH ?? '', CARDS_API_BASE_URL: '', CARDS_API_KEY: 'k', ADMIN_PORT: '0' },
+        encoding: 'utf8',
+        timeout: 30_000,
+      },
+    );
+    expect(r.status, r.stderr).toBe(2);
+    expect(r.stderr).toContain('CARDS_API_BASE_URL is not set');
+  });
+
+  it('the demo override adds the mock API and points the worker and the admin server at it', () => {
+    const mock = demo.services['mock-api']!;
+    expect(mock.command?.slice(0, 1)).toEqual(['mock-api']);
+    const port = mock.command![mock.command!.indexOf('--port') + 1];
+    expect(mock.secrets).toEqual(['cards_api_key']);
+    for (const name of ['worker', 'admin']) {
+      const merged = { ...compose.services[name]!.environment, ...demo.services[name]!.environment };
+      expect(merged.CARDS_API_BASE_URL).toBe(`http://mock-api:${port}`);
+      expect(merged.CARDS_API_KEY_FILE).toBe(mock.environment!.CARDS_API_KEY_FILE);
+    }
+    expect(Object.keys(demo.services.worker!.depends_on ?? {})).toEqual(['mock-api']);
+    // Only the services it adds or points elsewhere: nothing else of the stack changes.
+    expect(Object.keys(demo.services).sort()).toEqual(['admin', 'mock-api', 'worker']);
   });
 
   it('gives every cards-sync process the key ring as a file secret, the database from .env, and time to finish its jobs', () => {
