@@ -12,6 +12,7 @@ import {
   holdBulkJob,
   isBulkJob,
 } from './bulk-breaker.js';
+import { holdWorkers } from './hold.js';
 import { isOpsJob, opsServedCounter } from './lanes.js';
 import { NEWER_PAYLOAD_HOLD_MS, newerPayload } from './payload-version.js';
 import {
@@ -146,7 +147,7 @@ async function holdForDatabase(deps: ProcessorDeps, code: string | undefined): P
     { errorCode: code },
     `Postgres is unreachable; holding every worker ${DB_HOLD_MS} ms, no attempt used`,
   );
-  await deps.queue.rateLimit(DB_HOLD_MS);
+  await holdWorkers(deps.queue, deps.redis, DB_HOLD_MS, 'database');
   throw Worker.RateLimitError();
 }
 
@@ -233,7 +234,7 @@ export function createSyncProcessor(deps: ProcessorDeps) {
         ...(data.refreshRunId !== undefined ? { refreshRunId: data.refreshRunId } : {}),
         ...(signal ? { signal } : {}),
         onRateLimited: async (ms) => {
-          await deps.queue.rateLimit(ms);
+          await holdWorkers(deps.queue, deps.redis, ms, 'api_429');
           limited = true;
         },
       });
@@ -263,7 +264,7 @@ export function createSyncProcessor(deps: ProcessorDeps) {
           restored: result.counts.restored,
         };
       case 'rate_limited':
-        if (!limited) await deps.queue.rateLimit(result.retryAfterMs ?? 1000);
+        if (!limited) await holdWorkers(deps.queue, deps.redis, result.retryAfterMs ?? 1000, 'api_429');
         throw Worker.RateLimitError();
       case 'auth_rejected':
         await pauseQueue(deps.queue, deps.redis, {

@@ -7,9 +7,10 @@ import { savedCardChanges } from '../db/views.js';
 import { enqueueSyncs, readPauseReason, resumeQueue } from '../jobs/queue.js';
 import { type SyncWorker, startSyncWorker } from '../jobs/worker.js';
 import { createApiClient } from '../src/api/client.js';
+import { queueStatusOf } from '../src/commands/status.js';
 import { API_KEY, makeCard, ok, testTokens, useScriptedApi } from './fixtures.js';
 import { captureLogger, useTestDatabase } from './helpers.js';
-import { testQueue, waitFor } from './queue-helpers.js';
+import { runCli, testQueue, waitFor } from './queue-helpers.js';
 
 const database = useTestDatabase();
 const upstream = useScriptedApi();
@@ -32,7 +33,7 @@ function setup(
     timeoutMs: options.timeoutMs ?? 2000,
   });
   cleanups.push(() => api.close());
-  const start = async () => {
+  const start = async (extra: { rateLimitPerSec?: number } = {}) => {
     const w = await startSyncWorker(
       { db: database.handle.db, api, logger, tokens: testTokens, queue: q.queue, redis: q.redis },
       {
@@ -40,6 +41,7 @@ function setup(
         prefix: q.prefix,
         concurrency: options.concurrency ?? 4,
         apiTimeoutMs: options.timeoutMs ?? 2000,
+        ...extra,
       },
     );
     cleanups.push(() => w.close(5000));
@@ -223,6 +225,50 @@ describe('outcomes through the queue', () => {
   });
 });
 
+describe('status says whose hold it is', () => {
+  const holdOf = async (q: ReturnType<typeof setup>) => {
+    let seen: Awaited<ReturnType<typeof queueStatusOf>> | undefined;
+    await waitFor('a hold', async () => {
+      seen = await queueStatusOf(q.queue, q.redis, q.prefix);
+      return seen.rateLimitedForMs > 0;
+    });
+    return seen!;
+  };
+
+  it("the API's 429: rate limited by the API, for its Retry-After", async () => {
+    const q = setup({ attempts: 1, concurrency: 1 });
+    upstream.script.set('id:340', (n) =>
+      n === 1 ? { status: 429, headers: { 'retry-after': '30' } } : ok([makeCard(340)]),
+    );
+    await enqueueSyncs(q.queue, [{ subscriberId: 340 }], 'manual');
+    await q.start();
+    const seen = await holdOf(q);
+    expect(seen.rateLimitedBy).toBe('api_429');
+    expect(seen.rateLimitedForMs).toBeGreaterThan(20_000);
+    const text = await runCli(['status'], {
+      REDIS_URL: inject('redisUrl'),
+      QUEUE_PREFIX: q.prefix,
+      DATABASE_URL: database.url,
+    });
+    expect(text.stdout).toMatch(
+      /rate limited by the API \(a 429 and its Retry-After\): every worker waits for another \d+ ms/,
+    );
+  });
+
+  it('our own SYNC_RATE_LIMIT_PER_SEC: paced by it, never blamed on the API', async () => {
+    const q = setup({ concurrency: 1 });
+    for (const id of [341, 342, 343]) upstream.script.set(`id:${id}`, ok([makeCard(id)]));
+    await enqueueSyncs(
+      q.queue,
+      [341, 342, 343].map((subscriberId) => ({ subscriberId })),
+      'manual',
+    );
+    await q.start({ rateLimitPerSec: 1 });
+    const seen = await holdOf(q);
+    expect(seen.rateLimitedBy).toBe('own_limit');
+  });
+});
+
 describe('Postgres away', () => {
   it('holds every worker without failing a job or using an attempt, then finishes when it is back', async () => {
     const q = setup({ attempts: 2 });
@@ -235,6 +281,7 @@ describe('Postgres away', () => {
     );
     await enqueueSyncs(q.queue, [{ subscriberId: 360 }], 'manual');
     await waitFor('the hold', async () => (await q.queue.getRateLimitTtl(1)) > 0);
+    expect((await queueStatusOf(q.queue, q.redis, q.prefix)).rateLimitedBy).toBe('database');
     await blind.close(5000);
     expect(await q.queue.getJobCounts('failed', 'completed')).toEqual({ failed: 0, completed: 0 });
     const [job] = await q.queue.getJobs(['waiting', 'delayed', 'prioritized']);

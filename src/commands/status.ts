@@ -5,6 +5,7 @@ import { auditDisagrees, type Freshness, readFreshness } from '../../db/ops/fres
 import { lastRefreshRun, type RefreshRun } from '../../db/ops/refresh-runs.js';
 import { type DataStatus, readDataStatus } from '../../db/ops/status.js';
 import { heldCount, readBulkPause } from '../../jobs/bulk-breaker.js';
+import { type HoldCause, readHoldCause } from '../../jobs/hold.js';
 import { createSyncQueue, readPauseReason } from '../../jobs/queue.js';
 import { createRedis } from '../../jobs/redis.js';
 import { progressOf } from '../../jobs/refresh-plan.js';
@@ -25,14 +26,25 @@ export interface QueueStatus {
   pausedAt?: string;
   /** Seconds the oldest waiting job has waited, or null when none waits. */
   oldestWaitingSeconds: number | null;
-  /** Milliseconds left of a rate limit (a 429's Retry-After), 0 when none. */
+  /** Milliseconds left of the queue-wide hold, 0 when none. */
   rateLimitedForMs: number;
+  /**
+   * What holds the queue: the API's 429 (`api_429`), Postgres away (`database`), or our own
+   * `SYNC_RATE_LIMIT_PER_SEC` pacing it (`own_limit`); null when nothing does.
+   */
+  rateLimitedBy: HoldCause | 'own_limit' | null;
   /** When the nightly scheduler fires next (ISO), or null when no worker registered it yet. */
   nextNightlyRefresh: string | null;
   nightlyPattern: string | null;
   /** The bulk lane: paused by the mass-removal breaker (jobs/bulk-breaker.ts), why, and the jobs it holds. */
   bulkLane: { paused: boolean; reason?: string; at?: string; held: number };
 }
+
+const HELD_BY: Record<HoldCause | 'own_limit', string> = {
+  api_429: 'rate limited by the API (a 429 and its Retry-After): every worker waits',
+  database: 'held while Postgres does not answer: every worker waits',
+  own_limit: 'paced by SYNC_RATE_LIMIT_PER_SEC (our own limit, not the API): the next job waits',
+};
 
 export async function withQueue<T>(
   config: Config,
@@ -68,6 +80,7 @@ export async function queueStatusOf(
   const reason = paused ? await readPauseReason(queue, redis) : undefined;
   const [oldest] = await queue.getJobs(['wait', 'prioritized'], 0, 0, true);
   const ttl = await queue.getRateLimitTtl(1);
+  const cause = ttl > 0 ? ((await readHoldCause(redis, prefix)) ?? 'own_limit') : null;
   const [bulkPause, held] = await Promise.all([readBulkPause(redis, prefix), heldCount(redis, prefix)]);
   const refreshQueue = createRefreshQueue(redis, prefix);
   const scheduler = await refreshQueue.getJobScheduler(SCHEDULER_ID).finally(() => refreshQueue.close());
@@ -82,6 +95,7 @@ export async function queueStatusOf(
     ...(reason ? { pausedBecause: reason.reason, pausedBy: reason.by, pausedAt: reason.at } : {}),
     oldestWaitingSeconds: oldest ? Math.max(0, Math.round((Date.now() - oldest.timestamp) / 1000)) : null,
     rateLimitedForMs: Math.max(0, ttl),
+    rateLimitedBy: cause,
     bulkLane: bulkPause
       ? { paused: true, reason: bulkPause.reason, at: bulkPause.at, held }
       : { paused: false, held },
@@ -158,7 +172,8 @@ function formatStatus(
   lines.push(
     `  oldest waiting job: ${q.oldestWaitingSeconds === null ? 'none' : `${q.oldestWaitingSeconds} s`}`,
   );
-  if (q.rateLimitedForMs > 0) lines.push(`  rate limited by the API for another ${q.rateLimitedForMs} ms`);
+  const held = HELD_BY[q.rateLimitedBy ?? 'own_limit'];
+  if (q.rateLimitedForMs > 0) lines.push(`  ${held} for another ${q.rateLimitedForMs} ms`);
   lines.push(
     `nightly refresh: ${q.nextNightlyRefresh ? `next at ${formatTime(q.nextNightlyRefresh)}, cron ${q.nightlyPattern}` : 'not scheduled yet (a worker registers it at start)'}`,
   );
