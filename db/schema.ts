@@ -302,8 +302,11 @@ export const refreshRuns = pgTable(
     failed: integer('failed').notNull().default(0),
     notFound: integer('not_found').notNull().default(0),
     invalid: integer('invalid').notNull().default(0),
+    /** Cards stored for the first time. (Runs closed before migration 0023 count restored ones here too.) */
     cardsAdded: integer('cards_added').notNull().default(0),
     cardsRemoved: integer('cards_removed').notNull().default(0),
+    /** Cards that had vanished upstream and were listed again (migration 0023). */
+    cardsRestored: integer('cards_restored').notNull().default(0),
     /** Succeeded syncs whose answer removed every active card of the subscriber. */
     wipedSubscribers: integer('wiped_subscribers').notNull().default(0),
     /** The newest `sync_runs.id` when the run began: every row of the run has a greater one. */

@@ -117,18 +117,19 @@ async function countForRefresh(
 ) {
   const lastAttempt = job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
   const c = result.counts;
-  const base = { wiped: false, added: 0, removed: 0 };
+  const base = { wiped: false, added: 0, removed: 0, restored: 0 };
   let outcome: Parameters<typeof countOutcome>[3] | undefined;
   if (result.status === 'succeeded' || result.status === 'superseded') {
     outcome = {
       kind: 'succeeded',
       wiped: c.removed > 0 && c.cardsSeen === 0,
-      added: c.inserted + c.restored,
+      added: c.inserted,
       removed: c.removed,
+      restored: c.restored,
     };
   } else if (result.status === 'not_found') {
     // SYNC_GONE_AFTER_NOT_FOUND took every active card: wiped, as by an empty answer.
-    outcome = { kind: 'notFound', wiped: c.removed > 0, added: 0, removed: c.removed };
+    outcome = { kind: 'notFound', wiped: c.removed > 0, added: 0, removed: c.removed, restored: 0 };
   } else if (result.status === 'invalid_response') outcome = { kind: 'invalid', ...base };
   else if (result.status === 'failed' && (!result.retryable || lastAttempt))
     outcome = { kind: 'failed', ...base };

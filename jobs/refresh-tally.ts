@@ -15,6 +15,7 @@ export interface RefreshTally {
   wiped: number;
   cardsAdded: number;
   cardsRemoved: number;
+  cardsRestored: number;
 }
 
 export function tallyKey(prefix: string, runId: number): string {
@@ -30,6 +31,7 @@ const FIELDS: (keyof RefreshTally)[] = [
   'wiped',
   'cardsAdded',
   'cardsRemoved',
+  'cardsRestored',
 ];
 
 export async function countOutcome(
@@ -41,6 +43,7 @@ export async function countOutcome(
     wiped: boolean;
     added: number;
     removed: number;
+    restored: number;
   },
 ): Promise<void> {
   const key = tallyKey(prefix, runId);
@@ -48,6 +51,7 @@ export async function countOutcome(
   if (outcome.wiped) multi.hincrby(key, 'wiped', 1);
   if (outcome.added) multi.hincrby(key, 'cardsAdded', outcome.added);
   if (outcome.removed) multi.hincrby(key, 'cardsRemoved', outcome.removed);
+  if (outcome.restored) multi.hincrby(key, 'cardsRestored', outcome.restored);
   multi.expire(key, 14 * 86_400);
   await multi.exec();
 }

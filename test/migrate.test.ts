@@ -150,6 +150,7 @@ const DESIGN_COLUMNS: Record<string, string[]> = {
     'invalid',
     'cards_added',
     'cards_removed',
+    'cards_restored',
     'wiped_subscribers',
     'last_sync_run_id',
     'halted_reason',

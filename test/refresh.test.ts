@@ -166,6 +166,25 @@ describe('refresh runs', () => {
     expect(perSubscriber.rows).toEqual([]);
   });
 
+  it('counts cards listed again as restored, not as added', async () => {
+    const s = setup({ pageSize: 25, window: 40 });
+    const ids = Array.from({ length: 40 }, (_, i) => 72_000 + i).filter((i) => cardsFor(i).length >= 2);
+    const dropping = ids.slice(0, 3);
+    await seedSubscribers(ids);
+    await s.startSync();
+    await s.startRefresh();
+    const first = await finishedRun(await manualRun(s.refreshQueue));
+    const all = ids.reduce((n, i) => n + cardsFor(i).length, 0);
+    expect(first).toMatchObject({ cardsAdded: all, cardsRestored: 0, cardsRemoved: 0 });
+    // Each of three wallets loses its first card upstream, then lists it again.
+    for (const i of dropping) upstream.script.set(`id:${i}`, ok(cardsFor(i).slice(1)));
+    const second = await finishedRun(await manualRun(s.refreshQueue));
+    expect(second).toMatchObject({ cardsAdded: 0, cardsRestored: 0, cardsRemoved: 3 });
+    upstream.script.clear();
+    const third = await finishedRun(await manualRun(s.refreshQueue));
+    expect(third).toMatchObject({ cardsAdded: 0, cardsRestored: 3, cardsRemoved: 0 });
+  });
+
   it('a refresh already in progress is not started twice', async () => {
     const first = await startRefreshRun(db(), { trigger: 'manual' });
     const [a, b] = await Promise.all([

@@ -179,6 +179,7 @@ export async function applyTally(
     wiped: number;
     cardsAdded: number;
     cardsRemoved: number;
+    cardsRestored: number;
   },
 ): Promise<RefreshRun> {
   const [run] = await db
@@ -191,6 +192,7 @@ export async function applyTally(
       wipedSubscribers: t.wiped,
       cardsAdded: t.cardsAdded,
       cardsRemoved: t.cardsRemoved,
+      cardsRestored: t.cardsRestored,
     })
     .where(and(eq(refreshRuns.id, id), eq(refreshRuns.status, 'running')))
     .returning();
@@ -259,15 +261,14 @@ export async function closeRefreshRun(db: Db, id: number): Promise<RefreshRun | 
       invalid = t.invalid,
       cards_added = t.cards_added,
       cards_removed = t.cards_removed,
+      cards_restored = t.cards_restored,
       wiped_subscribers = t.wiped,
       last_sync_run_id = greatest(r.last_sync_run_id, t.last_id)
-    from (
+    from (select * from (
       select count(*) filter (where l.status in ('succeeded', 'superseded'))::int as succeeded,
              count(*) filter (where l.status = 'failed')::int as failed,
              count(*) filter (where l.status = 'not_found')::int as not_found,
              count(*) filter (where l.status = 'invalid_response')::int as invalid,
-             (select coalesce(sum(inserted + restored), 0)::int from sync_runs where ${ofRun}) as cards_added,
-             (select coalesce(sum(removed), 0)::int from sync_runs where ${ofRun}) as cards_removed,
              -- Every card gone: an empty answer, or SYNC_GONE_AFTER_NOT_FOUND not_found answers in a row.
              count(*) filter (where l.removed > 0 and (l.status = 'not_found'
                or (l.status = 'succeeded' and l.cards_seen = 0)))::int as wiped,
@@ -277,7 +278,12 @@ export async function closeRefreshRun(db: Db, id: number): Promise<RefreshRun | 
         from sync_runs where ${ofRun}
         order by coalesce(subscriber_id::text, email), id desc
       ) l
-    ) t
+    ) s cross join (
+      -- Cards of every attempt (a retried job's earlier attempts changed cards too).
+      select coalesce(sum(inserted), 0)::int as cards_added, coalesce(sum(removed), 0)::int as cards_removed,
+             coalesce(sum(restored), 0)::int as cards_restored
+      from sync_runs where ${ofRun}
+    ) a) t
     where r.id = ${id} and r.status = 'running'
     returning r.id`);
   });

@@ -68,7 +68,7 @@ function refreshBlock(r: RefreshRun | null): string {
     `${r.finishedAt ? `, finished ${time(r.finishedAt)}` : ''}</p>${halted}` +
     `<div class="bar"><div style="width:${pct}%"></div></div>${planLine(r)}` +
     `<p>${r.subscribersTotal} subscribers fanned out · ${r.enqueued} enqueued · ${r.succeeded} succeeded · ${r.failed} failed · ` +
-    `${r.notFound} not found · ${r.invalid} invalid · cards +${r.cardsAdded} / −${r.cardsRemoved}</p>`
+    `${r.notFound} not found · ${r.invalid} invalid · cards +${r.cardsAdded} / ↺${r.cardsRestored} / −${r.cardsRemoved}</p>`
   );
 }
 

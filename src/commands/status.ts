@@ -123,7 +123,7 @@ export function formatRefresh(r: RefreshRun): string {
   const head = `refresh run ${r.id} (${r.trigger}${r.staleBefore ? `, stale before ${formatTime(r.staleBefore)}` : ''})`;
   const counts =
     `${r.subscribersTotal} subscribers fanned out, ${r.enqueued} enqueued; succeeded ${r.succeeded}, failed ${r.failed}, ` +
-    `not found ${r.notFound}, invalid ${r.invalid}; cards added ${r.cardsAdded}, removed ${r.cardsRemoved}`;
+    `not found ${r.notFound}, invalid ${r.invalid}; cards added ${r.cardsAdded}, restored ${r.cardsRestored}, removed ${r.cardsRemoved}`;
   if (r.status === 'halted')
     return [
       `${head}: HALTED by the mass-removal breaker: ${r.haltedReason ?? ''}`,

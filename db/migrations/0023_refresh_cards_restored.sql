@@ -1,0 +1,1 @@
+ALTER TABLE "refresh_runs" ADD COLUMN "cards_restored" integer DEFAULT 0 NOT NULL;
