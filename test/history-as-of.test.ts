@@ -191,11 +191,12 @@ describe('saved_cards_as_of and saved_card_history against snapshots of a random
       (k) => [[ats[k]], [whos[k]]],
     );
     const histories = await inChunks(
-      `select t.k, h.card_id as id, h.subscriber_id, h.bin_number, h.card_family, h.card_bank_code,
+      `select t.k, h.id, h.subscriber_id, h.bin_number, h.card_family, h.card_bank_code,
          h.card_bank_name, h.company_id, h.create_date, h.first_seen_at, h.updated_at
        from unnest($1::timestamptz[]) with ordinality t(at, k)
        join saved_card_history h on h.valid_from <= t.at and (h.valid_to is null or h.valid_to > t.at)
-       order by t.k, h.card_id`,
+       where h.card_id = h.id
+       order by t.k, h.id`,
       // The view rebuilds every version of every card: every tenth snapshot keeps it affordable.
       (k) => [[k % 10 === 0 ? ats[k] : new Date(0)]],
     );
