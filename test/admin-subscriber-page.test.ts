@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startRefreshRun } from '../db/ops/refresh-runs.js';
 import { latestRunId } from '../db/ops/subscriber-page.js';
 import { createApiClient } from '../src/api/client.js';
 import { syncSubscriber } from '../src/sync/sync-subscriber.js';
@@ -116,6 +117,22 @@ describe('the subscriber page', () => {
     const byEmail = await (await get('/admin/subscribers/5002')).text();
     expect(byEmail).toContain(`<dd id="sub-email">${EMAIL}</dd>`);
     expect(byEmail).not.toContain(cardC.cardToken);
+  });
+
+  it("a refresh run's syncs say which run they belong to; a person's re-sync is plain manual", async () => {
+    const started = await startRefreshRun(database.handle.db, { trigger: 'manual' });
+    if (!started.started) throw new Error('a refresh run is already in progress');
+    const { run } = started;
+    upstream.script.set('id:5009', ok([makeCard(5009)]));
+    await syncSubscriber(
+      { db: database.handle.db, api, logger, tokens: testTokens },
+      { target: { subscriberId: 5009 }, trigger: 'manual', refreshRunId: run.id },
+    );
+    const html = await (await get('/admin/subscribers/5009')).text();
+    expect(html).toMatch(new RegExp(`<td>\\d+</td><td>manual · refresh run #${run.id}</td>`));
+    const person = await (await get('/admin/subscribers/5001')).text();
+    expect(person).toMatch(/<td>\d+<\/td><td>manual<\/td>/);
+    expect(person).not.toContain('refresh run #');
   });
 
   it('"Re-sync now" enqueues a manual job and comes back waiting for the run, then shows it', async () => {

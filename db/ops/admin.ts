@@ -52,7 +52,7 @@ export async function freshnessBuckets(db: Db, staleAfterHours = 36): Promise<Fr
 export async function subscriberDetail(db: Db, subscriberId: number) {
   const [subscriber] = await db.select().from(subscribers).where(eq(subscribers.subscriberId, subscriberId));
   const runs = await db
-    .select({ ...runColumns, refreshRunId: syncRuns.refreshRunId })
+    .select(runColumns)
     .from(syncRuns)
     .where(eq(syncRuns.subscriberId, subscriberId))
     .orderBy(desc(syncRuns.id))

@@ -18,6 +18,7 @@ export const PAGE_CHANGES = 50;
 export const runColumns = {
   id: syncRuns.id,
   trigger: syncRuns.trigger,
+  refreshRunId: syncRuns.refreshRunId,
   status: syncRuns.status,
   startedAt: syncRuns.startedAt,
   finishedAt: syncRuns.finishedAt,

@@ -115,6 +115,11 @@ function cardsTable(d: SubscriberPageData, changed: Map<number, string>): string
   );
 }
 
+/** A refresh run's syncs carry the run's trigger (`manual` when started by hand): say whose they are. */
+function triggerText(r: PageRun): string {
+  return r.refreshRunId === null ? r.trigger : `${r.trigger} · refresh run #${r.refreshRunId}`;
+}
+
 function runsTable(d: SubscriberPageData, since: number | undefined): string {
   if (d.runs.length === 0) return '<p id="no-runs">No sync runs recorded.</p>';
   const rows = d.runs
@@ -122,7 +127,7 @@ function runsTable(d: SubscriberPageData, since: number | undefined): string {
       const isNew = since !== undefined && r.id > since;
       return (
         `<tr data-run-id="${r.id}" data-status="${esc(r.status)}"${isNew ? ' class="new"' : ''}>` +
-        `<td>${r.id}</td><td>${esc(r.trigger)}</td><td>${esc(r.status)}</td><td>${time(r.startedAt)}</td>` +
+        `<td>${r.id}</td><td>${esc(triggerText(r))}</td><td>${esc(r.status)}</td><td>${time(r.startedAt)}</td>` +
         `<td>${time(r.finishedAt)}</td><td>${r.cardsSeen}</td><td>${r.inserted}</td><td>${r.updated}</td>` +
         `<td>${r.unchanged}</td><td>${r.removed}</td><td>${r.restored}</td><td>${esc(r.errorCode ?? '')}</td>` +
         `<td>${esc(r.errorMessage ?? '')}</td></tr>`
