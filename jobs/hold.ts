@@ -20,9 +20,10 @@ export async function holdWorkers(
   ms: number,
   cause: HoldCause,
 ): Promise<void> {
-  await queue.rateLimit(ms);
-  // The note is for `status` alone: a failure to write it never stops the hold.
+  // The note first, so that no `status` sees the hold without it. It is for `status` alone: a
+  // failure to write it never stops the hold.
   await redis.set(holdCauseKey(queue.opts.prefix ?? 'bull'), cause, 'PX', Math.max(1, ms)).catch(() => {});
+  await queue.rateLimit(ms);
 }
 
 /** Why the workers are held now, if by us; `undefined` when the pace is only our own rate limit. */

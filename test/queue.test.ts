@@ -226,10 +226,10 @@ describe('outcomes through the queue', () => {
 });
 
 describe('status says whose hold it is', () => {
-  const holdOf = async (q: ReturnType<typeof setup>) => {
+  const holdOf = async (q: ReturnType<typeof setup>, ownRateLimitPerSec = 0) => {
     let seen: Awaited<ReturnType<typeof queueStatusOf>> | undefined;
     await waitFor('a hold', async () => {
-      seen = await queueStatusOf(q.queue, q.redis, q.prefix);
+      seen = await queueStatusOf(q.queue, q.redis, q.prefix, ownRateLimitPerSec);
       return seen.rateLimitedForMs > 0;
     });
     return seen!;
@@ -264,8 +264,23 @@ describe('status says whose hold it is', () => {
       'manual',
     );
     await q.start({ rateLimitPerSec: 1 });
-    const seen = await holdOf(q);
+    const seen = await holdOf(q, 1);
     expect(seen.rateLimitedBy).toBe('own_limit');
+    expect(seen.rateLimitedForMs).toBeLessThanOrEqual(1000);
+  });
+
+  it('no limit and no hold: a job just taken is not reported as a hold', async () => {
+    const q = setup({ concurrency: 1 });
+    upstream.script.set('id:344', ok([makeCard(344)]));
+    await enqueueSyncs(q.queue, [{ subscriberId: 344 }], 'manual');
+    const worker = await q.start();
+    // BullMQ's limiter counts that job in its one-second window: no hold for all that.
+    const seen = await waitFor('a status while the job is counted', async () => {
+      if ((await q.queue.getRateLimitTtl(1)) < 300) return false;
+      return queueStatusOf(q.queue, q.redis, q.prefix, 0);
+    });
+    expect(seen).toMatchObject({ rateLimitedForMs: 0, rateLimitedBy: null });
+    await settled(worker, q.queue, 1);
   });
 });
 

@@ -62,10 +62,15 @@ export async function withQueue<T>(
 }
 
 /** The queue's state, from connections the caller owns (the admin server reuses it). */
+/** Above any limiter's count of jobs in a second: only a hold reaches it. */
+const HOLD_COUNT = 1_000_000_000;
+
 export async function queueStatusOf(
   queue: ReturnType<typeof createSyncQueue>,
   redis: ReturnType<typeof createRedis>,
   prefix: string,
+  /** `SYNC_RATE_LIMIT_PER_SEC` as this process has it (0: none). */
+  ownRateLimitPerSec = 0,
 ): Promise<QueueStatus> {
   const counts = await queue.getJobCounts(
     'waiting',
@@ -79,8 +84,14 @@ export async function queueStatusOf(
   const paused = await queue.isPaused();
   const reason = paused ? await readPauseReason(queue, redis) : undefined;
   const [oldest] = await queue.getJobs(['wait', 'prioritized'], 0, 0, true);
-  const ttl = await queue.getRateLimitTtl(1);
-  const cause = ttl > 0 ? ((await readHoldCause(redis, prefix)) ?? 'own_limit') : null;
+  // A hold (queue.rateLimit) fills the limiter's counter to the brim, so it is told apart from
+  // the limiter's own count of jobs in its window; that count holds the queue only once it
+  // reaches SYNC_RATE_LIMIT_PER_SEC, not after any job (BullMQ's default of 1 would say so).
+  const holdTtl = await queue.getRateLimitTtl(HOLD_COUNT);
+  const ownTtl = holdTtl > 0 || ownRateLimitPerSec <= 0 ? 0 : await queue.getRateLimitTtl(ownRateLimitPerSec);
+  const ttl = Math.max(holdTtl, ownTtl);
+  const cause =
+    holdTtl > 0 ? ((await readHoldCause(redis, prefix)) ?? 'api_429') : ownTtl > 0 ? 'own_limit' : null;
   const [bulkPause, held] = await Promise.all([readBulkPause(redis, prefix), heldCount(redis, prefix)]);
   const refreshQueue = createRefreshQueue(redis, prefix);
   const scheduler = await refreshQueue.getJobScheduler(SCHEDULER_ID).finally(() => refreshQueue.close());
@@ -103,7 +114,9 @@ export async function queueStatusOf(
 }
 
 export async function readQueueStatus(config: Config): Promise<QueueStatus> {
-  return withQueue(config, (queue, redis) => queueStatusOf(queue, redis, config.queuePrefix));
+  return withQueue(config, (queue, redis) =>
+    queueStatusOf(queue, redis, config.queuePrefix, config.syncRateLimitPerSec),
+  );
 }
 
 function formatPlan(r: RefreshRun): string[] {
