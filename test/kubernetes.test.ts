@@ -1,5 +1,10 @@
 import { readdirSync, readFileSync } from 'node:fs';
+import { PrometheusRule } from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1';
 import type { Command } from 'commander';
+import { Deployment } from 'kubernetes-models/apps/v1';
+import { Job } from 'kubernetes-models/batch/v1';
+import { PodDisruptionBudget } from 'kubernetes-models/policy/v1';
+import { ConfigMap, Namespace, Secret, Service } from 'kubernetes-models/v1';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { buildProgram } from '../src/cli.js';
@@ -10,8 +15,10 @@ import { CONFIG_VARIABLES } from '../src/config/index.js';
 // flags and sets only variables cards-sync reads, every secret key it uses is in the Secret, the
 // probes hit the admin server's health routes on the port it is given, the grace period outlasts
 // the shutdown deadline, the PodDisruptionBudget selects the workers, and the PrometheusRule holds
-// exactly the committed alerting rules. A real cluster would add: `kubectl apply -k --dry-run=server`
-// (schemas, the PrometheusRule CRD), a rollout, and a drain under load.
+// exactly the committed alerting rules. Each object is validated against the Kubernetes API's
+// schema and the PrometheusRule CRD's (kubernetes-models: required fields, types, enums; it
+// does not refuse unknown fields). A real cluster would add: `kubectl apply -k --dry-run=server`
+// (unknown fields, admission), a rollout, and a drain under load.
 
 interface Container {
   name: string;
@@ -84,6 +91,40 @@ describe('deploy/kubernetes', () => {
       expect(m.metadata.name).toMatch(/^[a-z0-9-]+$/);
     }
     expect(byKind('Namespace', kustomization.namespace)).toBeDefined();
+  });
+
+  // Each model checks its object against the API's JSON schema and throws naming the field.
+  const MODELS: Record<string, new (data: never) => { validate(): void }> = {
+    'v1/Namespace': Namespace,
+    'v1/ConfigMap': ConfigMap,
+    'v1/Secret': Secret,
+    'v1/Service': Service,
+    'apps/v1/Deployment': Deployment,
+    'batch/v1/Job': Job,
+    'policy/v1/PodDisruptionBudget': PodDisruptionBudget,
+    'monitoring.coreos.com/v1/PrometheusRule': PrometheusRule,
+  };
+  it.each(manifests.map((m) => [`${m.kind} ${m.metadata.name}`, m] as const))(
+    '%s is valid by the Kubernetes API schema',
+    (_name, m) => {
+      const Model = MODELS[`${m.apiVersion}/${m.kind}`];
+      expect(Model, `${m.apiVersion} ${m.kind}`).toBeDefined();
+      expect(() => new Model!(m as never).validate()).not.toThrow();
+    },
+  );
+
+  it('the schema check has teeth: a grace period as text, a Deployment without a selector', () => {
+    const worker = byKind('Deployment', 'cards-sync-worker');
+    const spec = worker.spec!;
+    const asText = {
+      ...spec,
+      template: { ...spec.template!, spec: { ...spec.template!.spec, terminationGracePeriodSeconds: '45' } },
+    };
+    expect(() => new Deployment({ ...worker, spec: asText } as never).validate()).toThrow(
+      /terminationGracePeriodSeconds must be integer/,
+    );
+    const { selector: _selector, ...noSelector } = spec;
+    expect(() => new Deployment({ ...worker, spec: noSelector } as never).validate()).toThrow(/selector/);
   });
 
   it.each(containers.map(([m, c]) => [`${m.metadata.name}/${c.name}`, c] as const))(
