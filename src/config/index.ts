@@ -1,10 +1,11 @@
-import { z } from 'zod';
 import { ConfigError } from '../errors.js';
 import { durationMs } from '../time.js';
 import { readApiKeyFile } from './api-key.js';
-import { type RedisConfig, redisTopology, redisVariables } from './redis.js';
-import { blankToUndefined, isTimeZone, text, urlOf, whole } from './schemas.js';
-import { type TokenConfig, tokenConfig, tokenVariables } from './tokens.js';
+import { type RedisConfig, redisTopology } from './redis.js';
+import { type TokenConfig, tokenConfig } from './tokens.js';
+import { CONFIG_VARIABLES, envSchema, type Parsed, type Variables, variables } from './variables.js';
+
+export { CONFIG_VARIABLES };
 
 export type PathStyle = 'standard' | 'sandbox';
 export type RefreshMode = 'nightly' | 'continuous';
@@ -88,161 +89,6 @@ export const DEFAULT_DATABASE_URL = 'postgres://postgres:postgres@127.0.0.1:5432
 export const DEFAULT_REDIS_URL = 'redis://127.0.0.1:6379';
 
 type Env = Record<string, string | undefined>;
-
-const RATIO = z.preprocess(
-  blankToUndefined,
-  z
-    .string()
-    .regex(/^(0(\.\d+)?|1(\.0+)?|\.\d+)$/)
-    .transform(Number)
-    .optional(),
-);
-
-/**
- * Every variable of DESIGN §2: its schema, what a good value looks like (for the error line) and
- * whether its value may be echoed back (never for secrets or URLs that may carry a password).
- */
-const variables = {
-  DATABASE_URL: {
-    schema: urlOf('postgres:', 'postgresql:'),
-    expect: 'a URL like postgres://user@host:5432/db',
-    echo: false,
-  },
-  DATABASE_TIMEOUT_MS: {
-    schema: whole(1000, 3_600_000),
-    expect: 'a whole number of milliseconds from 1000 to 3600000',
-    echo: true,
-  },
-  REDIS_URL: { schema: urlOf('redis:', 'rediss:'), expect: 'a URL like redis://host:6379', echo: false },
-  ...redisVariables,
-  ...tokenVariables,
-  CARDS_API_BASE_URL: {
-    schema: urlOf('http:', 'https:'),
-    expect: 'an http(s) URL like https://api.example.com',
-    echo: false,
-  },
-  CARDS_API_KEY: {
-    // The key goes into an HTTP header: refuse what a header cannot carry rather than fail per request.
-    schema: text.refine((v) => v === undefined || /^[\x21-\x7e]+$/.test(v)),
-    expect: 'printable ASCII without spaces (it is sent in the Authorization header)',
-    echo: false,
-  },
-  CARDS_API_KEY_FILE: { schema: text, expect: 'the path of a file holding the API key', echo: true },
-  CARDS_API_PATH_STYLE: {
-    schema: z.preprocess(blankToUndefined, z.enum(['standard', 'sandbox']).optional()),
-    expect: 'standard or sandbox',
-    echo: true,
-  },
-  CARDS_API_TIMEOUT_MS: {
-    schema: whole(1, 600_000),
-    expect: 'a whole number of milliseconds from 1 to 600000',
-    echo: true,
-  },
-  SYNC_CONCURRENCY: { schema: whole(1, 1000), expect: 'a whole number of jobs from 1 to 1000', echo: true },
-  SYNC_RATE_LIMIT_PER_SEC: {
-    schema: whole(0, 100_000),
-    expect: 'a whole number of requests per second from 0 (no limit) to 100000',
-    echo: true,
-  },
-  SYNC_ATTEMPTS: { schema: whole(1, 100), expect: 'a whole number of attempts from 1 to 100', echo: true },
-  SYNC_GONE_AFTER_NOT_FOUND: {
-    schema: whole(0, 1000),
-    expect: 'a whole number of not_found answers from 0 (never) to 1000',
-    echo: true,
-  },
-  REFRESH_CRON: {
-    schema: text.refine(
-      (v) => v === undefined || (v.split(/\s+/).length === 5 && /^[\d*/,\-A-Za-z?LW#\s]+$/.test(v)),
-    ),
-    expect: 'a 5-field cron expression such as "0 2 * * *"',
-    echo: true,
-  },
-  REFRESH_MAX_WIPE_RATIO: {
-    schema: RATIO,
-    expect: 'a ratio from 0 to 1, such as 0.2',
-    echo: true,
-  },
-  REFRESH_MODE: {
-    schema: z.preprocess(blankToUndefined, z.enum(['nightly', 'continuous']).optional()),
-    expect: 'nightly or continuous',
-    echo: true,
-  },
-  REFRESH_BUDGET_PER_SEC: {
-    schema: z.preprocess(
-      blankToUndefined,
-      z
-        .string()
-        .regex(/^\d{1,6}(\.\d{1,6})?$/)
-        .transform(Number)
-        .pipe(z.number().positive().max(100_000))
-        .optional(),
-    ),
-    expect: 'requests per second above 0, such as 80 or 0.5',
-    echo: true,
-  },
-  REFRESH_MAX_AGE: {
-    schema: text.refine((v) => v === undefined || (durationMs(v) ?? 0) >= 1000),
-    expect: 'a duration of at least 1s, such as 90s, 15m, 36h or 7d',
-    echo: true,
-  },
-  REFRESH_AUDIT_SHARE: {
-    schema: RATIO,
-    expect: 'a ratio from 0 to 1, such as 0.02',
-    echo: true,
-  },
-  SYNC_RUNS_RETENTION_DAYS: {
-    schema: whole(1, 36_500),
-    expect: 'a whole number of days from 1 to 36500',
-    echo: true,
-  },
-  REFRESH_TZ: {
-    schema: text.refine((v) => v === undefined || isTimeZone(v)),
-    expect: 'an IANA time zone such as UTC or Europe/Istanbul',
-    echo: true,
-  },
-  QUEUE_PREFIX: {
-    schema: text.refine((v) => v === undefined || /^[\w{}:.-]{1,64}$/.test(v)),
-    expect: 'at most 64 letters, digits or _ - . : { }',
-    echo: true,
-  },
-  ADMIN_HOST: {
-    schema: text.refine((v) => v === undefined || /^[\w.:[\]-]{1,253}$/.test(v)),
-    expect: 'a host name or IP address',
-    echo: true,
-  },
-  ADMIN_PORT: { schema: whole(0, 65_535), expect: 'a port number from 0 to 65535', echo: true },
-  ADMIN_TOKEN: {
-    schema: text.refine((v) => v === undefined || /^[\x21-\x7e]{16,}$/.test(v)),
-    expect: 'at least 16 printable characters without spaces; generate one with `openssl rand -hex 24`',
-    echo: false,
-  },
-  ADMIN_READ_TOKEN: {
-    schema: text.refine((v) => v === undefined || /^[\x21-\x7e]{16,}$/.test(v)),
-    expect: 'at least 16 printable characters without spaces; generate one with `openssl rand -hex 24`',
-    echo: false,
-  },
-  LOG_LEVEL: {
-    schema: z.preprocess(
-      blankToUndefined,
-      z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).optional(),
-    ),
-    expect: 'one of fatal, error, warn, info, debug, trace, silent',
-    echo: true,
-  },
-} as const;
-
-type Variables = typeof variables;
-
-/** Every environment variable cards-sync reads (DESIGN §2 and the later additions). */
-export const CONFIG_VARIABLES = Object.keys(variables) as (keyof Variables)[];
-
-const envSchema = z.object(
-  Object.fromEntries(Object.entries(variables).map(([name, v]) => [name, v.schema])) as {
-    [K in keyof Variables]: Variables[K]['schema'];
-  },
-);
-
-type Parsed = z.output<typeof envSchema>;
 
 /**
  * Turns an environment into one validated {@link Config}. Rejects bad values rather than falling
