@@ -16,12 +16,12 @@ import {
   subscriberPage,
 } from '../db/ops/refresh-runs.js';
 import type { Logger } from '../src/logger.js';
-import { heldCount } from './bulk-breaker.js';
 import { type ContinuousOptions, continuousFanout } from './continuous-refresh.js';
-import { createFairShare, LANE_PRIORITY } from './lanes.js';
+import { createFairShare } from './lanes.js';
 import { NEWER_PAYLOAD_HOLD_MS, newerPayload } from './payload-version.js';
 import { enqueueSyncs, pauseQueue, type SyncJobData, type SyncJobResult } from './queue.js';
 import type { RedisClient } from './redis.js';
+import { hasOutstandingJobs, refreshBacklog } from './refresh-backlog.js';
 import { planRun } from './refresh-plan.js';
 import { type RefreshPlanSettings, replan } from './refresh-policy.js';
 import {
@@ -32,6 +32,7 @@ import {
 } from './refresh-queue.js';
 import { readTally } from './refresh-tally.js';
 
+export { refreshBacklog } from './refresh-backlog.js';
 export * from './refresh-queue.js';
 export { startRefreshWorker } from './refresh-worker.js';
 
@@ -70,39 +71,6 @@ export interface RefreshDeps {
   refreshQueue?: Queue<RefreshJobData>;
   /** True once the process is shutting down: the fan-out hands its job back between pages. */
   stopping?: () => boolean;
-}
-
-const outstandingStates = ['waiting', 'active', 'delayed', 'prioritized'] as const;
-
-/** Whether any sync job of this run is still waiting, delayed or running. */
-async function hasOutstandingJobs(queue: Queue<SyncJobData, SyncJobResult>, runId: number): Promise<boolean> {
-  const counts = await queue.getJobCounts(...outstandingStates);
-  if (Object.values(counts).every((n) => n === 0)) return false;
-  // The backpressure window keeps this scan short.
-  for (let start = 0; ; start += 1000) {
-    const jobs = await queue.getJobs([...outstandingStates], start, start + 999);
-    if (jobs.some((j) => j?.data?.refreshRunId === runId)) return true;
-    if (jobs.length < 1000) return false;
-  }
-}
-
-/**
- * The refresh's own backlog: its lane, and retries waiting out their backoff. Ops work waiting
- * does not count: it must not stop the fan-out, or the refresh would have nothing left to claim
- * its share with.
- */
-export async function refreshBacklog(
-  queue: Queue<SyncJobData, SyncJobResult>,
-  redis: RedisClient,
-): Promise<number> {
-  const counts = await queue.getCountsPerPriority([LANE_PRIORITY.refresh]);
-  // Bulk jobs the paused bulk lane holds wait in the delayed set too: they are no refresh backlog,
-  // and 50,000 of them would stop the fan-out for as long as the bulk lane stays paused.
-  const [delayed, held] = await Promise.all([
-    queue.getDelayedCount(),
-    heldCount(redis, queue.opts.prefix ?? 'bull'),
-  ]);
-  return (counts[LANE_PRIORITY.refresh] ?? 0) + Math.max(0, delayed - held);
 }
 
 /**
