@@ -48,6 +48,25 @@ describe('the documentation', () => {
     expect(missing).toEqual([]);
   });
 
+  it('names only real commands and real flags in its code', () => {
+    const program = buildProgram({ env: {}, out: () => {}, err: () => {} }, { exitCode: 0 });
+    const wrong: string[] = [];
+    for (const [, name, rest = ''] of everything.matchAll(/`cards-sync ([a-z][a-z-]*)([^`\n]*)`/g)) {
+      let cmd = program.commands.find((c) => c.name() === name);
+      if (!cmd) {
+        wrong.push(`cards-sync ${name}`);
+        continue;
+      }
+      const sub = cmd.commands.find((c) => c.name() === /^\s*([a-z-]+)/.exec(rest)?.[1]);
+      if (sub) cmd = sub;
+      const flags = new Set(cmd.options.flatMap((o) => [o.long, o.short].filter(Boolean)));
+      for (const [flag] of rest.matchAll(/--[a-z][a-z-]*/g)) {
+        if (!flags.has(flag) && flag !== '--help') wrong.push(`cards-sync ${name}${rest}: ${flag}`);
+      }
+    }
+    expect(wrong).toEqual([]);
+  });
+
   it("gives every alert a runbook_url that leads to the alert's section", () => {
     const rules = parse(text('deploy/prometheus/cards-sync-rules.yml')) as {
       groups: { rules: { alert: string; annotations: Record<string, string> }[] }[];
