@@ -116,16 +116,17 @@ export function findRedisServer(): string | undefined {
   );
 }
 
-async function answers(port: number): Promise<boolean> {
+/** Whether a Redis answers PING at `host:port` within `timeoutMs` (no client, no retries). */
+export async function redisAnswers(host: string, port: number, timeoutMs = 500): Promise<boolean> {
   return new Promise((resolve) => {
     const socket = new Socket();
     const done = (ok: boolean) => {
       socket.destroy();
       resolve(ok);
     };
-    socket.setTimeout(500, () => done(false));
+    socket.setTimeout(timeoutMs, () => done(false));
     socket.once('error', () => done(false));
-    socket.connect(port, '127.0.0.1', () => socket.write('PING\r\n'));
+    socket.connect(port, host, () => socket.write('PING\r\n'));
     socket.once('data', (d) => done(d.toString().startsWith('+PONG')));
   });
 }
@@ -168,7 +169,7 @@ export async function startLocalRedis(binary: string): Promise<LocalStarted> {
   failed.catch(() => {});
   try {
     const deadline = Date.now() + 10_000;
-    while (!(await Promise.race([answers(port), failed]))) {
+    while (!(await Promise.race([redisAnswers('127.0.0.1', port), failed]))) {
       if (Date.now() > deadline) throw new Error('redis-server did not answer within 10 s');
       await new Promise((r) => setTimeout(r, 50));
     }

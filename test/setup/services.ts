@@ -1,6 +1,12 @@
-import { Socket } from 'node:net';
 import pg from 'pg';
 import { dockerReachable, startPostgresContainer, startRedisContainer } from '../../src/demo/containers.js';
+import {
+  findPostgresBin,
+  findRedisServer,
+  redisAnswers,
+  startLocalPostgres,
+  startLocalRedis,
+} from '../../src/demo/local-servers.js';
 
 /** The services a test run talks to, and how to stop any it started. */
 export interface TestServices {
@@ -26,42 +32,55 @@ async function postgresAnswers(url: string): Promise<boolean> {
   }
 }
 
-async function redisAnswers(url: string): Promise<boolean> {
+async function redisUrlAnswers(url: string): Promise<boolean> {
   const { hostname, port } = new URL(url);
-  return new Promise((resolve) => {
-    const socket = new Socket();
-    const done = (ok: boolean) => {
-      socket.destroy();
-      resolve(ok);
-    };
-    socket.setTimeout(2000, () => done(false));
-    socket.once('error', () => done(false));
-    socket.connect(Number(port || 6379), hostname, () => socket.write('PING\r\n'));
-    socket.once('data', (data) => done(data.toString().startsWith('+PONG')));
-  });
+  return redisAnswers(hostname, Number(port || 6379), 2000);
 }
 
 const HOW_TO =
   'Tests need PostgreSQL 15 and Redis 7. Either set TEST_DATABASE_URL and TEST_REDIS_URL, ' +
   'or run them locally on 127.0.0.1:5432 (user postgres) and 127.0.0.1:6379 ' +
-  '(`docker compose up -d postgres redis` does that), or make a Docker engine reachable for testcontainers.';
+  '(`docker compose up -d postgres redis` does that), or install them (private ones are started from ' +
+  'their binaries), or make a Docker engine reachable for testcontainers.';
 
 /**
  * Finds the services in this order: `TEST_DATABASE_URL`/`TEST_REDIS_URL`; the local services on
- * their default ports; testcontainers when Docker answers; else one clear message.
+ * their default ports; private ones started from the installed binaries (initdb/pg_ctl,
+ * redis-server); testcontainers when Docker answers; else one clear message.
  */
-export async function resolveServices(env = process.env): Promise<TestServices> {
+export async function resolveServices(
+  env: Record<string, string | undefined> = process.env,
+  local = { postgres: LOCAL_POSTGRES, redis: LOCAL_REDIS },
+): Promise<TestServices> {
   const stops: (() => Promise<unknown>)[] = [];
   let postgresUrl = env.TEST_DATABASE_URL;
   let redisUrl = env.TEST_REDIS_URL;
   if (postgresUrl !== undefined && !(await postgresAnswers(postgresUrl))) {
     throw new Error(`TEST_DATABASE_URL is set but Postgres does not answer there. ${HOW_TO}`);
   }
-  if (redisUrl !== undefined && !(await redisAnswers(redisUrl))) {
+  if (redisUrl !== undefined && !(await redisUrlAnswers(redisUrl))) {
     throw new Error(`TEST_REDIS_URL is set but Redis does not answer there. ${HOW_TO}`);
   }
-  if (postgresUrl === undefined && (await postgresAnswers(LOCAL_POSTGRES))) postgresUrl = LOCAL_POSTGRES;
-  if (redisUrl === undefined && (await redisAnswers(LOCAL_REDIS))) redisUrl = LOCAL_REDIS;
+  if (postgresUrl === undefined && (await postgresAnswers(local.postgres))) postgresUrl = local.postgres;
+  if (redisUrl === undefined && (await redisUrlAnswers(local.redis))) redisUrl = local.redis;
+  // Installed but not running: private ones from the binaries, as the demo starts them.
+  try {
+    const postgresBin = postgresUrl === undefined ? findPostgresBin() : undefined;
+    if (postgresBin !== undefined) {
+      const server = await startLocalPostgres(postgresBin);
+      stops.push(server.stop);
+      postgresUrl = server.url;
+    }
+    const redisBin = redisUrl === undefined ? findRedisServer() : undefined;
+    if (redisBin !== undefined) {
+      const server = await startLocalRedis(redisBin);
+      stops.push(server.stop);
+      redisUrl = server.url;
+    }
+  } catch (error) {
+    await Promise.allSettled(stops.map((s) => s()));
+    throw error;
+  }
   if ((postgresUrl === undefined || redisUrl === undefined) && (await dockerReachable())) {
     if (postgresUrl === undefined) {
       const container = await startPostgresContainer();
