@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import cliProgress from 'cli-progress';
 import { createDb } from '../db/client.js';
@@ -114,6 +115,24 @@ async function main(): Promise<number> {
     QUEUE_PREFIX: prefix,
   });
   const dbName = databaseName(config.databaseUrl);
+  // From here on, whatever ends the run (Ctrl-C, an error, --no-wait) stops what it started: the
+  // app's part within 10 s whatever hangs, then the private servers.
+  let stopApp = async () => {};
+  let stopping: Promise<void> | undefined;
+  const stopAll = () => {
+    stopping ??= (async () => {
+      await Promise.race([stopApp().catch(() => {}), sleep(10_000, undefined, { ref: false })]);
+      await services.stop();
+    })();
+    return stopping;
+  };
+  stopOnError = stopAll;
+  onShutdown(async () => {
+    console.log('\nstopping…');
+    await stopAll();
+    console.log(cleanedUp(ownPrefix, ownDatabase && !keep, services.started.length > 0));
+    return 0;
+  }, 15_000);
 
   console.log('1. migrate');
   const migrated = await runMigrations(config.databaseUrl);
@@ -139,10 +158,7 @@ async function main(): Promise<number> {
   const jobIds: string[] = [];
   let admin: Awaited<ReturnType<typeof startAdmin>> | undefined;
   let worker: Awaited<ReturnType<typeof startSyncWorker>> | undefined;
-  let stopped = false;
-  const stop = async () => {
-    if (stopped) return;
-    stopped = true;
+  stopApp = async () => {
     await admin?.stop();
     await worker?.close(5000);
     await Promise.allSettled([api.close(), mock.stop()]);
@@ -152,14 +168,7 @@ async function main(): Promise<number> {
     if (ownPrefix) await deleteKeysUnder(redis, prefix).catch(() => 0);
     redis.disconnect();
     if (ownDatabase && !keep) await dropDatabase(config.databaseUrl).catch(() => {});
-    await services.stop();
   };
-  onShutdown(async () => {
-    console.log('\nstopping…');
-    await stop();
-    console.log(cleanedUp(ownPrefix, ownDatabase && !keep, services.started.length > 0));
-    return 0;
-  }, 15_000);
 
   const since = new Date();
   for (let i = 0; i < ids.length; i += 500) {
@@ -184,7 +193,7 @@ async function main(): Promise<number> {
     // No address or password of a server that is gone by the time they are read.
     console.log('\n5. admin server: not started with --no-wait (run the demo without it to browse /admin)');
     if (ownDatabase && keep) console.log(`   psql: psql ${redactPassword(config.databaseUrl)}`);
-    await stop();
+    await stopAll();
     console.log(cleanedUp(ownPrefix, ownDatabase && !keep, services.started.length > 0));
     return 0;
   }
@@ -239,12 +248,16 @@ function cleanedUp(ownPrefix: boolean, droppedDatabase: boolean, privateServers:
   return `\ncleaned up: ${what.join(', ')}`;
 }
 
+/** Set once the demo has started something: what an error must stop before the process exits. */
+let stopOnError: (() => Promise<void>) | undefined;
+
 main().then(
   (code) => {
     process.exitCode = code;
     if (code !== 0) process.exit(code);
   },
-  (error) => {
+  async (error) => {
+    await stopOnError?.().catch(() => {});
     if (error instanceof ServicesMissing) {
       for (const p of error.problems) console.error(`demo: ${p}`);
       console.error(`demo: ${FIX}`);

@@ -51,7 +51,15 @@ describe('the documentation', () => {
   it('names only real commands and real flags in its code', () => {
     const program = buildProgram({ env: {}, out: () => {}, err: () => {} }, { exitCode: 0 });
     const wrong: string[] = [];
-    for (const [, name, rest = ''] of everything.matchAll(/`cards-sync ([a-z][a-z-]*)([^`\n]*)`/g)) {
+    // Inline code, and the lines of fenced blocks that run it (`cards-sync …`, `npx cards-sync …`).
+    const fenced = everything
+      .split(/^```.*$/m)
+      .filter((_, i) => i % 2 === 1)
+      .flatMap((block) =>
+        [...block.matchAll(/^\s*(?:npx )?(cards-sync [a-z][^#\n]*)/gm)].map((m) => `\`${m[1]!.trim()}\``),
+      );
+    const spans = [everything, ...fenced].join('\n');
+    for (const [, name, rest = ''] of spans.matchAll(/`cards-sync ([a-z][a-z-]*)([^`\n]*)`/g)) {
       let cmd = program.commands.find((c) => c.name() === name);
       if (!cmd) {
         wrong.push(`cards-sync ${name}`);

@@ -22,11 +22,12 @@ describe.skipIf(!findPostgresBin() || !findRedisServer())('the test services', (
       );
       await client.end();
       expect(rows[0]?.v).toBeGreaterThanOrEqual(150000);
-      expect(await redisAnswers('127.0.0.1', Number(redisUrl.port))).toBe(true);
+      expect(await redisAnswers('127.0.0.1', Number(redisUrl.port), 500, redisUrl.password)).toBe(true);
+      expect(await redisAnswers('127.0.0.1', Number(redisUrl.port))).toBe(false);
     } finally {
       await services.stop();
     }
-    expect(await redisAnswers('127.0.0.1', Number(redisUrl.port))).toBe(false);
+    expect(await redisAnswers('127.0.0.1', Number(redisUrl.port), 500, redisUrl.password)).toBe(false);
     const after = new pg.Client({ connectionString: services.postgresUrl, connectionTimeoutMillis: 2000 });
     await expect(after.connect()).rejects.toThrow();
   }, 60_000);

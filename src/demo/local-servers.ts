@@ -1,6 +1,16 @@
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
-import { chownSync, existsSync, mkdtempSync, readdirSync, realpathSync, rmSync } from 'node:fs';
+import {
+  appendFileSync,
+  chownSync,
+  existsSync,
+  mkdtempSync,
+  readdirSync,
+  realpathSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { createServer, Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { delimiter, dirname, join } from 'node:path';
@@ -81,30 +91,80 @@ function run(binDir: string, name: string, args: string[], user: { uid: number; 
   if (r.status !== 0) throw new Error(`${name} failed: ${(r.stderr || r.stdout).trim().split('\n').pop()}`);
 }
 
-/** A PostgreSQL cluster in a temporary directory; its URL names the maintenance database `postgres`. */
+// What is still running when the process exits without stopping it (an error, a second Ctrl-C, a
+// deadline): stopped at once by the exit hook, since nothing else would (pg_ctl starts Postgres in
+// a session of its own, and redis-server runs detached).
+const leftRunning = new Set<() => void>();
+let exitHookInstalled = false;
+function stopOnExit(emergency: () => void): () => void {
+  if (!exitHookInstalled) {
+    exitHookInstalled = true;
+    process.on('exit', () => {
+      for (const stop of leftRunning) stop();
+    });
+  }
+  leftRunning.add(emergency);
+  return () => leftRunning.delete(emergency);
+}
+
+const quoted = (value: string) => `'${value.replace(/'/g, "''")}'`;
+
+/**
+ * A PostgreSQL cluster in a temporary directory; its URL names the maintenance database
+ * `postgres`. Over TCP it asks for a random password (a local user cannot walk in as its
+ * superuser); its socket is in the cluster's own directory, which only its owner can enter.
+ */
 export async function startLocalPostgres(binDir: string): Promise<LocalStarted> {
   const user = serverUser();
   const dir = mkdtempSync(join(tmpdir(), 'cards-sync-demo-pg-'));
-  if (user) chownSync(dir, user.uid, user.gid);
   const data = join(dir, 'data');
+  const password = randomBytes(18).toString('hex');
+  const pwfile = join(dir, 'pw');
+  writeFileSync(pwfile, password, { mode: 0o600 });
+  if (user) for (const path of [dir, pwfile]) chownSync(path, user.uid, user.gid);
+  const emergency = () => {
+    spawnSync(join(binDir, 'pg_ctl'), ['-D', data, '-m', 'immediate', 'stop'], {
+      ...(user ?? {}),
+      cwd: tmpdir(),
+    });
+    rmSync(dir, { recursive: true, force: true });
+  };
   try {
-    run(binDir, 'initdb', ['-D', data, '-A', 'trust', '-U', 'postgres', '-E', 'UTF8', '--no-sync'], user);
+    const auth = ['--auth-local=trust', '--auth-host=scram-sha-256', `--pwfile=${pwfile}`];
+    run(binDir, 'initdb', ['-D', data, '-U', 'postgres', '-E', 'UTF8', '--no-sync', ...auth], user);
+    rmSync(pwfile);
     const port = await freePort();
-    const options = [`-p ${port}`, `-k ${dir}`, "-c listen_addresses='127.0.0.1'", '-c fsync=off'];
-    run(binDir, 'pg_ctl', ['-D', data, '-o', options.join(' '), '-l', join(dir, 'log'), '-w', 'start'], user);
+    // Settings in the file, not on pg_ctl's command line, which goes through a shell.
+    const settings = [
+      `port = ${port}`,
+      "listen_addresses = '127.0.0.1'",
+      `unix_socket_directories = ${quoted(dir)}`,
+      'fsync = off',
+    ];
+    appendFileSync(join(data, 'postgresql.conf'), `\n${settings.join('\n')}\n`);
+    const forget = stopOnExit(emergency);
+    try {
+      run(binDir, 'pg_ctl', ['-D', data, '-l', join(dir, 'log'), '-w', 'start'], user);
+    } catch (error) {
+      forget();
+      throw error;
+    }
     return {
-      url: `postgres://postgres@127.0.0.1:${port}/postgres`,
+      url: `postgres://postgres:${password}@127.0.0.1:${port}/postgres`,
       from: binDir,
       stop: async () => {
+        forget();
         try {
           run(binDir, 'pg_ctl', ['-D', data, '-m', 'fast', '-w', 'stop'], user);
+        } catch {
+          emergency();
         } finally {
           rmSync(dir, { recursive: true, force: true });
         }
       },
     };
   } catch (error) {
-    rmSync(dir, { recursive: true, force: true });
+    emergency();
     throw error;
   }
 }
@@ -117,17 +177,29 @@ export function findRedisServer(): string | undefined {
 }
 
 /** Whether a Redis answers PING at `host:port` within `timeoutMs` (no client, no retries). */
-export async function redisAnswers(host: string, port: number, timeoutMs = 500): Promise<boolean> {
+export async function redisAnswers(
+  host: string,
+  port: number,
+  timeoutMs = 500,
+  password?: string,
+): Promise<boolean> {
   return new Promise((resolve) => {
     const socket = new Socket();
+    let answer = '';
     const done = (ok: boolean) => {
       socket.destroy();
       resolve(ok);
     };
     socket.setTimeout(timeoutMs, () => done(false));
     socket.once('error', () => done(false));
-    socket.connect(port, host, () => socket.write('PING\r\n'));
-    socket.once('data', (d) => done(d.toString().startsWith('+PONG')));
+    socket.connect(port, host, () =>
+      socket.write(`${password === undefined ? '' : `AUTH ${password}\r\n`}PING\r\n`),
+    );
+    socket.on('data', (d) => {
+      answer += d.toString();
+      if (answer.includes('+PONG')) done(true);
+      else if (answer.includes('-')) done(false);
+    });
   });
 }
 
@@ -154,8 +226,18 @@ export async function startLocalRedis(binary: string): Promise<LocalStarted> {
     '--appendonly',
     'no',
   ];
-  const child = spawn(binary, [...args, '--maxmemory-policy', 'noeviction'], { stdio: 'ignore' });
+  const password = randomBytes(18).toString('hex');
+  // Detached: a Ctrl-C at the terminal is the demo's to handle, and it stops this server last.
+  const child = spawn(binary, [...args, '--maxmemory-policy', 'noeviction', '--requirepass', password], {
+    stdio: 'ignore',
+    detached: true,
+  });
+  const forget = stopOnExit(() => {
+    child.kill('SIGKILL');
+    rmSync(dir, { recursive: true, force: true });
+  });
   const stop = async () => {
+    forget();
     try {
       await stopChild(child);
     } finally {
@@ -169,7 +251,7 @@ export async function startLocalRedis(binary: string): Promise<LocalStarted> {
   failed.catch(() => {});
   try {
     const deadline = Date.now() + 10_000;
-    while (!(await Promise.race([redisAnswers('127.0.0.1', port), failed]))) {
+    while (!(await Promise.race([redisAnswers('127.0.0.1', port, 500, password), failed]))) {
       if (Date.now() > deadline) throw new Error('redis-server did not answer within 10 s');
       await new Promise((r) => setTimeout(r, 50));
     }
@@ -177,5 +259,5 @@ export async function startLocalRedis(binary: string): Promise<LocalStarted> {
     await stop();
     throw error;
   }
-  return { url: `redis://127.0.0.1:${port}`, from: binary, stop };
+  return { url: `redis://:${password}@127.0.0.1:${port}`, from: binary, stop };
 }

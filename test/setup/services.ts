@@ -33,8 +33,13 @@ async function postgresAnswers(url: string): Promise<boolean> {
 }
 
 async function redisUrlAnswers(url: string): Promise<boolean> {
-  const { hostname, port } = new URL(url);
-  return redisAnswers(hostname, Number(port || 6379), 2000);
+  const { hostname, port, password } = new URL(url);
+  return redisAnswers(
+    hostname,
+    Number(port || 6379),
+    2000,
+    password ? decodeURIComponent(password) : undefined,
+  );
 }
 
 const HOW_TO =
