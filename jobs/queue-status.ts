@@ -1,0 +1,83 @@
+import { heldCount, readBulkPause } from './bulk-breaker.js';
+import { type HoldCause, readHoldCause } from './hold.js';
+import { type createSyncQueue, readPauseReason } from './queue.js';
+import type { RedisClient } from './redis.js';
+import { createRefreshQueue, SCHEDULER_ID } from './refresh-queue.js';
+
+// What the sync queue is doing, read from Redis: counts, pause and its reason, a hold and whose it
+// is, the bulk lane, the nightly scheduler. `status` prints it; the overview shows it.
+
+export interface QueueStatus {
+  prefix: string;
+  counts: Record<string, number>;
+  paused: boolean;
+  pausedBecause?: string;
+  pausedBy?: string;
+  pausedAt?: string;
+  /** Seconds the oldest waiting job has waited, or null when none waits. */
+  oldestWaitingSeconds: number | null;
+  /** Milliseconds left of the queue-wide hold, 0 when none. */
+  rateLimitedForMs: number;
+  /**
+   * What holds the queue: the API's 429 (`api_429`), Postgres away (`database`), or our own
+   * `SYNC_RATE_LIMIT_PER_SEC` pacing it (`own_limit`); null when nothing does.
+   */
+  rateLimitedBy: HoldCause | 'own_limit' | null;
+  /** When the nightly scheduler fires next (ISO), or null when no worker registered it yet. */
+  nextNightlyRefresh: string | null;
+  nightlyPattern: string | null;
+  /** The bulk lane: paused by the mass-removal breaker (jobs/bulk-breaker.ts), why, and the jobs it holds. */
+  bulkLane: { paused: boolean; reason?: string; at?: string; held: number };
+}
+
+/** Above any limiter's count of jobs in a second: only a hold reaches it. */
+const HOLD_COUNT = 1_000_000_000;
+
+/** The queue's state, from connections the caller owns (`status`, and the admin server's overview). */
+export async function queueStatusOf(
+  queue: ReturnType<typeof createSyncQueue>,
+  redis: RedisClient,
+  prefix: string,
+  /** `SYNC_RATE_LIMIT_PER_SEC` as this process has it (0: none). */
+  ownRateLimitPerSec = 0,
+): Promise<QueueStatus> {
+  const counts = await queue.getJobCounts(
+    'waiting',
+    'active',
+    'delayed',
+    'prioritized',
+    'waiting-children',
+    'completed',
+    'failed',
+  );
+  const paused = await queue.isPaused();
+  const reason = paused ? await readPauseReason(queue, redis) : undefined;
+  const [oldest] = await queue.getJobs(['wait', 'prioritized'], 0, 0, true);
+  // A hold (queue.rateLimit) fills the limiter's counter to the brim, so it is told apart from
+  // the limiter's own count of jobs in its window; that count holds the queue only once it
+  // reaches SYNC_RATE_LIMIT_PER_SEC, not after any job (BullMQ's default of 1 would say so).
+  const holdTtl = await queue.getRateLimitTtl(HOLD_COUNT);
+  const ownTtl = holdTtl > 0 || ownRateLimitPerSec <= 0 ? 0 : await queue.getRateLimitTtl(ownRateLimitPerSec);
+  const ttl = Math.max(holdTtl, ownTtl);
+  const cause =
+    holdTtl > 0 ? ((await readHoldCause(redis, prefix)) ?? 'api_429') : ownTtl > 0 ? 'own_limit' : null;
+  const [bulkPause, held] = await Promise.all([readBulkPause(redis, prefix), heldCount(redis, prefix)]);
+  const refreshQueue = createRefreshQueue(redis, prefix);
+  const scheduler = await refreshQueue.getJobScheduler(SCHEDULER_ID).finally(() => refreshQueue.close());
+  return {
+    nextNightlyRefresh: scheduler?.next ? new Date(scheduler.next).toISOString() : null,
+    nightlyPattern: scheduler?.pattern
+      ? `${scheduler.pattern}${scheduler.tz ? ` (${scheduler.tz})` : ''}`
+      : null,
+    prefix,
+    counts,
+    paused,
+    ...(reason ? { pausedBecause: reason.reason, pausedBy: reason.by, pausedAt: reason.at } : {}),
+    oldestWaitingSeconds: oldest ? Math.max(0, Math.round((Date.now() - oldest.timestamp) / 1000)) : null,
+    rateLimitedForMs: Math.max(0, ttl),
+    rateLimitedBy: cause,
+    bulkLane: bulkPause
+      ? { paused: true, reason: bulkPause.reason, at: bulkPause.at, held }
+      : { paused: false, held },
+  };
+}
