@@ -1,6 +1,7 @@
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import { rootCause } from '../db/errors.js';
 import type { Target } from './api/client.js';
+import { intArg, parsedBy } from './commands/args.js';
 import type { Io } from './commands/common.js';
 import type { MockApiCliOptions } from './commands/mock-api.js';
 import { registerTokenCommands } from './commands/register-tokens.js';
@@ -8,29 +9,9 @@ import { loadConfig } from './config/index.js';
 import { CliError, ConfigError } from './errors.js';
 import { parseChanges } from './mock-api/changes.js';
 import { parseFaults } from './mock-api/server.js';
-import { parseEmail, parseSubscriberId, TargetError } from './targets.js';
+import { parseEmail, parseSubscriberId } from './targets.js';
 import { durationMs } from './time.js';
 import { packageVersion } from './version.js';
-
-const intArg =
-  (name: string, min: number, max: number) =>
-  (value: string): number => {
-    if (!/^\d+$/.test(value) || Number(value) < min || Number(value) > max) {
-      throw new InvalidArgumentError(`${name} must be a whole number from ${min} to ${max}`);
-    }
-    return Number(value);
-  };
-
-const targetArg =
-  <T>(parse: (raw: string) => T) =>
-  (value: string): T => {
-    try {
-      return parse(value);
-    } catch (error) {
-      if (error instanceof TargetError) throw new InvalidArgumentError(error.message);
-      throw error;
-    }
-  };
 
 /** The `cards-sync` program. Each action sets `exitCode`; nothing runs at import time. */
 export function buildProgram(io: Io, state: { exitCode: number }): Command {
@@ -67,9 +48,9 @@ export function buildProgram(io: Io, state: { exitCode: number }): Command {
     .command('sync')
     .description('sync one subscriber now, in-process, and print the outcome')
     .addOption(
-      new Option('--id <id>', 'subscriber id').argParser(targetArg(parseSubscriberId)).conflicts('email'),
+      new Option('--id <id>', 'subscriber id').argParser(parsedBy(parseSubscriberId)).conflicts('email'),
     )
-    .addOption(new Option('--email <email>', 'subscriber e-mail').argParser(targetArg(parseEmail)))
+    .addOption(new Option('--email <email>', 'subscriber e-mail').argParser(parsedBy(parseEmail)))
     .option('--json', 'print the outcome as one JSON line')
     .option('--dry-run', 'fetch, validate and print what would change; write nothing')
     .action(async (opts: { id?: number; email?: string; json?: boolean; dryRun?: boolean }) => {
@@ -171,7 +152,7 @@ export function buildProgram(io: Io, state: { exitCode: number }): Command {
 
   const collect =
     <T>(parse: (raw: string) => T) =>
-    (value: string, previous: T[] = []): T[] => [...previous, targetArg(parse)(value)];
+    (value: string, previous: T[] = []): T[] => [...previous, parsedBy(parse)(value)];
   program
     .command('enqueue')
     .description('put sync jobs on the queue')
@@ -262,17 +243,6 @@ export function buildProgram(io: Io, state: { exitCode: number }): Command {
     command.showHelpAfterError(`(run cards-sync ${command.name()} --help for usage)`);
   }
   return program;
-}
-
-/** A commander parser from a function that throws a one-line message on bad input. */
-function parsedBy<T>(parse: (raw: string) => T): (raw: string) => T {
-  return (raw) => {
-    try {
-      return parse(raw);
-    } catch (error) {
-      throw new InvalidArgumentError((error as Error).message);
-    }
-  };
 }
 
 /** Runs the CLI; returns the exit code (0 success, 1 runtime failure, 2 usage or configuration). */
