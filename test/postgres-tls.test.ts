@@ -1,10 +1,10 @@
 import { spawnSync } from 'node:child_process';
 import { chmodSync, chownSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { freePort } from '../src/demo/local-servers.js';
 import { makeCa, makeServerCert } from './certificates.js';
 import { API_KEY, CARD_TOKEN_KEYS, useScriptedApi } from './fixtures.js';
 import { runCli } from './queue-helpers.js';
@@ -29,17 +29,6 @@ function pgBin(name: string, args: string[]) {
   const argv = asRoot ? ['-u', 'postgres', '--', `${BIN}/${name}`, ...args] : args;
   const r = spawnSync(cmd, argv, { encoding: 'utf8' });
   if (r.status !== 0) throw new Error(`${name} failed: ${r.stderr || r.stdout}`);
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const p = (s.address() as { port: number }).port;
-      s.close(() => resolve(p));
-    });
-  });
 }
 
 const url = (ca: string, mode = 'verify-full', host = 'localhost') =>

@@ -1,12 +1,12 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { expect, it } from 'vitest';
+import { freePort } from '../../src/demo/local-servers.js';
 import { useCleanups, useTestDatabase } from '../helpers.js';
 import { waitFor } from '../queue-helpers.js';
 import { startScenario } from './scenario.js';
@@ -17,15 +17,6 @@ import { startScenario } from './scenario.js';
 const database = useTestDatabase();
 const cleanups = useCleanups();
 const SUBSCRIBERS = Number(process.env.FAULTS_SUBSCRIBERS ?? 20_000) / 4;
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const { port } = server.address() as { port: number };
-  server.close();
-  return port;
-}
 
 function startRedis(port: number, dir: string): ChildProcess {
   return spawn(
