@@ -44,7 +44,11 @@ export const subscriberFreshness = pgView('subscriber_freshness').as((qb) =>
     .from(subscribers),
 );
 
-/** Every column of `subscribers` but `email`: what analysts read (they have no right on e-mails). */
+/**
+ * Every column of `subscribers` but `email` (analysts have no right on e-mails) and `cards_digest`
+ * (the sync's own shortcut, keyed under the sealing key): what analysts read. New columns go at the
+ * end, so a migration can `CREATE OR REPLACE` the view and keep its grants.
+ */
 export const subscribersReport = pgView('subscribers_report').as((qb) =>
   qb
     .select({
@@ -57,6 +61,10 @@ export const subscribersReport = pgView('subscribers_report').as((qb) =>
       activeCards: subscribers.activeCards,
       consecutiveNotFound: subscribers.consecutiveNotFound,
       goneAt: subscribers.goneAt,
+      // The freshness model (migration 0024): the estimated rate, the plan, and what it is estimated from.
+      changeRatePerDay: subscribers.changeRatePerDay,
+      nextRefreshAt: subscribers.nextRefreshAt,
+      changeObservations: subscribers.changeObservations,
     })
     .from(subscribers),
 );

@@ -1,10 +1,12 @@
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { afterAll, describe, expect, inject, it } from 'vitest';
+import { migrationsFolder, runMigrations } from '../db/migrate.js';
 import { archiveLog } from './log-archive.js';
 
 // `cards-sync migrate` as ops run it: a child process against a database that may not exist yet.
@@ -206,6 +208,11 @@ const DESIGN_COLUMNS: Record<string, string[]> = {
     'active_cards',
     'consecutive_not_found',
     'gone_at',
+    // The freshness model's columns (migration 0024), as in subscribers: every column but email
+    // and cards_digest.
+    'change_rate_per_day',
+    'next_refresh_at',
+    'change_observations',
   ],
   sync_runs_report: [
     'id',
@@ -427,5 +434,65 @@ describe('migrate edge cases', () => {
     expect(plain[0]).toMatch(/Postgres/);
     expect(plain[0]).toMatch(/DATABASE_URL/);
     expect(run.stderr).not.toContain('not-shown-pass');
+  });
+});
+
+/** The release's migrations before `tag`, in a folder of their own (removed after the file). */
+function releaseBefore(tag: string): string {
+  const dir = mkdtempSync(join(tmpdir(), 'cards-sync-migrations-'));
+  folders.push(dir);
+  cpSync(migrationsFolder(), dir, { recursive: true });
+  const journalPath = join(dir, 'meta', '_journal.json');
+  const journal = JSON.parse(readFileSync(journalPath, 'utf8')) as { entries: { tag: string }[] };
+  const at = journal.entries.findIndex((e) => e.tag === tag);
+  expect(at, tag).toBeGreaterThan(0);
+  journal.entries = journal.entries.slice(0, at);
+  writeFileSync(journalPath, JSON.stringify(journal));
+  return dir;
+}
+const folders: string[] = [];
+afterAll(() => {
+  for (const dir of folders) rmSync(dir, { recursive: true, force: true });
+});
+
+describe('from the previous migration (0023) to 0024', () => {
+  it("subscribers_report gains the freshness columns, with the rows' values, and the reporting role keeps its grant", async () => {
+    const name = freshName();
+    const url = withDatabase(inject('templateUrl'), name);
+    await runMigrations(url, { folder: releaseBefore('0024_subscribers_report_freshness') });
+    const analyst = `analyst_${randomBytes(4).toString('hex')}`;
+    await withClient(url, async (client) => {
+      await client.query(
+        `insert into subscribers (subscriber_id, last_success_at, change_rate_per_day, next_refresh_at, change_observations)
+         values (7, now(), 0.25, '2026-12-01T00:00:00Z', '{1.5,-2}')`,
+      );
+      await client.query(readFileSync(new URL('../db/reporting-role.sql', import.meta.url), 'utf8'));
+      await client.query(`create role ${analyst} login in role cards_sync_reporting`);
+    });
+    try {
+      const run = await migrate(url);
+      expect(run.code, run.stderr).toBe(0);
+      expect(run.stdout).toMatch(/applied 1 migration/);
+      // As the reporting role, without db/reporting-role.sql run again.
+      const asAnalyst = new URL(url);
+      asAnalyst.username = analyst;
+      asAnalyst.password = 'any';
+      const rows = await withClient(asAnalyst.toString(), async (client) => {
+        const { rows } = await client.query(
+          'select subscriber_id, change_rate_per_day, next_refresh_at, change_observations from subscribers_report',
+        );
+        return rows;
+      });
+      expect(rows).toEqual([
+        {
+          subscriber_id: '7',
+          change_rate_per_day: 0.25,
+          next_refresh_at: new Date('2026-12-01T00:00:00Z'),
+          change_observations: [1.5, -2],
+        },
+      ]);
+    } finally {
+      await withClient(url, (client) => client.query(`drop owned by ${analyst}; drop role ${analyst}`));
+    }
   });
 });
