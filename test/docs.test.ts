@@ -1,13 +1,32 @@
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
+import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { buildProgram } from '../src/cli.js';
 import { CONFIG_VARIABLES } from '../src/config/index.js';
+import { createMetrics } from '../src/metrics.js';
+import {
+  documentedMetrics,
+  metricNamesInSources,
+  undocumentedColumns,
+  undocumentedMetrics,
+} from './doc-contract.js';
+import { useTestDatabase } from './helpers.js';
 
 // The documentation keeps up with the code (issue 29): every variable the configuration reads,
 // every command and every alert is documented, each alert's runbook_url leads to its section, and
-// every link between the documents resolves.
+// every link between the documents resolves. Issue 35: every column of every table and view of a
+// migrated database is named in its entry of the analytics guide, and every metric the code
+// registers in the operations guide's metrics table (test/doc-contract.ts reads both).
 
 const root = resolve(new URL('..', import.meta.url).pathname);
 const documents = [
@@ -26,6 +45,29 @@ const slug = (heading: string) =>
     .toLowerCase()
     .replace(/[^\p{L}\p{N}\s_-]/gu, '')
     .replace(/\s/g, '-');
+const database = useTestDatabase();
+
+/** The columns of every table and view of a migrated database, in order (partitions apart). */
+async function columnsOfRelations(): Promise<Record<string, string[]>> {
+  const { rows } = await database.handle.pool.query<{ table_name: string; column_name: string }>(
+    `select table_name, column_name from information_schema.columns
+     where table_schema = 'public'
+       and table_name not in (select relname from pg_class where relispartition)
+     order by table_name, ordinal_position`,
+  );
+  const columns: Record<string, string[]> = {};
+  for (const r of rows) columns[r.table_name] = [...(columns[r.table_name] ?? []), r.column_name];
+  return columns;
+}
+
+/** Every metric name the code registers: createMetrics's registry, and any other in the sources. */
+function registeredMetrics(): string[] {
+  const names = createMetrics()
+    .registry.getMetricsAsArray()
+    .map((m) => m.name);
+  return [...names, ...metricNamesInSources(root)];
+}
+
 const anchorsOf = (file: string) =>
   new Set(
     text(file)
@@ -108,5 +150,105 @@ describe('the documentation', () => {
       }
     }
     expect(broken).toEqual([]);
+  });
+
+  it('names every column of every table and view, as a migrated database has them, in docs/analytics.md', async () => {
+    const columns = await columnsOfRelations();
+    const views = await database.handle.pool.query<{ table_name: string }>(
+      `select table_name from information_schema.views where table_schema = 'public'`,
+    );
+    // The reporting views are all there to check.
+    expect(views.rows.map((r) => r.table_name)).toEqual(
+      expect.arrayContaining([
+        'saved_cards_active',
+        'subscriber_freshness',
+        'subscribers_report',
+        'sync_runs_report',
+      ]),
+    );
+    expect(undocumentedColumns(text('docs/analytics.md'), columns)).toEqual({});
+  });
+
+  it("names every metric the code registers in docs/operations.md's metrics table", () => {
+    const registered = registeredMetrics();
+    expect(registered).toContain('cards_sync_fleet_processes');
+    expect(undocumentedMetrics(registered, documentedMetrics(text('docs/operations.md')))).toEqual([]);
+  });
+});
+
+describe('the checks of columns and metrics against the docs', () => {
+  const analytics = text('docs/analytics.md');
+  const report = [
+    'subscriber_id',
+    'last_synced_at',
+    'last_success_at',
+    'last_status',
+    'last_error',
+    'consecutive_failures',
+    'active_cards',
+    'consecutive_not_found',
+    'gone_at',
+    'change_rate_per_day',
+    'next_refresh_at',
+    'change_observations',
+  ];
+
+  it("find a column missing from a view's entry, and a view without an entry", () => {
+    expect(undocumentedColumns(analytics, { subscribers_report: report })).toEqual({});
+    // Planted: the entry loses a column (as the guide once said "every column but email" and
+    // listed none); a view the guide does not know at all misses every column.
+    const entry = /^- `subscribers_report` —[\s\S]*?(?=\n- |\n\n)/m.exec(analytics)![0];
+    const planted = analytics.replace(
+      entry,
+      entry.replace('`change_observations`', 'what it is estimated from'),
+    );
+    expect(undocumentedColumns(planted, { subscribers_report: report })).toEqual({
+      subscribers_report: ['change_observations'],
+    });
+    expect(undocumentedColumns(analytics, { planted_view: ['a', 'b'] })).toEqual({
+      planted_view: ['a', 'b'],
+    });
+    // A column named in another entry, or in prose, does not count for this one.
+    expect(undocumentedColumns(analytics, { subscriber_freshness: ['change_rate_per_day'] })).toEqual({
+      subscriber_freshness: ['change_rate_per_day'],
+    });
+  });
+
+  it('find a metric missing from the table, and rows cut off the table by a blank line', () => {
+    const operations = text('docs/operations.md');
+    const documented = documentedMetrics(operations);
+    expect(
+      undocumentedMetrics(
+        ['cards_sync_fleet_processes', 'cards_sync_nodejs_heap_size_total_bytes'],
+        documented,
+      ),
+    ).toEqual([]);
+    const planted = operations.replace(/^\| `cards_sync_fleet_processes` \|.*\n/m, '');
+    expect(undocumentedMetrics(['cards_sync_fleet_processes'], documentedMetrics(planted))).toEqual([
+      'cards_sync_fleet_processes',
+    ]);
+    // The table as it was before issue 35: a blank line ended it, and the rows after it were not in it.
+    const split = operations.replace(/^(\| `cards_sync_refresh_overrun` \|.*\n)/m, '$1\n');
+    expect(
+      undocumentedMetrics(['cards_sync_workers', 'cards_sync_refresh_overrun'], documentedMetrics(split)),
+    ).toEqual(['cards_sync_workers']);
+  });
+
+  it('count a metric registered outside createMetrics, in any file of src/, jobs/ or db/', () => {
+    const planted = mkdtempSync(join(tmpdir(), 'cards-sync-docs-'));
+    try {
+      for (const dir of ['src/sub', 'jobs', 'db']) mkdirSync(join(planted, dir), { recursive: true });
+      writeFileSync(
+        join(planted, 'src/sub/elsewhere.ts'),
+        "export const g = new Gauge({ name: 'cards_sync_planted_total', help: 'x' });",
+      );
+      const names = metricNamesInSources(planted);
+      expect(names).toEqual(['cards_sync_planted_total']);
+      expect(undocumentedMetrics(names, documentedMetrics(text('docs/operations.md')))).toEqual([
+        'cards_sync_planted_total',
+      ]);
+    } finally {
+      rmSync(planted, { recursive: true, force: true });
+    }
   });
 });
