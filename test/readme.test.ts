@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -36,6 +36,16 @@ describe("the README's commands", () => {
     const runs = shellLines.flatMap((l) => [...l.matchAll(/npm run ([\w:-]+)/g)].map((m) => m[1]!));
     expect(runs.length).toBeGreaterThan(5);
     for (const name of runs) expect(scripts, name).toContain(name);
+  });
+
+  it('run one test file as it can run: an existing file, after the build its CLI tests need', () => {
+    const single = shellLines.filter((l) => l.includes('npx vitest run '));
+    expect(single.length).toBeGreaterThan(0);
+    for (const line of single) {
+      expect(line, line).toMatch(/^npm run build && npx vitest run test\/[\w.-]+\.test\.ts$/);
+      const file = line.split(' ').at(-1)!;
+      expect(existsSync(new URL(`../${file}`, import.meta.url)), file).toBe(true);
+    }
   });
 
   it('name cards-sync commands and flags that exist', () => {
