@@ -3,6 +3,7 @@ import { rootCause } from '../db/errors.js';
 import type { Target } from './api/client.js';
 import { intArg, parsedBy } from './commands/args.js';
 import type { Io } from './commands/common.js';
+import { parseColumn } from './commands/enqueue-lines.js';
 import type { MockApiCliOptions } from './commands/mock-api.js';
 import { registerTokenCommands } from './commands/register-tokens.js';
 import { loadConfig } from './config/index.js';
@@ -160,20 +161,28 @@ export function buildProgram(io: Io, state: { exitCode: number }): Command {
     .option('--email <email...>', 'subscriber e-mails (repeatable)', collect(parseEmail))
     .option('--file <path>', 'one id or e-mail per line; - reads standard input')
     .option('--strict', 'refuse the whole file, enqueueing nothing, if one line is bad')
-    .action(async (opts: { id?: number[]; email?: string[]; file?: string; strict?: boolean }) => {
-      const { cmdEnqueue } = await import('./commands/enqueue.js');
-      state.exitCode = await cmdEnqueue(
-        loadConfig(io.env),
-        io,
-        {
-          ids: opts.id ?? [],
-          emails: opts.email ?? [],
-          ...(opts.file !== undefined ? { file: opts.file } : {}),
-          strict: opts.strict ?? false,
-        },
-        { stdin: io.stdin ?? process.stdin, isTTY: io.isTTY ?? false },
-      );
-    });
+    .option(
+      '--column <n>',
+      'read column N (from 1) of each comma-separated line of --file, e.g. a CSV export',
+      parsedBy(parseColumn),
+    )
+    .action(
+      async (opts: { id?: number[]; email?: string[]; file?: string; strict?: boolean; column?: number }) => {
+        const { cmdEnqueue } = await import('./commands/enqueue.js');
+        state.exitCode = await cmdEnqueue(
+          loadConfig(io.env),
+          io,
+          {
+            ids: opts.id ?? [],
+            emails: opts.email ?? [],
+            ...(opts.file !== undefined ? { file: opts.file } : {}),
+            strict: opts.strict ?? false,
+            ...(opts.column !== undefined ? { column: opts.column } : {}),
+          },
+          { stdin: io.stdin ?? process.stdin, isTTY: io.isTTY ?? false },
+        );
+      },
+    );
 
   program
     .command('refresh')

@@ -111,6 +111,15 @@ describe('usage errors (exit 2, nothing enqueued)', () => {
     ['--email without @', ['--email', 'ada.example.com'], /name@domain/],
     ['--file without a path', ['--file'], /argument missing/],
     ['an unknown option', ['--nope'], /unknown option/],
+    ['--email holding a list', ['--email', 'a@example.com,b@example.com'], /must not contain a comma/],
+    ['--column 0', ['--column', '0', '--file', '-'], /--column takes the number of the column.*from 1/],
+    ['--column two', ['--column', 'two', '--file', '-'], /--column takes the number of the column/],
+    ['--column 1.5', ['--column', '1.5', '--file', '-'], /--column takes the number of the column/],
+    [
+      '--column without --file',
+      ['--column', '2', '--id', '1'],
+      /--column N picks a column of the lines of --file/,
+    ],
   ])('%s', async (_what, args, message) => {
     const q = setup();
     const run = await runCli(['enqueue', ...(args as string[])], q.env);
@@ -290,6 +299,98 @@ describe('enqueue --strict', () => {
       { subscriberId: 3 },
       { email: 'd@example.com' },
     ]);
+  });
+});
+
+describe('CSV exports (issue 35)', () => {
+  const EXPORT =
+    'subscriber_id,email,plan\r\n1,subscriber-1@example.com,pro\r\n2,"subscriber-2@example.com",free\r\n3,subscriber-3@example.com,pro\r\n';
+
+  it('without --column each row is refused with its line number and the column to pick: nothing enqueued', async () => {
+    const q = setup();
+    const run = await runCli(['enqueue', '--file', await file('export.csv', EXPORT)], q.env);
+    expect(run.code).toBe(1);
+    expect(summary(run)).toEqual({ enqueued: 0, alreadyQueued: 0, rejected: 4 });
+    const row =
+      'has commas: a CSV row (3 columns), not one id or e-mail; column 1 holds a subscriber id: use --column 1 (or cut -d, -f1)';
+    expect(rejects(run)).toEqual([
+      {
+        line: 1,
+        reason:
+          'a CSV header (3 columns), not an id or an e-mail: name the column with --column N (or cut -d, -fN); its header is then skipped',
+      },
+      { line: 2, reason: row },
+      { line: 3, reason: row },
+      { line: 4, reason: row },
+    ]);
+    // A row of e-mails only: the reason points at the e-mail's column.
+    const list = await runCli(['enqueue', '--file', '-'], q.env, 'Ada,ada@example.com\n');
+    expect(rejects(list)).toEqual([
+      {
+        line: 1,
+        reason:
+          'has commas: a CSV row (2 columns), not one id or e-mail; column 2 holds an e-mail: use --column 2 (or cut -d, -f2)',
+      },
+    ]);
+    expect(await q.total()).toBe(0);
+  });
+
+  it('--column N reads that field of each row (quoted fields too) and skips the header', async () => {
+    const q = setup();
+    const path = await file('export-2.csv', EXPORT);
+    const emails = await runCli(['enqueue', '--file', path, '--column', '2'], q.env);
+    expect([emails.code, emails.stdout.trim()]).toEqual([0, 'enqueued 3, already queued 0, rejected 0']);
+    expect(emails.stderr).toContain('line 1 names a column (a header), not an id or an e-mail: skipped');
+    const ids = await runCli(['enqueue', '--file', '-', '--column', '1'], q.env, EXPORT);
+    expect([ids.code, ids.stdout.trim()]).toEqual([0, 'enqueued 3, already queued 0, rejected 0']);
+    expect(await q.targets()).toEqual([
+      { email: 'subscriber-1@example.com' },
+      { email: 'subscriber-2@example.com' },
+      { email: 'subscriber-3@example.com' },
+      { subscriberId: 1 },
+      { subscriberId: 2 },
+      { subscriberId: 3 },
+    ]);
+  });
+
+  it('--column: a comma inside quotes stays in its field; short rows, empty fields and open quotes are refused', async () => {
+    const q = setup();
+    const content = [
+      /* 1 */ 'id,name,email',
+      /* 2 */ '5,"Yılmaz, Ayşe",ayse@example.com',
+      /* 3 */ '6,"Ada ""the Countess"" Lovelace",ada@example.com',
+      /* 4 */ '7,Short',
+      /* 5 */ '8,Empty,',
+      /* 6 */ '9,"Open, quote,nine@example.com',
+      /* 7 */ '10,Two,"a@example.com,b@example.com"',
+    ].join('\n');
+    const run = await runCli(['enqueue', '--file', '-', '--column', '3'], q.env, content);
+    expect(run.code).toBe(1);
+    expect(summary(run)).toEqual({ enqueued: 2, alreadyQueued: 0, rejected: 4 });
+    expect(rejects(run)).toEqual([
+      { line: 4, reason: 'has 2 columns, no 3rd (--column 3)' },
+      { line: 5, reason: 'column 3 is empty' },
+      { line: 6, reason: 'a quoted field ("…) does not close on this line' },
+      { line: 7, reason: expect.stringMatching(/must not contain a comma/) },
+    ]);
+    expect(await q.targets()).toEqual([{ email: 'ayse@example.com' }, { email: 'ada@example.com' }]);
+  });
+
+  it('--strict --column: the header is skipped, not refused; one bad row refuses the whole file', async () => {
+    const q = setup();
+    const clean = await runCli(['enqueue', '--strict', '--file', '-', '--column', '2'], q.env, EXPORT);
+    expect([clean.code, clean.stdout.trim()]).toEqual([0, 'enqueued 3, already queued 0, rejected 0']);
+    const header = await runCli(['enqueue', '--strict', '--file', '-'], q.env, 'subscriber_id\n4\n');
+    expect([header.code, header.stdout.trim()]).toEqual([0, 'enqueued 1, already queued 0, rejected 0']);
+    const bad = await runCli(
+      ['enqueue', '--strict', '--file', '-', '--column', '2'],
+      q.env,
+      `${EXPORT}4,subscriber-4@example.com;x@example.com,pro\n`,
+    );
+    expect(bad.code).toBe(1);
+    expect(bad.stdout.trim()).toBe('enqueued 0, already queued 0, rejected 1 (--strict: nothing enqueued)');
+    expect(rejects(bad)).toEqual([{ line: 5, reason: expect.stringMatching(/semicolon/) }]);
+    expect(await q.total()).toBe(4);
   });
 });
 

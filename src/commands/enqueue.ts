@@ -10,10 +10,10 @@ import { createRedis } from '../../jobs/redis.js';
 import type { Target } from '../api/client.js';
 import type { Config } from '../config/index.js';
 import { CliError } from '../errors.js';
-import { type Line, readLines } from '../lines.js';
-import { parseTarget, TargetError } from '../targets.js';
+import { readLines } from '../lines.js';
 import { auditCli } from './audit.js';
 import { ensureRedis, type Io } from './common.js';
+import { judgeLine } from './enqueue-lines.js';
 
 /** Jobs per `addBulk`: one Redis round trip each, a bounded amount of memory. */
 export const ENQUEUE_CHUNK = 1000;
@@ -27,6 +27,8 @@ export interface EnqueueOptions {
   file?: string;
   /** Refuse the whole file, enqueueing nothing, when one line is bad. */
   strict: boolean;
+  /** Read this field (from 1) of each line as CSV, instead of the whole line. Default: the whole line. */
+  column?: number;
 }
 
 export interface EnqueueStreams {
@@ -48,40 +50,6 @@ interface Tally {
   rejected: number;
   /** `line`: the file's line number, or 0 for an argument (`argument` its place among them). */
   rejects: { line: number; argument?: number; reason: string }[];
-}
-
-function reasonFor(line: Line): string | Target {
-  if ('problem' in line) {
-    return line.problem === 'too_long'
-      ? `line is ${line.bytes} bytes long; an id or e-mail fits in 254`
-      : 'not valid UTF-8 text';
-  }
-  try {
-    return parseTarget(line.text);
-  } catch (error) {
-    if (error instanceof TargetError) return error.message;
-    throw error;
-  }
-}
-
-/**
- * Blank, or a `#` comment. `#` may also begin an e-mail (RFC 5321 allows it in the local part): a
- * line that is one word holding an `@` is an address, not a comment.
- */
-function isBlank(line: { text?: string }): boolean {
-  const t = line.text?.trim();
-  if (t === '') return true;
-  return t?.startsWith('#') === true && !/^[^\s@]*@\S*$/.test(t);
-}
-
-/**
- * An export's first line naming its column (`subscriber_id`, `email`, `"Customer Id"`): a word that
- * is neither an id nor an e-mail. Only line 1 is read so; anywhere else such a line is rejected.
- */
-function isHeader(line: Line): boolean {
-  if (!('text' in line)) return false;
-  const t = line.text.trim();
-  return /^"?[A-Za-z][A-Za-z0-9_ .-]{0,63}"?$/.test(t) && typeof reasonFor(line) === 'string';
 }
 
 async function openFile(path: string): Promise<{ stream: Readable; size?: number }> {
@@ -121,15 +89,17 @@ function auditDetail(tally: Tally, opts: EnqueueOptions): Record<string, unknown
 }
 
 /** Strict mode: checks every line first; returns the rejects (none = go ahead). */
-async function validateAll(stream: Readable): Promise<Tally['rejects'] & { total?: number }> {
+async function validateAll(
+  stream: Readable,
+  column: number | undefined,
+): Promise<Tally['rejects'] & { total?: number }> {
   const rejects: Tally['rejects'] & { total?: number } = [];
   let total = 0;
   for await (const line of readLines(stream)) {
-    if ('text' in line && isBlank(line)) continue;
-    const r = reasonFor(line);
-    if (typeof r === 'string') {
+    const verdict = judgeLine(line, column);
+    if ('reason' in verdict) {
       total++;
-      if (rejects.length < REJECTS_LISTED) rejects.push({ line: line.number, reason: r });
+      if (rejects.length < REJECTS_LISTED) rejects.push({ line: line.number, reason: verdict.reason });
     }
   }
   rejects.total = total;
@@ -145,6 +115,12 @@ export async function cmdEnqueue(
   if (opts.ids.length === 0 && opts.emails.length === 0 && opts.file === undefined) {
     throw new CliError('enqueue needs --id N, --email E or --file PATH (- for standard input)', 2);
   }
+  if (opts.column !== undefined && opts.file === undefined) {
+    throw new CliError(
+      '--column N picks a column of the lines of --file: give --file PATH (- for standard input)',
+      2,
+    );
+  }
   let spoolDir: string | undefined;
   let source: { stream: Readable; size?: number } | undefined;
   if (opts.file !== undefined) {
@@ -155,7 +131,7 @@ export async function cmdEnqueue(
     }
     const path = spoolDir ? join(spoolDir, 'stdin') : opts.file;
     if (opts.strict) {
-      const rejects = await validateAll((await openFile(path)).stream);
+      const rejects = await validateAll((await openFile(path)).stream, opts.column);
       if ((rejects.total ?? 0) > 0) {
         for (const r of rejects) io.err(`line ${r.line}: ${r.reason}`);
         if ((rejects.total ?? 0) > rejects.length)
@@ -230,23 +206,21 @@ export async function cmdEnqueue(
       for await (const line of readLines(source.stream)) {
         tally.lines++;
         bytes += line.bytes + 1;
-        if ('text' in line && isBlank(line)) {
-          tally.blank++;
-        } else if (line.number === 1 && isHeader(line)) {
-          tally.header = true;
+        const verdict = judgeLine(line, opts.column);
+        if ('skip' in verdict) {
+          if (verdict.skip === 'blank') tally.blank++;
+          else tally.header = true;
+        } else if ('reason' in verdict) {
+          tally.rejected++;
+          if (tally.rejects.length < REJECTS_LISTED)
+            tally.rejects.push({ line: line.number, reason: verdict.reason });
         } else {
-          const r = reasonFor(line);
-          if (typeof r === 'string') {
-            tally.rejected++;
-            if (tally.rejects.length < REJECTS_LISTED) tally.rejects.push({ line: line.number, reason: r });
-          } else {
-            chunk.push(r);
-            chunkLines.push(line.number);
-            if (chunk.length >= ENQUEUE_CHUNK) {
-              await add(chunk, 'bulk', chunkLines);
-              chunk = [];
-              chunkLines = [];
-            }
+          chunk.push(verdict.target);
+          chunkLines.push(line.number);
+          if (chunk.length >= ENQUEUE_CHUNK) {
+            await add(chunk, 'bulk', chunkLines);
+            chunk = [];
+            chunkLines = [];
           }
         }
         if (Date.now() - lastReport >= 1000) {
