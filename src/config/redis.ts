@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { ConfigError } from '../errors.js';
-import { blankToUndefined } from './schemas.js';
+import { blankToUndefined, type VariableSpec } from './schemas.js';
 
 /** A `host:port` of a Sentinel or a cluster seed node. */
 export interface HostPort {
@@ -83,7 +83,7 @@ export const redisVariables = {
     expect: 'a file path',
     echo: true,
   },
-} as const;
+} as const satisfies Record<string, VariableSpec>;
 
 function readCa(path: string): string {
   let pem: string;

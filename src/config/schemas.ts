@@ -31,3 +31,14 @@ export const isTimeZone = (tz: string) => {
     return false;
   }
 };
+
+/** One environment variable, as the tables of variables.ts, redis.ts and tokens.ts declare it. */
+export interface VariableSpec {
+  schema: z.ZodType;
+  /** What a good value looks like, for the line that refuses a bad one. */
+  expect: string;
+  /** Whether a refused value may be echoed back (never for secrets, or URLs that may hold a password). */
+  echo: boolean;
+  /** More about a refused value than `expect` says, appended to the line (only where `echo`). */
+  explain?: (raw: string) => string | undefined;
+}

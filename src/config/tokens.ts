@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { ConfigError } from '../errors.js';
 import { type CardTokens, cardTokens } from '../tokens/card-tokens.js';
 import { type KeyRing, KeyRingError, parseKeyRing } from '../tokens/keyring.js';
-import { blankToUndefined } from './schemas.js';
+import { blankToUndefined, type VariableSpec } from './schemas.js';
 
 // Card tokens at rest (DESIGN §2): CARD_TOKEN_KEYS / CARD_TOKEN_KEYS_FILE and CARD_TOKEN_ENCRYPTION.
 
@@ -37,7 +37,7 @@ export const tokenVariables = {
     expect: 'on or off',
     echo: true,
   },
-} as const;
+} as const satisfies Record<string, VariableSpec>;
 
 function readKeysFile(path: string): string {
   try {

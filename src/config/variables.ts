@@ -1,7 +1,7 @@
 import { z } from 'zod';
-import { durationMs } from '../time.js';
+import { DURATION_UNITS, durationHint, durationMs } from '../time.js';
 import { redisVariables } from './redis.js';
-import { blankToUndefined, isTimeZone, text, urlOf, whole } from './schemas.js';
+import { blankToUndefined, isTimeZone, text, urlOf, type VariableSpec, whole } from './schemas.js';
 import { tokenVariables } from './tokens.js';
 
 // The environment variables cards-sync reads, each with its schema: the table loadConfig
@@ -17,8 +17,9 @@ const RATIO = z.preprocess(
 );
 
 /**
- * Every variable of DESIGN §2: its schema, what a good value looks like (for the error line) and
- * whether its value may be echoed back (never for secrets or URLs that may carry a password).
+ * Every variable of DESIGN §2: its schema, what a good value looks like (for the error line),
+ * whether its value may be echoed back (never for secrets or URLs that may carry a password), and
+ * whether the fleet must share it (src/fleet/shared-settings.ts publishes and compares those).
  */
 export const variables = {
   DATABASE_URL: {
@@ -31,7 +32,11 @@ export const variables = {
     expect: 'a whole number of milliseconds from 1000 to 3600000',
     echo: true,
   },
-  REDIS_URL: { schema: urlOf('redis:', 'rediss:'), expect: 'a URL like redis://host:6379', echo: false },
+  REDIS_URL: {
+    schema: urlOf('redis:', 'rediss:'),
+    expect: 'a URL like redis://host:6379',
+    echo: false,
+  },
   ...redisVariables,
   ...tokenVariables,
   CARDS_API_BASE_URL: {
@@ -45,7 +50,11 @@ export const variables = {
     expect: 'printable ASCII without spaces (it is sent in the Authorization header)',
     echo: false,
   },
-  CARDS_API_KEY_FILE: { schema: text, expect: 'the path of a file holding the API key', echo: true },
+  CARDS_API_KEY_FILE: {
+    schema: text,
+    expect: 'the path of a file holding the API key',
+    echo: true,
+  },
   CARDS_API_PATH_STYLE: {
     schema: z.preprocess(blankToUndefined, z.enum(['standard', 'sandbox']).optional()),
     expect: 'standard or sandbox',
@@ -56,13 +65,21 @@ export const variables = {
     expect: 'a whole number of milliseconds from 1 to 600000',
     echo: true,
   },
-  SYNC_CONCURRENCY: { schema: whole(1, 1000), expect: 'a whole number of jobs from 1 to 1000', echo: true },
+  SYNC_CONCURRENCY: {
+    schema: whole(1, 1000),
+    expect: 'a whole number of jobs from 1 to 1000',
+    echo: true,
+  },
   SYNC_RATE_LIMIT_PER_SEC: {
     schema: whole(0, 100_000),
     expect: 'a whole number of requests per second from 0 (no limit) to 100000',
     echo: true,
   },
-  SYNC_ATTEMPTS: { schema: whole(1, 100), expect: 'a whole number of attempts from 1 to 100', echo: true },
+  SYNC_ATTEMPTS: {
+    schema: whole(1, 100),
+    expect: 'a whole number of attempts from 1 to 100',
+    echo: true,
+  },
   SYNC_GONE_AFTER_NOT_FOUND: {
     schema: whole(0, 1000),
     expect: 'a whole number of not_found answers from 0 (never) to 1000',
@@ -100,8 +117,9 @@ export const variables = {
   },
   REFRESH_MAX_AGE: {
     schema: text.refine((v) => v === undefined || (durationMs(v) ?? 0) >= 1000),
-    expect: 'a duration of at least 1s, such as 90s, 15m, 36h or 7d',
+    expect: `a duration of at least 1s in ${DURATION_UNITS}, such as 90s, 15m, 36h or 7d`,
     echo: true,
+    explain: (raw) => (/[SMHDW]$/.test(raw) ? durationHint(raw) : undefined),
   },
   REFRESH_AUDIT_SHARE: {
     schema: RATIO,
@@ -147,7 +165,7 @@ export const variables = {
     expect: 'one of fatal, error, warn, info, debug, trace, silent',
     echo: true,
   },
-} as const;
+} as const satisfies Record<string, VariableSpec>;
 
 export type Variables = typeof variables;
 
