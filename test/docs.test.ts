@@ -4,6 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { buildProgram } from '../src/cli.js';
 import { CONFIG_VARIABLES } from '../src/config/index.js';
+import { SHARED_VARIABLES } from '../src/fleet/shared-settings.js';
 
 // The documentation keeps up with the code (issue 29): every variable the configuration reads,
 // every command and every alert is documented, each alert's runbook_url leads to its section, and
@@ -38,6 +39,14 @@ describe('the documentation', () => {
   it('documents every variable the configuration reads', () => {
     const missing = (CONFIG_VARIABLES as string[]).filter((name) => !everything.includes(`\`${name}\``));
     expect(missing).toEqual([]);
+  });
+
+  it('lists exactly the shared settings the fleet compares (docs/configuration.md)', () => {
+    const line = text('docs/configuration.md')
+      .split('\n')
+      .find((l) => l.startsWith('Shared: '));
+    const listed = [...(line ?? '').matchAll(/`([A-Z_]+)`/g)].map((m) => m[1]);
+    expect(listed.sort()).toEqual([...SHARED_VARIABLES].sort());
   });
 
   it('documents every command', () => {

@@ -56,6 +56,7 @@ export const redisVariables = {
     schema: hostPorts,
     expect: 'a comma-separated list of host:port, such as sentinel-1:26379,sentinel-2:26379',
     echo: true,
+    fleet: 'shared',
   },
   REDIS_SENTINEL_NAME: {
     schema: z.preprocess(
@@ -67,21 +68,25 @@ export const redisVariables = {
     ),
     expect: 'the master name the Sentinels watch, such as mymaster (letters, digits, _ . -)',
     echo: true,
+    fleet: 'shared',
   },
   REDIS_SENTINEL_PASSWORD: {
     schema: z.preprocess(blankToUndefined, z.string().optional()),
     expect: 'a password',
     echo: false,
+    fleet: 'own',
   },
   REDIS_CLUSTER_NODES: {
     schema: hostPorts,
     expect: 'a comma-separated list of host:port, such as redis-1:6379,redis-2:6379',
     echo: true,
+    fleet: 'shared',
   },
   REDIS_TLS_CA_FILE: {
     schema: z.preprocess(blankToUndefined, z.string().optional()),
     expect: 'a file path',
     echo: true,
+    fleet: 'own',
   },
 } as const satisfies Record<string, VariableSpec>;
 

@@ -39,6 +39,12 @@ export interface VariableSpec {
   expect: string;
   /** Whether a refused value may be echoed back (never for secrets, or URLs that may hold a password). */
   echo: boolean;
+  /**
+   * `shared`: the fleet's behaviour depends on it, so every worker must hold the same value; it is
+   * published in the fleet registry and compared there (SETTINGS DIFFER, src/fleet/shared-settings.ts).
+   * `own`: each process may hold its own (how it reaches a service, how hard it works, its secrets).
+   */
+  fleet: 'shared' | 'own';
   /** More about a refused value than `expect` says, appended to the line (only where `echo`). */
   explain?: (raw: string) => string | undefined;
 }

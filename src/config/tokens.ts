@@ -23,11 +23,13 @@ export const tokenVariables = {
     schema: z.preprocess(blankToUndefined, z.string().optional()),
     expect: 'keyId:base64-of-32-bytes[,keyId:…]',
     echo: false,
+    fleet: 'own',
   },
   CARD_TOKEN_KEYS_FILE: {
     schema: z.preprocess(blankToUndefined, z.string().optional()),
     expect: 'a file path',
     echo: true,
+    fleet: 'own',
   },
   CARD_TOKEN_ENCRYPTION: {
     schema: z.preprocess(
@@ -36,6 +38,7 @@ export const tokenVariables = {
     ),
     expect: 'on or off',
     echo: true,
+    fleet: 'shared',
   },
 } as const satisfies Record<string, VariableSpec>;
 
