@@ -1,6 +1,8 @@
 import type pg from 'pg';
 import { type StoredPolicy, savePolicy } from '../db/ops/refresh-policy.js';
 import { planSample } from '../db/ops/refresh-schedule.js';
+import { liveFleet } from '../src/fleet/registry.js';
+import { strictestMaxAge } from '../src/fleet/shared-settings.js';
 import {
   fitMixture,
   groupRates,
@@ -10,6 +12,7 @@ import {
   solveThreshold,
 } from '../src/freshness/index.js';
 import type { Logger } from '../src/logger.js';
+import { formatDuration } from '../src/time.js';
 
 /** The refresh settings a plan is made for. */
 export interface RefreshPlanSettings {
@@ -24,7 +27,9 @@ export interface RefreshPlanSettings {
  * Makes the refresh's shared plan from a sample of subscribers (src/freshness): the population's
  * prior rate, and the threshold that spends the budget where the copy is most likely stale, with
  * every interval within the max age. Saves it in `refresh_policy`, where every worker reads it,
- * and says (once, as a warning) when the budget cannot keep the max age at all.
+ * and says (once, as a warning) when the budget cannot keep the max age at all: the smallest
+ * REFRESH_MAX_AGE among the live workers, since each reschedules the subscribers it syncs within
+ * its own (the fleet warns of the difference itself, SETTINGS DIFFER).
  */
 export async function replan(
   pool: pg.Pool,
@@ -45,7 +50,8 @@ export async function replan(
   const scheduledPerDay =
     refreshPerDay * (settings.mode === 'continuous' ? 1 - settings.auditShare : 1) * PLANNED_SHARE;
   const threshold = solveThreshold(groups, scheduledPerDay, { maxAgeDays, minIntervalDays: 0 });
-  const maxAgeNeedsPerSec = sample.total / (settings.maxAgeMs / 1000);
+  const strictest = strictestMaxAge(await liveFleet(pool).catch(() => []), settings.maxAgeMs);
+  const maxAgeNeedsPerSec = sample.total / (strictest.ms / 1000);
   const keepsMaxAge =
     settings.budgetPerSec === null ||
     maxAgeNeedsPerSec <=
@@ -63,16 +69,25 @@ export async function replan(
     maxAgeNeedsPerSec,
   };
   await savePolicy(pool, plan);
-  if (!keepsMaxAge) logger?.warn({ subscribers: sample.total }, maxAgeVerdict(plan)!);
+  if (!keepsMaxAge) {
+    const judged = { ...plan, maxAgeSeconds: strictest.ms / 1000 };
+    const whose =
+      strictest.heldBy === null
+        ? ''
+        : ` (REFRESH_MAX_AGE ${formatDuration(strictest.ms)} is live worker ${strictest.heldBy}'s, the smallest in the fleet)`;
+    logger?.warn(
+      { subscribers: sample.total, ...(strictest.heldBy ? { heldBy: strictest.heldBy } : {}) },
+      `${maxAgeVerdict(judged)!}${whose}`,
+    );
+  }
   return plan;
 }
 
 /** Null when the budget keeps REFRESH_MAX_AGE; otherwise what it would take, with the fixes. */
 export function maxAgeVerdict(p: Omit<StoredPolicy, 'computedAt'>): string | null {
   if (p.keepsMaxAge) return null;
-  const days = (p.maxAgeSeconds / 86_400).toFixed(p.maxAgeSeconds % 86_400 === 0 ? 0 : 2);
   return (
-    `the refresh budget cannot keep REFRESH_MAX_AGE: ${p.subscribers} subscribers once per ${days} d need ` +
+    `the refresh budget cannot keep REFRESH_MAX_AGE: ${p.subscribers} subscribers once per ${formatDuration(p.maxAgeSeconds * 1000)} need ` +
     `${p.maxAgeNeedsPerSec.toFixed(2)} syncs/s, the budget for the schedule is ` +
     `${((p.budgetPerSec ?? 0) * (p.mode === 'continuous' ? 1 - p.auditShare : 1)).toFixed(2)}/s. ` +
     'Raise REFRESH_BUDGET_PER_SEC (or SYNC_RATE_LIMIT_PER_SEC) if the API allows it, or lengthen REFRESH_MAX_AGE'

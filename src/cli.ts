@@ -11,7 +11,7 @@ import { CliError, ConfigError } from './errors.js';
 import { parseChanges } from './mock-api/changes.js';
 import { parseFaults } from './mock-api/server.js';
 import { parseEmail, parseSubscriberId } from './targets.js';
-import { durationMs } from './time.js';
+import { durationHint, durationMs } from './time.js';
 import { packageVersion } from './version.js';
 
 /** The `cards-sync` program. Each action sets `exitCode`; nothing runs at import time. */
@@ -22,6 +22,8 @@ export function buildProgram(io: Io, state: { exitCode: number }): Command {
     .showHelpAfterError('(run cards-sync --help for usage)')
     .configureOutput({ writeOut: (s) => io.out(s.trimEnd()), writeErr: (s) => io.err(s.trimEnd()) })
     .exitOverride();
+  // A command that does not run the refresh warns about a bad REFRESH_* setting and goes on.
+  const configWithoutRefresh = () => loadConfig(io.env, { refreshUnused: { warn: io.err } });
 
   program
     .command('migrate')
@@ -32,14 +34,16 @@ export function buildProgram(io: Io, state: { exitCode: number }): Command {
       (raw: string) => {
         const ms = durationMs(raw);
         if (ms === undefined)
-          throw new InvalidArgumentError(`--wait takes a duration like 90s or 10m, not "${raw}"`);
+          throw new InvalidArgumentError(
+            `--wait takes a duration like 90s or 10m, not "${raw}": ${durationHint(raw)}`,
+          );
         return ms;
       },
     )
     .option('--force', 'apply a breaking migration even while live processes do not know it (audited)')
     .action(async (opts: { wait?: number; force?: boolean }) => {
       const { cmdMigrate } = await import('./commands/sync.js');
-      state.exitCode = await cmdMigrate(loadConfig(io.env), io, {
+      state.exitCode = await cmdMigrate(configWithoutRefresh(), io, {
         waitMs: opts.wait ?? 0,
         force: !!opts.force,
       });
@@ -61,11 +65,11 @@ export function buildProgram(io: Io, state: { exitCode: number }): Command {
       const target: Target = opts.id !== undefined ? { subscriberId: opts.id } : { email: opts.email! };
       if (opts.dryRun) {
         const { cmdDryRun } = await import('./commands/dry-run.js');
-        state.exitCode = await cmdDryRun(loadConfig(io.env), io, target, { json: opts.json ?? false });
+        state.exitCode = await cmdDryRun(configWithoutRefresh(), io, target, { json: opts.json ?? false });
         return;
       }
       const { cmdSync } = await import('./commands/sync.js');
-      state.exitCode = await cmdSync(loadConfig(io.env), io, target, { json: opts.json ?? false });
+      state.exitCode = await cmdSync(configWithoutRefresh(), io, target, { json: opts.json ?? false });
     });
 
   program
@@ -170,7 +174,7 @@ export function buildProgram(io: Io, state: { exitCode: number }): Command {
       async (opts: { id?: number[]; email?: string[]; file?: string; strict?: boolean; column?: number }) => {
         const { cmdEnqueue } = await import('./commands/enqueue.js');
         state.exitCode = await cmdEnqueue(
-          loadConfig(io.env),
+          configWithoutRefresh(),
           io,
           {
             ids: opts.id ?? [],
@@ -204,7 +208,7 @@ export function buildProgram(io: Io, state: { exitCode: number }): Command {
     .option('--port <port>', 'port (default ADMIN_PORT)', intArg('--port', 0, 65_535))
     .action(async (opts: { host?: string; port?: number }) => {
       const { cmdServe } = await import('./commands/serve.js');
-      state.exitCode = await cmdServe(loadConfig(io.env), io, opts);
+      state.exitCode = await cmdServe(configWithoutRefresh(), io, opts);
     });
 
   program
@@ -221,7 +225,7 @@ export function buildProgram(io: Io, state: { exitCode: number }): Command {
     .option('--json', 'print one JSON object')
     .action(async (opts: { json?: boolean }) => {
       const { cmdStatus } = await import('./commands/status.js');
-      state.exitCode = await cmdStatus(loadConfig(io.env), io, { json: opts.json ?? false });
+      state.exitCode = await cmdStatus(configWithoutRefresh(), io, { json: opts.json ?? false });
     });
 
   program
@@ -231,7 +235,7 @@ export function buildProgram(io: Io, state: { exitCode: number }): Command {
     .action(async (opts: { reason?: string }) => {
       const { cmdPause } = await import('./commands/pause.js');
       state.exitCode = await cmdPause(
-        loadConfig(io.env),
+        configWithoutRefresh(),
         io,
         opts.reason !== undefined ? { reason: opts.reason } : {},
       );
@@ -242,7 +246,7 @@ export function buildProgram(io: Io, state: { exitCode: number }): Command {
     .description('resume processing')
     .action(async () => {
       const { cmdResume } = await import('./commands/pause.js');
-      state.exitCode = await cmdResume(loadConfig(io.env), io);
+      state.exitCode = await cmdResume(configWithoutRefresh(), io);
     });
 
   registerTokenCommands(program, io, state);

@@ -194,7 +194,7 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
     }),
     fleetSettingsDiffer: new Gauge({
       name: 'cards_sync_fleet_settings_differ',
-      help: 'Shared settings (rate limit, refresh mode and budget, queue prefix, Redis topology) on which live processes disagree',
+      help: 'Shared settings (every variable that docs/configuration.md marks shared) on which live workers disagree',
       registers: [registry],
     }),
     refreshOverrun: new Gauge({

@@ -21,9 +21,35 @@ export function formatTime(value: Moment): string {
 
 const UNITS: Record<string, number> = { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000 };
 
-/** `90s`, `15m`, `36h`, `7d`, `2w`, `1.5d` (units in either case) → milliseconds; undefined if not one. */
+/** The units a duration takes, for the messages that refuse one. */
+export const DURATION_UNITS = 'lower-case s, m, h, d or w';
+
+/**
+ * `90s`, `15m`, `36h`, `7d`, `2w`, `1.5d` → milliseconds; undefined if not one. Units are lower
+ * case only: `2M` reads as months to some and minutes to others, so it is refused, not guessed.
+ */
 export function durationMs(raw: string): number | undefined {
-  const m = /^(\d{1,6}(?:\.\d{1,3})?)([smhdw])$/i.exec(raw.trim());
+  const m = /^(\d{1,6}(?:\.\d{1,3})?)([smhdw])$/.exec(raw.trim());
   if (!m) return undefined;
-  return Math.round(Number(m[1]) * UNITS[m[2]!.toLowerCase()]!);
+  return Math.round(Number(m[1]) * UNITS[m[2]!]!);
+}
+
+/** Why `raw` is no duration, for the end of a refusal: an upper-case unit, or the units there are. */
+export function durationHint(raw: string): string {
+  const unit = /^\d{1,6}(?:\.\d{1,3})?([SMHDW])$/.exec(raw.trim())?.[1];
+  if (unit === undefined) return `a number and one of ${DURATION_UNITS}`;
+  const guess = unit === 'M' ? 'minutes or months?' : `${unit.toLowerCase()}?`;
+  return `upper-case ${unit} is refused rather than guessed at (${guess}); units are ${DURATION_UNITS}`;
+}
+
+/** Milliseconds as the shortest exact duration `durationMs` reads back: `2m`, `36h`, `7d` (never weeks: 14d reads plainer than 2w), `1.5s`. */
+export function formatDuration(ms: number): string {
+  for (const [unit, size] of [
+    ['d', UNITS.d!],
+    ['h', UNITS.h!],
+    ['m', UNITS.m!],
+  ] as const) {
+    if (ms >= size && ms % size === 0) return `${ms / size}${unit}`;
+  }
+  return `${ms / 1000}s`;
 }

@@ -319,6 +319,25 @@ describe('malformed values stop the command with one line naming the variable', 
     }
   });
 
+  it('REFRESH_MAX_AGE takes lower-case units and refuses upper-case ones, naming the value and the units', () => {
+    expect(loadConfig({ REFRESH_MAX_AGE: '2m' }).refreshMaxAgeMs).toBe(120_000);
+    expect(loadConfig({ REFRESH_MAX_AGE: '1.5d' }).refreshMaxAgeMs).toBe(36 * 3_600_000);
+    // 2M is two minutes to some and two months to others: refused, never guessed.
+    const months = expectRefused({ REFRESH_MAX_AGE: '2M' }, 'REFRESH_MAX_AGE');
+    expect(months.message).toBe(
+      'REFRESH_MAX_AGE must be a duration of at least 1s in lower-case s, m, h, d or w, such as 90s, 15m, 36h or 7d ' +
+        '(got "2M"): upper-case M is refused rather than guessed at (minutes or months?); units are lower-case s, m, h, d or w',
+    );
+    for (const bad of ['36H', '7D', '90S', '2W']) {
+      const error = expectRefused({ REFRESH_MAX_AGE: bad }, 'REFRESH_MAX_AGE');
+      expect(error.message, bad).toContain(`(got "${bad}"): upper-case ${bad.at(-1)} is refused`);
+    }
+    for (const bad of ['banana', '7', '0.5s', '-1d', '7 days']) {
+      const error = expectRefused({ REFRESH_MAX_AGE: bad }, 'REFRESH_MAX_AGE');
+      expect(error.message, bad).toContain('lower-case s, m, h, d or w');
+    }
+  });
+
   it('DATABASE_TIMEOUT_MS takes whole milliseconds from one second to an hour', () => {
     expect(loadConfig({ DATABASE_TIMEOUT_MS: '1000' }).databaseTimeoutMs).toBe(1000);
     expect(loadConfig({ DATABASE_TIMEOUT_MS: '3600000' }).databaseTimeoutMs).toBe(3_600_000);
@@ -392,6 +411,46 @@ describe('malformed values stop the command with one line naming the variable', 
   // refusal into several lines (and lets a value forge a second log line).
   it('keeps the refusal on one line when the bad value holds a line break', () => {
     expectRefused({ LOG_LEVEL: 'info\nlevel=fatal msg=forged' }, 'LOG_LEVEL');
+  });
+});
+
+describe('a command that does not run the refresh goes on past a bad REFRESH_* setting', () => {
+  const lenient = () => {
+    const lines: string[] = [];
+    return { lines, o: { refreshUnused: { warn: (line: string) => lines.push(line) } } };
+  };
+
+  it('warns in one line naming the variable and the problem, and the default stands in', () => {
+    const { lines, o } = lenient();
+    const config = loadConfig({ REFRESH_MAX_AGE: 'banana', SYNC_RATE_LIMIT_PER_SEC: '40' }, o);
+    expect(config.refreshMaxAgeMs).toBe(7 * 86_400_000);
+    expect(config.syncRateLimitPerSec).toBe(40);
+    expect(lines).toEqual([
+      'cards-sync: warning: REFRESH_MAX_AGE must be a duration of at least 1s in lower-case s, m, h, d or w, ' +
+        'such as 90s, 15m, 36h or 7d (got "banana"); this command does not run the refresh and goes on without it, ' +
+        'but the worker and `cards-sync refresh` refuse to start until it is fixed',
+    ]);
+    // Without the option (the worker, `refresh`) it is refused as before.
+    expectRefused({ REFRESH_MAX_AGE: 'banana' }, 'REFRESH_MAX_AGE');
+  });
+
+  it('every bad REFRESH_* setting gets its line, the budget checks among them', () => {
+    const { lines, o } = lenient();
+    loadConfig({ REFRESH_MODE: 'continuous', REFRESH_AUDIT_SHARE: '2', REFRESH_CRON: 'daily' }, o);
+    expect(lines.map((l) => /warning: (\w+)/.exec(l)?.[1])).toEqual([
+      'REFRESH_CRON',
+      'REFRESH_AUDIT_SHARE',
+      'REFRESH_BUDGET_PER_SEC',
+    ]);
+    expect(lines[2]).toContain('REFRESH_BUDGET_PER_SEC must be set with REFRESH_MODE=continuous');
+  });
+
+  it('any other bad variable still stops the command', () => {
+    const { lines, o } = lenient();
+    expect(() => loadConfig({ REFRESH_MAX_AGE: 'banana', LOG_LEVEL: 'loud' }, o)).toThrow(
+      /^LOG_LEVEL must be/,
+    );
+    expect(lines).toHaveLength(1);
   });
 });
 

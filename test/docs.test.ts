@@ -21,6 +21,7 @@ import {
   undocumentedMetrics,
 } from './doc-contract.js';
 import { useTestDatabase } from './helpers.js';
+import { SHARED_VARIABLES } from '../src/fleet/shared-settings.js';
 
 // The documentation keeps up with the code (issue 29): every variable the configuration reads,
 // every command and every alert is documented, each alert's runbook_url leads to its section, and
@@ -80,6 +81,14 @@ describe('the documentation', () => {
   it('documents every variable the configuration reads', () => {
     const missing = (CONFIG_VARIABLES as string[]).filter((name) => !everything.includes(`\`${name}\``));
     expect(missing).toEqual([]);
+  });
+
+  it('lists exactly the shared settings the fleet compares (docs/configuration.md)', () => {
+    const line = text('docs/configuration.md')
+      .split('\n')
+      .find((l) => l.startsWith('Shared: '));
+    const listed = [...(line ?? '').matchAll(/`([A-Z_]+)`/g)].map((m) => m[1]);
+    expect(listed.sort()).toEqual([...SHARED_VARIABLES].sort());
   });
 
   it('documents every command', () => {

@@ -1,6 +1,12 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, inject, it } from 'vitest';
+import { readPolicy } from '../db/ops/refresh-policy.js';
+import { replan } from '../jobs/refresh-policy.js';
+import { loadConfig } from '../src/config/index.js';
+import { describeDisagreement, fleetDisagreements } from '../src/fleet/format.js';
 import { joinFleet, liveFleet, type ProcessInfo } from '../src/fleet/registry.js';
+import { SHARED_VARIABLES, sharedSettings } from '../src/fleet/shared-settings.js';
+import type { Logger } from '../src/logger.js';
 import { adminFor } from './admin-helpers.js';
 import { CARD_TOKEN_KEYS, testTokens, useScriptedApi, workerEnv } from './fixtures.js';
 import { useCleanups, useTestDatabase } from './helpers.js';
@@ -35,7 +41,7 @@ function info(settings: Record<string, unknown> = {}): ProcessInfo {
     knownMigration: '0009_test',
     keyIds: ['k1'],
     concurrency: 4,
-    settings: { rateLimitPerSec: 100, ...settings },
+    settings: { SYNC_RATE_LIMIT_PER_SEC: 100, ...settings },
   };
 }
 
@@ -62,7 +68,13 @@ describe('the fleet registry', () => {
       knownMigration: newestMigration,
       keyIds: [CARD_TOKEN_KEYS.split(':')[0]],
       concurrency: 3,
-      settings: { rateLimitPerSec: 40, refreshMode: 'nightly', queuePrefix: q.prefix },
+      settings: {
+        SYNC_RATE_LIMIT_PER_SEC: 40,
+        REFRESH_MODE: 'nightly',
+        REFRESH_MAX_AGE: '7d',
+        QUEUE_PREFIX: q.prefix,
+        REDIS_CLUSTER_NODES: 'unset',
+      },
     });
     expect(Object.keys(me!).sort()).toEqual(
       [
@@ -79,6 +91,8 @@ describe('the fleet registry', () => {
         'version',
       ].sort(),
     );
+    // Every shared variable is published, under its own name.
+    expect(Object.keys(me!.settings as object).sort()).toEqual([...SHARED_VARIABLES].sort());
     // No key material anywhere: ids only.
     expect(JSON.stringify(json.fleet)).not.toContain(CARD_TOKEN_KEYS.split(':')[1]);
     const text = (await runCli(['status'], env)).stdout;
@@ -131,17 +145,17 @@ describe('the fleet registry', () => {
   });
 
   it('status and the overview say which shared settings the live processes disagree on', async () => {
-    const a = await joinFleet(pool(), info({ rateLimitPerSec: 100 }));
-    const b = await joinFleet(pool(), info({ rateLimitPerSec: 0 }));
+    const a = await joinFleet(pool(), info({ SYNC_RATE_LIMIT_PER_SEC: 100 }));
+    const b = await joinFleet(pool(), info({ SYNC_RATE_LIMIT_PER_SEC: 0 }));
     cleanups.push(() => a.leave());
     cleanups.push(() => b.leave());
     const env = { DATABASE_URL: database.url, REDIS_URL: inject('redisUrl') };
     const text = (await runCli(['status'], env)).stdout;
     expect(text).toContain('fleet: 2 live processes');
     expect(text).toContain(
-      'SETTINGS DIFFER: rateLimitPerSec is 100 (1) vs 0 (1): every process must share it',
+      'SETTINGS DIFFER: SYNC_RATE_LIMIT_PER_SEC is 100 (1) vs 0 (1): every process must share it',
     );
-    expect(text).not.toMatch(/SETTINGS DIFFER: (queuePrefix|refreshMode)/);
+    expect(text).not.toMatch(/SETTINGS DIFFER: (QUEUE_PREFIX|REFRESH_MODE)/);
   });
 
   it('keys: a worker whose first key a live worker lacks refuses to start, tokens rotate refuses, doctor warns', async () => {
@@ -188,7 +202,7 @@ describe('the fleet registry', () => {
 
   it('a worker whose shared settings differ from the fleet warns in its log, and /metrics counts the disagreements', async () => {
     const a = await joinFleet(pool(), {
-      ...info({ rateLimitPerSec: 100 }),
+      ...info({ SYNC_RATE_LIMIT_PER_SEC: 100 }),
       keyIds: [CARD_TOKEN_KEYS.split(':')[0]!],
     });
     cleanups.push(() => a.leave());
@@ -198,9 +212,9 @@ describe('the fleet registry', () => {
     const run = await runCli(['worker', '--exit-when-idle'], env);
     expect(run.code).toBe(0);
     expect(run.stdout + run.stderr).toContain(
-      'rateLimitPerSec differs from 1 live process: every process must share it',
+      'SYNC_RATE_LIMIT_PER_SEC is 0 here, 100 on 1 live process: every process must share it',
     );
-    const b = await joinFleet(pool(), info({ rateLimitPerSec: 0 }));
+    const b = await joinFleet(pool(), info({ SYNC_RATE_LIMIT_PER_SEC: 0 }));
     cleanups.push(() => b.leave());
     const scrape = await adminFor(database, q, cleanups)('/metrics');
     expect(scrape).toMatch(/^cards_sync_fleet_settings_differ 1$/m);
@@ -229,5 +243,112 @@ describe('the fleet registry', () => {
       `stored card tokens are sealed under key ${own}, which CARD_TOKEN_KEYS lacks: syncs of those cards fail with token_key_unknown`,
     );
     expect(run.stdout + run.stderr).not.toContain(Buffer.alloc(32, 9).toString('base64'));
+  });
+
+  it('two workers with different REFRESH_MAX_AGE: the second warns naming the variable and both values; status and doctor say SETTINGS DIFFER', async () => {
+    const q = testQueue();
+    cleanups.push(q.cleanup);
+    const start = (extra: Record<string, string>) => {
+      const worker = startCli(['worker'], envFor(q, extra));
+      cleanups.push(async () => {
+        if (worker.process.exitCode === null) worker.process.kill('SIGKILL');
+        await worker.done;
+      });
+      return worker;
+    };
+    const first = start({ REFRESH_MAX_AGE: '2m' });
+    await waitFor(
+      'the first worker in the fleet',
+      async () => (await liveFleet(pool())).length === 1,
+      20_000,
+    );
+    const second = start({ REFRESH_MAX_AGE: '1s', LOG_LEVEL: 'warn' });
+    await waitFor(
+      'the second worker in the fleet',
+      async () => (await liveFleet(pool())).length === 2,
+      20_000,
+    );
+    expect(second.stdout() + second.stderr()).toContain(
+      'REFRESH_MAX_AGE is 1s here, 2m on 1 live process: every process must share it',
+    );
+    const env = envFor(q);
+    const status = (await runCli(['status'], env)).stdout;
+    expect(status).toContain(
+      'SETTINGS DIFFER: REFRESH_MAX_AGE is 2m (1) vs 1s (1): every process must share it',
+    );
+    // Only what differs: the two agree on everything else.
+    expect(status.match(/SETTINGS DIFFER/g)).toHaveLength(1);
+    const doctor = await runCli(['doctor'], env);
+    expect(doctor.stdout).toMatch(
+      /^WARN {2}fleet {14}2 live \(\S+\); key rings agree; settings differ: REFRESH_MAX_AGE is 2m \(1\) vs 1s \(1\) \(see cards-sync status\)$/m,
+    );
+    first.process.kill('SIGTERM');
+    second.process.kill('SIGTERM');
+    expect((await first.done).code).toBe(0);
+    expect((await second.done).code).toBe(0);
+  });
+
+  it('a process of an older release (settings under their old names, fewer of them) agrees where it agrees', async () => {
+    const mine = sharedSettings(loadConfig({ SYNC_RATE_LIMIT_PER_SEC: '100', QUEUE_PREFIX: 'q1' }));
+    const old = await joinFleet(pool(), {
+      ...info(),
+      settings: {
+        rateLimitPerSec: 100,
+        refreshMode: 'nightly',
+        refreshBudgetPerSec: null,
+        queuePrefix: 'q1',
+        redisTopology: 'single',
+      },
+    });
+    const now = await joinFleet(pool(), { ...info(), settings: mine });
+    cleanups.push(() => old.leave());
+    cleanups.push(() => now.leave());
+    const fleet = await liveFleet(pool());
+    expect(fleet.find((p) => p.id === old.id)?.settings).toEqual({
+      SYNC_RATE_LIMIT_PER_SEC: 100,
+      REFRESH_MODE: 'nightly',
+      REFRESH_BUDGET_PER_SEC: null,
+      QUEUE_PREFIX: 'q1',
+      REDIS_SENTINELS: 'unset',
+      REDIS_CLUSTER_NODES: 'unset',
+    });
+    expect(fleetDisagreements(fleet)).toEqual([]);
+    // What it does publish is still compared.
+    const other = await joinFleet(pool(), { ...info(), settings: { rateLimitPerSec: 5 } });
+    cleanups.push(() => other.leave());
+    expect(fleetDisagreements(await liveFleet(pool())).map(describeDisagreement)).toEqual([
+      'SYNC_RATE_LIMIT_PER_SEC is 100 (2) vs 5 (1)',
+    ]);
+  });
+
+  it("the refresh's plan judges the max age by the smallest REFRESH_MAX_AGE among the live workers", async () => {
+    await pool().query(
+      `insert into subscribers (subscriber_id, last_success_at) select g, now() from generate_series(880001, 880010) g`,
+    );
+    cleanups.push(() =>
+      pool().query('delete from subscribers where subscriber_id between 880001 and 880010'),
+    );
+    const warnings: string[] = [];
+    const logger = { warn: (_: unknown, message: string) => warnings.push(message) } as unknown as Logger;
+    // 10 subscribers once per 2 minutes need 0.08 syncs/s: a budget of 1/s keeps it.
+    const settings = { mode: 'continuous' as const, budgetPerSec: 1, maxAgeMs: 120_000, auditShare: 0 };
+    expect((await replan(pool(), settings, logger)).keepsMaxAge).toBe(true);
+    expect(warnings).toEqual([]);
+    // A worker at 1s reschedules what it syncs within 1 s: 10/s, which the budget cannot keep.
+    const strict = await joinFleet(pool(), info({ REFRESH_MAX_AGE: '1s' }));
+    cleanups.push(() => strict.leave());
+    const plan = await replan(pool(), settings, logger);
+    expect(plan.keepsMaxAge).toBe(false);
+    expect(plan.maxAgeSeconds).toBe(120);
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]).toMatch(
+      /^the refresh budget cannot keep REFRESH_MAX_AGE: \d+ subscribers once per 1s need \d+\.\d\d syncs\/s, the budget for the schedule is 1\.00\/s\. /,
+    );
+    expect(warnings[0]).toContain(
+      `(REFRESH_MAX_AGE 1s is live worker ${strict.id}'s, the smallest in the fleet)`,
+    );
+    expect((await readPolicy(pool()))?.keepsMaxAge).toBe(false);
+    await strict.leave();
+    expect((await replan(pool(), settings, logger)).keepsMaxAge).toBe(true);
   });
 });

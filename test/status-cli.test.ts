@@ -223,3 +223,28 @@ describe('status of a refresh run', () => {
     }
   });
 });
+
+describe('a malformed refresh setting', () => {
+  it('status, enqueue and pause warn in one line and go on; the worker and refresh, which use it, refuse (exit 2)', async () => {
+    const q = setup();
+    const env = { ...q.env, REFRESH_MAX_AGE: 'banana' };
+    const warning =
+      'cards-sync: warning: REFRESH_MAX_AGE must be a duration of at least 1s in lower-case s, m, h, d or w, ' +
+      'such as 90s, 15m, 36h or 7d (got "banana"); this command does not run the refresh and goes on without it, ' +
+      'but the worker and `cards-sync refresh` refuse to start until it is fixed';
+    for (const args of [['status'], ['enqueue', '--id', '5'], ['pause'], ['resume']]) {
+      const run = await runCli(args, env);
+      expect(run.code, `${args[0]}: ${run.stderr}`).toBe(0);
+      expect(run.stderr.trim().split('\n'), args[0]).toEqual([warning]);
+    }
+    expect(await q.queue.getJobCounts('waiting')).toEqual({ waiting: 1 });
+    for (const args of [['worker', '--exit-when-idle'], ['refresh']]) {
+      const run = await runCli(args, env);
+      expect(run.code, `${args[0]}: ${run.stderr}`).toBe(2);
+      expect(run.stderr.trim(), args[0]).toBe(
+        'cards-sync: REFRESH_MAX_AGE must be a duration of at least 1s in lower-case s, m, h, d or w, ' +
+          'such as 90s, 15m, 36h or 7d (got "banana")',
+      );
+    }
+  });
+});

@@ -1,7 +1,7 @@
 import pg from 'pg';
 import { rootCause } from '../../db/errors.js';
 import type { Config } from '../config/index.js';
-import { fleetDisagreements, workersLacking } from '../fleet/format.js';
+import { describeDisagreement, fleetDisagreements, workersLacking } from '../fleet/format.js';
 import { liveFleet } from '../fleet/registry.js';
 
 // `cards-sync doctor`'s fleet check (issue 27): one first key every live worker holds, and the
@@ -29,7 +29,7 @@ export async function fleetCheck(config: Config): Promise<FleetCheck> {
       ]),
     ];
     const lacking = primaries.flatMap((k) => workersLacking(fleet, k).map((p) => `${p.id} lacks ${k}`));
-    const differ = fleetDisagreements(fleet).map((d) => d.setting);
+    const differ = fleetDisagreements(fleet).map(describeDisagreement);
     const releases = [...new Set(fleet.map((p) => p.version))].join(', ');
     const summary = `${fleet.length} live (${releases})`;
     if (lacking.length > 0 || differ.length > 0) {
@@ -38,7 +38,7 @@ export async function fleetCheck(config: Config): Promise<FleetCheck> {
         name: 'fleet',
         says:
           `${summary}; ${lacking.length > 0 ? `key rings disagree: ${lacking.join('; ')}` : 'key rings agree'}` +
-          `${differ.length > 0 ? `; settings differ: ${differ.join(', ')} (see cards-sync status)` : ''}`,
+          `${differ.length > 0 ? `; settings differ: ${differ.join('; ')} (see cards-sync status)` : ''}`,
       };
     }
     return {

@@ -20,7 +20,8 @@ export interface MockApiCliOptions {
 
 export async function cmdMockApi(io: Io, options: MockApiCliOptions): Promise<number> {
   // The key the sandbox accepts: --api-key, else CARDS_API_KEY or CARDS_API_KEY_FILE, else any.
-  const apiKey = options.apiKey ?? loadConfig(io.env).api?.apiKey ?? undefined;
+  const apiKey =
+    options.apiKey ?? loadConfig(io.env, { refreshUnused: { warn: io.err } }).api?.apiKey ?? undefined;
   const mock = createMockApi({
     ...(apiKey ? { apiKey } : {}),
     latencyMs: options.latencyMs,

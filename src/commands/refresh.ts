@@ -10,16 +10,16 @@ import { createRefreshQueue, openRefreshRun } from '../../jobs/refresh.js';
 import { REFRESH_PAYLOAD_VERSION } from '../../jobs/refresh-queue.js';
 import type { Config } from '../config/index.js';
 import { CliError } from '../errors.js';
-import { durationMs, formatTime } from '../time.js';
+import { durationHint, durationMs, formatTime } from '../time.js';
 import { auditCli } from './audit.js';
 import { describeDbError, ensureRedis, type Io } from './common.js';
 
-/** `36h`, `7d`, `90m`, `2w`, `1.5d` (units in either case) → milliseconds. */
+/** `36h`, `7d`, `90m`, `2w`, `1.5d` (lower-case units) → milliseconds. */
 export function parseDuration(raw: string): number {
   const ms = durationMs(raw);
   if (ms === undefined)
     throw new CliError(
-      `--stale takes a duration such as 36h, 1.5d, 7d or 90m (got ${JSON.stringify(raw.slice(0, 40))})`,
+      `--stale takes a duration such as 36h, 1.5d, 7d or 90m (got ${JSON.stringify(raw.slice(0, 40))}): ${durationHint(raw)}`,
       2,
     );
   if (ms <= 0) throw new CliError('--stale must be longer than zero', 2);

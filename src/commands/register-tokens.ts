@@ -20,7 +20,7 @@ export function registerTokenCommands(program: Command, io: Io, state: { exitCod
     .option('--force', 'print even to a terminal')
     .action(async (opts: { cardId: number; force?: boolean }) => {
       const { cmdToken } = await import('./tokens.js');
-      state.exitCode = await cmdToken(loadConfig(io.env), io, {
+      state.exitCode = await cmdToken(loadConfig(io.env, { refreshUnused: { warn: io.err } }), io, {
         cardId: opts.cardId,
         force: opts.force ?? false,
       });
@@ -39,6 +39,10 @@ export function registerTokenCommands(program: Command, io: Io, state: { exitCod
     )
     .action(async (opts: { batchSize: number; pauseMs: number }) => {
       const { cmdTokensRotate } = await import('./tokens.js');
-      state.exitCode = await cmdTokensRotate(loadConfig(io.env), io, opts);
+      state.exitCode = await cmdTokensRotate(
+        loadConfig(io.env, { refreshUnused: { warn: io.err } }),
+        io,
+        opts,
+      );
     });
 }

@@ -13,7 +13,7 @@ import { actionJson, describeAction } from '../audit.js';
 import type { Config } from '../config/index.js';
 import { formatFleet } from '../fleet/format.js';
 import { type FleetEntry, liveFleet } from '../fleet/registry.js';
-import { formatTime } from '../time.js';
+import { formatDuration, formatTime } from '../time.js';
 import { describeDbError, ensureRedis, type Io } from './common.js';
 
 const HELD_BY: Record<HoldCause | 'own_limit', string> = {
@@ -153,7 +153,7 @@ export function formatFreshness(f: Freshness): string[] {
       (f.audit.samples > 0
         ? `; audit ${pct(f.audit.staleRatio)} found changed [95%: ${pct(f.audit.low)} – ${pct(f.audit.high)}] of ${f.audit.samples} random re-syncs`
         : '; audit: no sample yet'),
-    `  max age ${formatDuration(f.maxAgeSeconds)}: ${f.pastMaxAge} subscribers past it, ${f.neverSynced} never synced${f.sampled ? ' (from a sample)' : ''}`,
+    `  max age ${formatDuration(f.maxAgeSeconds * 1000)}: ${f.pastMaxAge} subscribers past it, ${f.neverSynced} never synced${f.sampled ? ' (from a sample)' : ''}`,
   ];
   if (auditDisagrees(f))
     lines.push(
@@ -164,13 +164,6 @@ export function formatFreshness(f: Freshness): string[] {
       '  CANNOT KEEP MAX AGE: the refresh budget cannot sync every subscriber once per REFRESH_MAX_AGE; raise REFRESH_BUDGET_PER_SEC or lengthen REFRESH_MAX_AGE',
     );
   return lines;
-}
-
-function formatDuration(seconds: number): string {
-  if (seconds % 86_400 === 0) return `${seconds / 86_400}d`;
-  if (seconds % 3600 === 0) return `${seconds / 3600}h`;
-  if (seconds % 60 === 0) return `${seconds / 60}m`;
-  return `${seconds}s`;
 }
 
 /** Operator actions `status` lists. */

@@ -4,6 +4,7 @@ import type { Config } from '../config/index.js';
 import { CliError } from '../errors.js';
 import { nameProcesses, workersLacking } from '../fleet/format.js';
 import { type FleetEntry, liveFleet } from '../fleet/registry.js';
+import { showSetting } from '../fleet/shared-settings.js';
 import { thisProcess } from '../fleet/this-process.js';
 import type { Logger } from '../logger.js';
 import { packageVersion } from '../version.js';
@@ -65,16 +66,40 @@ export async function checkBeforeStart(config: Config, logger: Logger, known: st
     }
   }
   // Settings that work only when shared: say which differ (a rolling change passes through this).
-  const mine = thisProcess(config, 'worker', null).settings;
-  for (const [setting, value] of Object.entries(mine)) {
-    const others = fleetNow.filter(
-      (p) => p.role !== 'admin' && JSON.stringify(p.settings[setting] ?? null) !== JSON.stringify(value),
-    );
-    if (others.length > 0) {
-      logger.warn(
-        { setting, value, fleet: others.map((p) => ({ id: p.id, value: p.settings[setting] ?? null })) },
-        `${setting} differs from ${others.length} live process${others.length === 1 ? '' : 'es'}: every process must share it`,
-      );
-    }
+  for (const line of settingsDiffer(thisProcess(config, 'worker', null).settings, fleetNow)) {
+    logger.warn(line.detail, line.message);
   }
+}
+
+/**
+ * The start's warnings about shared settings: `REFRESH_MAX_AGE is 1s here, 2m on 3 live processes:
+ * every process must share it`. Compared with the live workers that publish the setting.
+ */
+export function settingsDiffer(
+  mine: Record<string, unknown>,
+  fleet: readonly FleetEntry[],
+): { message: string; detail: Record<string, unknown> }[] {
+  const out: { message: string; detail: Record<string, unknown> }[] = [];
+  for (const [setting, value] of Object.entries(mine)) {
+    const here = showSetting(value);
+    const others = fleet.filter(
+      (p) => p.role !== 'admin' && setting in p.settings && showSetting(p.settings[setting]) !== here,
+    );
+    if (others.length === 0) continue;
+    const byValue = new Map<string, number>();
+    for (const p of others) {
+      const v = showSetting(p.settings[setting]);
+      byValue.set(v, (byValue.get(v) ?? 0) + 1);
+    }
+    const there = [...byValue].map(([v, n]) => `${v} on ${n} live process${n === 1 ? '' : 'es'}`).join(', ');
+    out.push({
+      message: `${setting} is ${here} here, ${there}: every process must share it`,
+      detail: {
+        setting,
+        value,
+        fleet: others.map((p) => ({ id: p.id, value: p.settings[setting] ?? null })),
+      },
+    });
+  }
+  return out;
 }

@@ -2,6 +2,7 @@ import { ConfigError } from '../errors.js';
 import { durationMs } from '../time.js';
 import { readApiKeyFile } from './api-key.js';
 import { type RedisConfig, redisTopology } from './redis.js';
+import type { VariableSpec } from './schemas.js';
 import { type TokenConfig, tokenConfig } from './tokens.js';
 import { CONFIG_VARIABLES, envSchema, type Parsed, type Variables, variables } from './variables.js';
 
@@ -90,19 +91,47 @@ export const DEFAULT_REDIS_URL = 'redis://127.0.0.1:6379';
 
 type Env = Record<string, string | undefined>;
 
+/** How {@link loadConfig} treats what only the refresh reads. */
+export interface LoadOptions {
+  /**
+   * For a command that does not run the refresh (all but `worker` and `refresh`): a malformed
+   * `REFRESH_*` setting is said in one line through `warn`, and the command goes on without it (its
+   * default stands in). Unset (the default): refused like any other variable, exit 2.
+   */
+  refreshUnused?: { warn: (line: string) => void };
+}
+
+/** The variables only the refresh reads: a command that does not run it can go on without them. */
+const readByTheRefreshOnly = (name: string) => name.startsWith('REFRESH_');
+
+function refusal(env: Env, name: keyof Variables): ConfigError {
+  const spec: VariableSpec = variables[name];
+  const raw = env[name]?.trim() ?? '';
+  // JSON quoting keeps the message on one line whatever the value holds.
+  const got = spec.echo ? ` (got ${JSON.stringify(raw.slice(0, 60))})` : '';
+  const more = spec.echo ? spec.explain?.(raw) : undefined;
+  return new ConfigError(`${name} must be ${spec.expect}${got}${more ? `: ${more}` : ''}`, name);
+}
+
 /**
  * Turns an environment into one validated {@link Config}. Rejects bad values rather than falling
  * back to defaults; throws {@link ConfigError} with one line naming the first bad variable.
  */
-export function loadConfig(env: Env): Config {
-  const result = envSchema.safeParse(env);
-  if (!result.success) {
+export function loadConfig(env: Env, o: LoadOptions = {}): Config {
+  const refuse = (error: ConfigError) => {
+    if (o.refreshUnused === undefined || !readByTheRefreshOnly(error.variable)) throw error;
+    o.refreshUnused.warn(
+      `cards-sync: warning: ${error.message}; this command does not run the refresh and goes on without it, ` +
+        'but the worker and `cards-sync refresh` refuse to start until it is fixed',
+    );
+  };
+  let input = env;
+  let result = envSchema.safeParse(input);
+  while (!result.success) {
     const name = String(result.error.issues[0]?.path[0]) as keyof Variables;
-    const spec = variables[name];
-    const raw = env[name]?.trim() ?? '';
-    // JSON quoting keeps the message on one line whatever the value holds.
-    const got = spec.echo ? ` (got ${JSON.stringify(raw.slice(0, 60))})` : '';
-    throw new ConfigError(`${name} must be ${spec.expect}${got}`, name);
+    refuse(refusal(input, name));
+    input = { ...input, [name]: undefined };
+    result = envSchema.safeParse(input);
   }
   const e: Parsed = result.data;
   if (e.CARDS_API_KEY !== undefined && e.CARDS_API_KEY_FILE !== undefined) {
@@ -119,15 +148,19 @@ export function loadConfig(env: Env): Config {
   const rateLimit = e.SYNC_RATE_LIMIT_PER_SEC ?? 0;
   const refreshBudgetPerSec = e.REFRESH_BUDGET_PER_SEC ?? (rateLimit > 0 ? rateLimit * 0.8 : null);
   if (refreshMode === 'continuous' && refreshBudgetPerSec === null) {
-    throw new ConfigError(
-      'REFRESH_BUDGET_PER_SEC must be set with REFRESH_MODE=continuous when SYNC_RATE_LIMIT_PER_SEC is 0: the continuous refresh spends a budget around the clock',
-      'REFRESH_BUDGET_PER_SEC',
+    refuse(
+      new ConfigError(
+        'REFRESH_BUDGET_PER_SEC must be set with REFRESH_MODE=continuous when SYNC_RATE_LIMIT_PER_SEC is 0: the continuous refresh spends a budget around the clock',
+        'REFRESH_BUDGET_PER_SEC',
+      ),
     );
   }
   if (rateLimit > 0 && refreshBudgetPerSec !== null && refreshBudgetPerSec > rateLimit) {
-    throw new ConfigError(
-      `REFRESH_BUDGET_PER_SEC must not exceed SYNC_RATE_LIMIT_PER_SEC ${rateLimit} (got ${refreshBudgetPerSec}): the refresh would take the ops lane's share`,
-      'REFRESH_BUDGET_PER_SEC',
+    refuse(
+      new ConfigError(
+        `REFRESH_BUDGET_PER_SEC must not exceed SYNC_RATE_LIMIT_PER_SEC ${rateLimit} (got ${refreshBudgetPerSec}): the refresh would take the ops lane's share`,
+        'REFRESH_BUDGET_PER_SEC',
+      ),
     );
   }
   const baseUrl = e.CARDS_API_BASE_URL;

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { ConfigError } from '../errors.js';
-import { blankToUndefined } from './schemas.js';
+import { blankToUndefined, type VariableSpec } from './schemas.js';
 
 /** A `host:port` of a Sentinel or a cluster seed node. */
 export interface HostPort {
@@ -56,6 +56,7 @@ export const redisVariables = {
     schema: hostPorts,
     expect: 'a comma-separated list of host:port, such as sentinel-1:26379,sentinel-2:26379',
     echo: true,
+    fleet: 'shared',
   },
   REDIS_SENTINEL_NAME: {
     schema: z.preprocess(
@@ -67,23 +68,27 @@ export const redisVariables = {
     ),
     expect: 'the master name the Sentinels watch, such as mymaster (letters, digits, _ . -)',
     echo: true,
+    fleet: 'shared',
   },
   REDIS_SENTINEL_PASSWORD: {
     schema: z.preprocess(blankToUndefined, z.string().optional()),
     expect: 'a password',
     echo: false,
+    fleet: 'own',
   },
   REDIS_CLUSTER_NODES: {
     schema: hostPorts,
     expect: 'a comma-separated list of host:port, such as redis-1:6379,redis-2:6379',
     echo: true,
+    fleet: 'shared',
   },
   REDIS_TLS_CA_FILE: {
     schema: z.preprocess(blankToUndefined, z.string().optional()),
     expect: 'a file path',
     echo: true,
+    fleet: 'own',
   },
-} as const;
+} as const satisfies Record<string, VariableSpec>;
 
 function readCa(path: string): string {
   let pem: string;

@@ -31,3 +31,20 @@ export const isTimeZone = (tz: string) => {
     return false;
   }
 };
+
+/** One environment variable, as the tables of variables.ts, redis.ts and tokens.ts declare it. */
+export interface VariableSpec {
+  schema: z.ZodType;
+  /** What a good value looks like, for the line that refuses a bad one. */
+  expect: string;
+  /** Whether a refused value may be echoed back (never for secrets, or URLs that may hold a password). */
+  echo: boolean;
+  /**
+   * `shared`: the fleet's behaviour depends on it, so every worker must hold the same value; it is
+   * published in the fleet registry and compared there (SETTINGS DIFFER, src/fleet/shared-settings.ts).
+   * `own`: each process may hold its own (how it reaches a service, how hard it works, its secrets).
+   */
+  fleet: 'shared' | 'own';
+  /** More about a refused value than `expect` says, appended to the line (only where `echo`). */
+  explain?: (raw: string) => string | undefined;
+}

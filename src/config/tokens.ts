@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { ConfigError } from '../errors.js';
 import { type CardTokens, cardTokens } from '../tokens/card-tokens.js';
 import { type KeyRing, KeyRingError, parseKeyRing } from '../tokens/keyring.js';
-import { blankToUndefined } from './schemas.js';
+import { blankToUndefined, type VariableSpec } from './schemas.js';
 
 // Card tokens at rest (DESIGN §2): CARD_TOKEN_KEYS / CARD_TOKEN_KEYS_FILE and CARD_TOKEN_ENCRYPTION.
 
@@ -23,11 +23,13 @@ export const tokenVariables = {
     schema: z.preprocess(blankToUndefined, z.string().optional()),
     expect: 'keyId:base64-of-32-bytes[,keyId:…]',
     echo: false,
+    fleet: 'own',
   },
   CARD_TOKEN_KEYS_FILE: {
     schema: z.preprocess(blankToUndefined, z.string().optional()),
     expect: 'a file path',
     echo: true,
+    fleet: 'own',
   },
   CARD_TOKEN_ENCRYPTION: {
     schema: z.preprocess(
@@ -36,8 +38,9 @@ export const tokenVariables = {
     ),
     expect: 'on or off',
     echo: true,
+    fleet: 'shared',
   },
-} as const;
+} as const satisfies Record<string, VariableSpec>;
 
 function readKeysFile(path: string): string {
   try {

@@ -1,20 +1,29 @@
 import { formatTime } from '../time.js';
 import type { FleetEntry } from './registry.js';
+import { showSetting } from './shared-settings.js';
 
 // How `status` tells the fleet: who runs, on which release, and where the processes disagree.
 
-/** Settings whose values differ among live processes: each with its values and who holds them. */
-export function fleetDisagreements(
-  fleet: readonly FleetEntry[],
-): { setting: string; values: { value: string; processes: string[] }[] }[] {
+/** A shared setting on which live workers disagree: each value (as people read it) and who holds it. */
+export interface Disagreement {
+  setting: string;
+  values: { value: string; processes: string[] }[];
+}
+
+/**
+ * Settings whose values differ among live workers. A setting is compared among the workers that
+ * publish it: one of an older release that does not know it is no disagreement.
+ */
+export function fleetDisagreements(fleet: readonly FleetEntry[]): Disagreement[] {
   // The admin server spends no budget and takes no job: its settings are not the fleet's.
   const workers = fleet.filter((p) => p.role !== 'admin');
   const names = new Set(workers.flatMap((p) => Object.keys(p.settings)));
-  const out: { setting: string; values: { value: string; processes: string[] }[] }[] = [];
+  const out: Disagreement[] = [];
   for (const setting of [...names].sort()) {
     const byValue = new Map<string, string[]>();
     for (const p of workers) {
-      const value = JSON.stringify(p.settings[setting] ?? null);
+      if (!(setting in p.settings)) continue;
+      const value = showSetting(p.settings[setting]);
       byValue.set(value, [...(byValue.get(value) ?? []), p.id]);
     }
     if (byValue.size > 1) {
@@ -22,6 +31,11 @@ export function fleetDisagreements(
     }
   }
   return out;
+}
+
+/** `REFRESH_MAX_AGE is 1s (1) vs 2m (3)`: the setting, its values and how many workers hold each. */
+export function describeDisagreement(d: Disagreement): string {
+  return `${d.setting} is ${d.values.map((v) => `${v.value} (${v.processes.length})`).join(' vs ')}`;
 }
 
 /** The fleet lines of `status`. */
@@ -41,10 +55,7 @@ export function formatFleet(fleet: readonly FleetEntry[], now = Date.now()): str
     );
   }
   for (const d of fleetDisagreements(fleet)) {
-    lines.push(
-      `  SETTINGS DIFFER: ${d.setting} is ${d.values.map((v) => `${v.value} (${v.processes.length})`).join(' vs ')}: ` +
-        'every process must share it',
-    );
+    lines.push(`  SETTINGS DIFFER: ${describeDisagreement(d)}: every process must share it`);
   }
   return lines;
 }

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import type pg from 'pg';
+import { settingsByVariable } from './shared-settings.js';
 
 // The fleet registry (issue 27): every long-running process says who it is in `fleet_processes`
 // and beats every few seconds; one that stops beating drops out after LIVE_FOR_MS, one that stops
@@ -25,7 +26,10 @@ export interface ProcessInfo {
   /** The ids of the keys in its card-token ring (never the keys). */
   keyIds: string[];
   concurrency: number | null;
-  /** The settings every process must share: rate limit, refresh mode and budget, queue prefix. */
+  /**
+   * The settings every process must share, by variable name (src/fleet/shared-settings.ts); a
+   * process of an older release may lack some.
+   */
   settings: Record<string, unknown>;
 }
 
@@ -124,7 +128,7 @@ export async function liveFleet(pool: pg.Pool, liveForMs = LIVE_FOR_MS): Promise
     knownMigration: r.known_migration,
     keyIds: r.key_ids,
     concurrency: r.concurrency,
-    settings: r.settings,
+    settings: settingsByVariable(r.settings),
     startedAt: r.started_at.toISOString(),
     lastBeatAt: r.last_beat_at.toISOString(),
   }));

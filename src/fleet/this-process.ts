@@ -2,12 +2,14 @@ import { knownMigration } from '../../db/migrate.js';
 import type { Config } from '../config/index.js';
 import { packageVersion } from '../version.js';
 import type { FleetRole, ProcessInfo } from './registry.js';
+import { sharedSettings } from './shared-settings.js';
 
 /**
  * What this process tells the fleet: its release, the newest migration it knows, its key ids, and
- * the settings that only work when every process shares them (`SYNC_RATE_LIMIT_PER_SEC` is a
- * limit per process, however "across all workers" it is meant: one worker without it spends
- * without one; the refresh mode and budget; the queue prefix, which names the queue itself).
+ * the settings that only work when every process shares them (src/fleet/shared-settings.ts: each
+ * variable declared `fleet: 'shared'`, such as SYNC_RATE_LIMIT_PER_SEC, a limit per process however
+ * "across all workers" it is meant, or REFRESH_MAX_AGE, within which each worker reschedules the
+ * subscribers it syncs).
  */
 export function thisProcess(config: Config, role: FleetRole, concurrency: number | null): ProcessInfo {
   return {
@@ -16,12 +18,6 @@ export function thisProcess(config: Config, role: FleetRole, concurrency: number
     knownMigration: knownMigration(),
     keyIds: config.tokens.ring?.ids ?? [],
     concurrency,
-    settings: {
-      rateLimitPerSec: config.syncRateLimitPerSec,
-      refreshMode: config.refreshMode,
-      refreshBudgetPerSec: config.refreshMode === 'continuous' ? config.refreshBudgetPerSec : null,
-      queuePrefix: config.queuePrefix,
-      redisTopology: config.redis.topology,
-    },
+    settings: sharedSettings(config),
   };
 }
