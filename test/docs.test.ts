@@ -13,6 +13,7 @@ import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { buildProgram } from '../src/cli.js';
 import { CONFIG_VARIABLES } from '../src/config/index.js';
+import { SHARED_VARIABLES } from '../src/fleet/shared-settings.js';
 import { createMetrics } from '../src/metrics.js';
 import {
   documentedMetrics,
@@ -21,7 +22,6 @@ import {
   undocumentedMetrics,
 } from './doc-contract.js';
 import { useTestDatabase } from './helpers.js';
-import { SHARED_VARIABLES } from '../src/fleet/shared-settings.js';
 
 // The documentation keeps up with the code (issue 29): every variable the configuration reads,
 // every command and every alert is documented, each alert's runbook_url leads to its section, and
