@@ -2,7 +2,7 @@ import { heldCount, readBulkPause } from './bulk-breaker.js';
 import { type HoldCause, readHoldCause } from './hold.js';
 import { type createSyncQueue, readPauseReason } from './queue.js';
 import type { RedisClient } from './redis.js';
-import { createRefreshQueue, SCHEDULER_ID } from './refresh-queue.js';
+import { CONTINUOUS_SCHEDULER_ID, createRefreshQueue, SCHEDULER_ID } from './refresh-queue.js';
 
 // What the sync queue is doing, read from Redis: counts, pause and its reason, a hold and whose it
 // is, the bulk lane, the nightly scheduler. `status` prints it; the overview shows it.
@@ -26,6 +26,11 @@ export interface QueueStatus {
   /** When the nightly scheduler fires next (ISO), or null when no worker registered it yet. */
   nextNightlyRefresh: string | null;
   nightlyPattern: string | null;
+  /**
+   * The refresh the workers registered: `nightly` (the cron sweep), `continuous` (REFRESH_MODE=
+   * continuous: a window every minute when none runs), or null when no worker has registered one.
+   */
+  refreshMode: 'nightly' | 'continuous' | null;
   /** The bulk lane: paused by the mass-removal breaker (jobs/bulk-breaker.ts), why, and the jobs it holds. */
   bulkLane: { paused: boolean; reason?: string; at?: string; held: number };
 }
@@ -63,12 +68,16 @@ export async function queueStatusOf(
     holdTtl > 0 ? ((await readHoldCause(redis, prefix)) ?? 'api_429') : ownTtl > 0 ? 'own_limit' : null;
   const [bulkPause, held] = await Promise.all([readBulkPause(redis, prefix), heldCount(redis, prefix)]);
   const refreshQueue = createRefreshQueue(redis, prefix);
-  const scheduler = await refreshQueue.getJobScheduler(SCHEDULER_ID).finally(() => refreshQueue.close());
+  const [scheduler, continuous] = await Promise.all([
+    refreshQueue.getJobScheduler(SCHEDULER_ID),
+    refreshQueue.getJobScheduler(CONTINUOUS_SCHEDULER_ID),
+  ]).finally(() => refreshQueue.close());
   return {
     nextNightlyRefresh: scheduler?.next ? new Date(scheduler.next).toISOString() : null,
     nightlyPattern: scheduler?.pattern
       ? `${scheduler.pattern}${scheduler.tz ? ` (${scheduler.tz})` : ''}`
       : null,
+    refreshMode: continuous ? 'continuous' : scheduler ? 'nightly' : null,
     prefix,
     counts,
     paused,

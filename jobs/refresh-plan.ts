@@ -51,7 +51,10 @@ export function progressOf(run: RefreshRun, now = new Date()): RefreshProgress {
   const ratePerSec = done > 0 && elapsed > 0 ? done / elapsed : null;
   const left = run.plannedSubscribers !== null ? Math.max(0, run.plannedSubscribers - done) : null;
   let etaAt: Date | null = null;
-  if (left !== null && ratePerSec !== null) etaAt = new Date(now.getTime() + (left / ratePerSec) * 1000);
+  // A continuous window ends when its time is up, whatever it spent: its plan is a budget of
+  // requests, not a count of subscribers to get through.
+  if (run.trigger === 'continuous') etaAt = run.expectedFinishAt;
+  else if (left !== null && ratePerSec !== null) etaAt = new Date(now.getTime() + (left / ratePerSec) * 1000);
   else if (run.expectedFinishAt !== null) etaAt = run.expectedFinishAt;
   return {
     planned: run.plannedSubscribers,

@@ -53,3 +53,21 @@ export function formatDuration(ms: number): string {
   }
   return `${ms / 1000}s`;
 }
+
+const SPANS: [string, number][] = [
+  ['d', 86_400],
+  ['h', 3600],
+  ['m', 60],
+];
+
+/**
+ * The one way cards-sync writes a duration for people, in the units `durationMs` reads: a whole
+ * unit when the seconds fall on one (`7d`, `36h`, `2m`, `90s`, as REFRESH_MAX_AGE and `--stale`
+ * are written); an age that does not, in the largest unit it spans twice, to a tenth (`3.4h`).
+ */
+export function formatDuration(seconds: number): string {
+  const s = Math.max(0, Math.round(seconds));
+  for (const [unit, size] of SPANS) if (s >= size && s % size === 0) return `${s / size}${unit}`;
+  for (const [unit, size] of SPANS) if (s >= 2 * size) return `${(s / size).toFixed(1)}${unit}`;
+  return `${s}s`;
+}

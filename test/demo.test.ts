@@ -8,8 +8,10 @@ import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { createDb } from '../db/client.js';
 import { createSyncQueue } from '../jobs/queue.js';
 import { findServices, ServicesMissing } from '../src/demo/services.js';
+import { freshnessRows } from '../src/demo/summary.js';
 import { createTestDatabase } from './helpers.js';
 import { archiveLog } from './log-archive.js';
 import { waitFor } from './queue-helpers.js';
@@ -109,6 +111,10 @@ describe('npm run demo', () => {
       // This run alone: 1,000 subscribers, every 97th unknown to the mock API.
       expect(succeeded(out), out).toBe(989);
       expect(out).toMatch(/not_found\s+11\b/);
+      // Every subscriber in one freshness bucket: the 11 unknown upstream too, adding up to 1,000.
+      expect(out).toMatch(/synced within 1 h +989 *\n/);
+      expect(out).toMatch(/not found upstream +11 *\n/);
+      expect(out).toMatch(/total +1000 *\n/);
       expect(out).toContain('active cards per bank');
       // Not a terminal: no bar, so a last progress line with the total before "idle".
       expect(out).toMatch(/1000\/1000 jobs done\n\s+idle after/);
@@ -245,5 +251,36 @@ describe('npm run demo', () => {
     expect(code).toBe(2);
     expect(out).toContain("Unknown option '--nowait'");
     expect(out).toContain('--no-wait');
+  });
+});
+
+describe("the demo's summary", () => {
+  it('puts every subscriber of the run in one freshness bucket, the unknown upstream included', async () => {
+    const handle = createDb(db.url, { max: 1 });
+    try {
+      const pool = handle.pool;
+      const since = new Date(Date.now() - 60_000);
+      await pool.query(`insert into subscribers (subscriber_id, last_success_at)
+        select g, now() from generate_series(500001, 500006) g`);
+      await pool.query(`insert into subscribers (subscriber_id, last_success_at, last_status)
+        values (500007, now() - interval '2 hours', 'succeeded'), (500008, null, 'failed')`);
+      // 500009 is unknown upstream (a 404 stores a run, no subscriber); 500010 failed; and an
+      // older run's 404 of 500007, before this run, does not count.
+      await pool.query(`insert into sync_runs (subscriber_id, trigger, started_at, finished_at, status)
+        values (500009, 'manual', now(), now(), 'not_found'), (500010, 'manual', now(), now(), 'failed'),
+               (500007, 'manual', now() - interval '1 day', now() - interval '1 day', 'not_found')`);
+      const rows = await freshnessRows(handle.db, { firstId: 500001, lastId: 500010, since });
+      expect(rows).toEqual([
+        { bucket: 'synced within 1 h', subscribers: 6 },
+        { bucket: 'synced over 1 h ago', subscribers: 1 },
+        { bucket: 'never synced', subscribers: 2 },
+        { bucket: 'not found upstream', subscribers: 1 },
+        { bucket: 'total', subscribers: 10 },
+      ]);
+    } finally {
+      await handle.pool.query('delete from sync_runs where subscriber_id between 500001 and 500010');
+      await handle.pool.query('delete from subscribers where subscriber_id between 500001 and 500010');
+      await handle.close();
+    }
   });
 });

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { describe, expect, inject, it } from 'vitest';
+import { doctorSummary } from '../src/commands/doctor.js';
 import { API_KEY, CARD_TOKEN_KEYS, testTokens, useScriptedApi } from './fixtures.js';
 import { adminQuery, useTestDatabase, withDatabase } from './helpers.js';
 import { runCli } from './queue-helpers.js';
@@ -8,6 +9,17 @@ import { runCli } from './queue-helpers.js';
 
 const database = useTestDatabase();
 const upstream = useScriptedApi();
+
+/** The last line a run's check lines call for: warnings counted when nothing failed. */
+function summaryOf(stdout: string): string {
+  const verdicts = stdout.split('\n').map((l) => /^(ok|WARN|FAIL)\s/.exec(l)?.[1]);
+  const failed = verdicts.filter((v) => v === 'FAIL').length;
+  const warned = verdicts.filter((v) => v === 'WARN').length;
+  if (failed > 0) return `doctor: ${failed} check${failed === 1 ? '' : 's'} failed`;
+  return warned === 0
+    ? 'doctor: every check passed'
+    : `doctor: passed, with ${warned} warning${warned === 1 ? '' : 's'}`;
+}
 
 const line = (stdout: string, name: string) =>
   stdout.split('\n').find((l) => new RegExp(`^(ok|WARN|FAIL)\\s+${name}\\s`).test(l)) ?? '';
@@ -36,8 +48,34 @@ describe('cards-sync doctor', () => {
     expect(line(run.stdout, 'api key')).toMatch(
       /^ok\s+api key\s+accepted by 127\.0\.0\.1:\d+ \(HTTP (200|404)\)/,
     );
-    expect(run.stdout.trim().split('\n').at(-1)).toBe('doctor: every check passed');
+    expect(run.stdout.trim().split('\n').at(-1)).toBe(summaryOf(run.stdout));
     expect(run.stdout + run.stderr).not.toContain(API_KEY);
+  });
+
+  it('a pass with a warning says so: "passed, with 1 warning", not "every check passed"', async () => {
+    // No API configured: the api key check warns, and nothing fails.
+    const run = await runCli(['doctor'], {
+      DATABASE_URL: database.url,
+      REDIS_URL: inject('redisUrl'),
+      CARD_TOKEN_KEYS,
+    });
+    expect(run.code, run.stdout + run.stderr).toBe(0);
+    expect(line(run.stdout, 'api key')).toMatch(/^WARN\s+api key/);
+    const last = run.stdout.trim().split('\n').at(-1);
+    expect(last).toMatch(/^doctor: passed, with \d+ warnings?$/);
+    expect(last).toBe(summaryOf(run.stdout));
+    expect(run.stdout).not.toContain('every check passed');
+  });
+
+  it('counts warnings with the plural right', () => {
+    const ok = { verdict: 'ok' } as const;
+    const warn = { verdict: 'WARN' } as const;
+    const fail = { verdict: 'FAIL' } as const;
+    expect(doctorSummary([ok, ok])).toBe('doctor: every check passed');
+    expect(doctorSummary([ok, warn])).toBe('doctor: passed, with 1 warning');
+    expect(doctorSummary([warn, ok, warn])).toBe('doctor: passed, with 2 warnings');
+    expect(doctorSummary([warn, fail])).toBe('doctor: 1 check failed');
+    expect(doctorSummary([fail, fail, ok])).toBe('doctor: 2 checks failed');
   });
 
   it('a broken setup: each failure named with its fix, the other checks still run, exit 1', async () => {

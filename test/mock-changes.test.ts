@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { parseChanges, walletChanges } from '../src/mock-api/changes.js';
-import { cardsFor } from '../src/mock-api/data.js';
+import { cardsAtVersion, cardsFor } from '../src/mock-api/data.js';
 import { createMockApi, type MockApi } from '../src/mock-api/server.js';
 import { runCli } from './queue-helpers.js';
 
@@ -71,9 +71,51 @@ describe('mock-api --changes', () => {
     expect(mock.version(7)).toBeGreaterThan(20);
     expect(later).toEqual(mock.truth(7));
     expect(later).not.toEqual(cardsFor(7));
-    // Ids stay those of the subscriber's cards; tokens and bank names moved on.
-    for (const card of later as { id: number; subscriberId: number }[]) expect(card.subscriberId).toBe(7);
+    // Ids stay those of the subscriber's cards; tokens moved on, bank names stayed real ones.
+    for (const card of later as { id: number; subscriberId: number; cardBankName: string }[]) {
+      expect(card.subscriberId).toBe(7);
+      expect(card.cardBankName).not.toMatch(/-\d+$/);
+    }
     expect(mock.changeRate(7)).toBe(1);
+  });
+
+  it("a change moves tokens on; bank names stay the real banks' own, each with its code, the same for the same seed", () => {
+    // The five banks of the provider's sample, each by its short and its legal name.
+    const REAL: Record<string, number> = {
+      AKBA: 100100000,
+      'AKBANK T.A.S.': 100100000,
+      GARANTI: 100200000,
+      'T. GARANTI BANKASI A.S.': 100200000,
+      YAPIKREDI: 100300000,
+      'YAPI VE KREDI BANKASI A.S.': 100300000,
+      ISBANK: 100400000,
+      'T. IS BANKASI A.S.': 100400000,
+      ZIRAAT: 100500000,
+      'T.C. ZIRAAT BANKASI A.S.': 100500000,
+    };
+    const seen = new Set<string>();
+    for (let id = 1; id <= 300; id++) {
+      for (const version of [0, 1, 2, 7, 1_000]) {
+        const cards = cardsAtVersion(id, version);
+        expect(cardsAtVersion(id, version)).toEqual(cards);
+        for (const card of cards) {
+          expect(REAL, `subscriber ${id} version ${version}: ${card.cardBankName}`).toHaveProperty(
+            [card.cardBankName],
+            card.cardBankCode,
+          );
+          seen.add(card.cardBankName);
+        }
+      }
+      // A change is always visible upstream: every card that stays has a new token.
+      const before = new Map(cardsAtVersion(id, 1).map((c) => [c.id, c.cardToken]));
+      for (const card of cardsAtVersion(id, 2))
+        if (before.has(card.id)) expect(card.cardToken).not.toBe(before.get(card.id));
+    }
+    // Both names of every bank turn up: a report by name finds 10 names of 5 banks, never 66.
+    expect([...seen].sort()).toEqual(Object.keys(REAL).sort());
+    // `mock-api --generation` draws from the same names.
+    for (const card of cardsFor(42, { generation: 3 }))
+      expect(REAL[card.cardBankName]).toBe(card.cardBankCode);
   });
 
   it('refuses a bad --changes on the command line with exit 2', async () => {

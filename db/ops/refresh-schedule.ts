@@ -120,3 +120,15 @@ export async function planSample(pool: pg.Pool, size = 20_000): Promise<PlanSamp
     observations: rows.map((r) => r.change_observations),
   };
 }
+
+/**
+ * Subscribers due now: never planned, or their `next_refresh_at` passed and no claim has moved it
+ * on. Two counts the next-due index serves (nulls first, then the range up to now), not the table.
+ */
+export async function countDue(pool: pg.Pool): Promise<number> {
+  const { rows } = await pool.query<{ due: number }>(
+    `select ((select count(*) from subscribers where next_refresh_at is null)
+      + (select count(*) from subscribers where next_refresh_at <= now()))::float8 as due`,
+  );
+  return rows[0]?.due ?? 0;
+}

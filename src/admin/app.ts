@@ -8,7 +8,9 @@ import { freshnessBuckets } from '../../db/ops/admin.js';
 import { recentAdminActions } from '../../db/ops/admin-actions.js';
 import { readFreshness } from '../../db/ops/freshness.js';
 import { lastRefreshRun } from '../../db/ops/refresh-runs.js';
+import { countDue } from '../../db/ops/refresh-schedule.js';
 import { readDataStatus } from '../../db/ops/status.js';
+import { continuousStatus, isContinuous } from '../../jobs/continuous-status.js';
 import type { createSyncQueue } from '../../jobs/queue.js';
 import { queueStatusOf } from '../../jobs/queue-status.js';
 import type { RedisClient } from '../../jobs/redis.js';
@@ -122,6 +124,14 @@ export function createAdminApp(deps: AdminDeps) {
       readFreshness(deps.db.$client, 7 * 86_400_000),
       liveFleet(deps.db.$client).catch(() => []),
     ]);
+    const continuous = isContinuous(queue, lastRefresh ?? null)
+      ? continuousStatus({
+          lastRefresh: lastRefresh ?? null,
+          freshness: model,
+          oldestSuccessAt: data.oldestSuccessAt,
+          dueNow: await countDue(deps.db.$client),
+        })
+      : null;
     return c.html(
       renderOverview({
         queue,
@@ -130,6 +140,7 @@ export function createAdminApp(deps: AdminDeps) {
         model,
         fleet,
         lastRefresh: lastRefresh ?? null,
+        continuous,
         recentActions: actions,
         csrf: formToken(c.get('role'), deps.adminToken),
         flash: parseFlash(c.req.query()),

@@ -3,10 +3,13 @@ import type { AdminActionRow } from '../../db/ops/admin-actions.js';
 import { auditDisagrees, type Freshness } from '../../db/ops/freshness.js';
 import type { RefreshRun } from '../../db/ops/refresh-runs.js';
 import type { DataStatus } from '../../db/ops/status.js';
+import type { ContinuousStatus } from '../../jobs/continuous-status.js';
 import type { QueueStatus } from '../../jobs/queue-status.js';
 import { progressOf } from '../../jobs/refresh-plan.js';
 import { summarizeDetail } from '../audit.js';
 import type { FleetEntry } from '../fleet/registry.js';
+import { formatDuration } from '../time.js';
+import { continuousBlock } from './continuous-block.js';
 import { csrfField } from './csrf.js';
 import { fleetBlock } from './fleet-block.js';
 import { esc, layout, readOnlyNote, searchForm, time } from './html.js';
@@ -152,6 +155,8 @@ export interface OverviewView {
   /** The live processes (fleet_processes). */
   fleet: readonly FleetEntry[];
   lastRefresh: RefreshRun | null;
+  /** REFRESH_MODE=continuous: its window, budget, who is due and the oldest copy; null in nightly mode. */
+  continuous: ContinuousStatus | null;
   /** The newest operator actions (admin_actions), newest first. */
   recentActions: readonly AdminActionRow[];
   /** The `_csrf` value for the pause and resume forms; null for the reader, who gets no forms. */
@@ -188,8 +193,17 @@ function modelBlock(f: Freshness): string {
   ].join('');
   return (
     `<p id="stale-estimate">Estimated stale now: <b>${pct(f.estimatedStaleRatio)}</b> of subscribers (${esc(f.mode ?? 'no refresh plan yet')}); ${audit}. ` +
-    `${f.pastMaxAge} past the max age of ${Math.round(f.maxAgeSeconds / 3600)} h.</p>${warnings}`
+    `${f.pastMaxAge} past the max age of ${formatDuration(f.maxAgeSeconds)}.</p>${warnings}`
   );
+}
+
+/** The refresh section: the continuous refresh's own figures, or the last run and the next nightly one. */
+function refreshSection(view: OverviewView): string {
+  const r = view.lastRefresh;
+  if (view.continuous === null)
+    return `${refreshBlock(r)}\n<p>Next nightly run: ${view.queue.nextNightlyRefresh ? time(view.queue.nextNightlyRefresh) : 'not scheduled yet'}</p>`;
+  // A refresh started by hand holds the windows back while it runs: it is shown as itself.
+  return `${r && r.trigger !== 'continuous' ? refreshBlock(r) : ''}${continuousBlock(view.continuous)}`;
 }
 
 /** The overview page: what a person on call wants to see at a glance. */
@@ -233,8 +247,7 @@ ${conflictsBlock(d.conflicts)}
 ${freshnessChart(view.freshness)}
 ${modelBlock(view.model)}
 <h2>Refresh</h2>
-${refreshBlock(view.lastRefresh)}
-<p>Next nightly run: ${q.nextNightlyRefresh ? time(q.nextNightlyRefresh) : 'not scheduled yet'}</p>
+${refreshSection(view)}
 <h2>Fleet</h2>
 ${fleetBlock(view.fleet)}
 <h2>Failed attempts in the last 24 hours (sync_runs)</h2>

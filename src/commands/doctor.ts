@@ -10,7 +10,7 @@ import { describeDbError, ensureRedis } from './common.js';
 import { fleetCheck } from './doctor-fleet.js';
 import { ledgerCheck } from './doctor-ledger.js';
 
-type Verdict = 'ok' | 'WARN' | 'FAIL';
+export type Verdict = 'ok' | 'WARN' | 'FAIL';
 interface Check {
   verdict: Verdict;
   name: string;
@@ -265,11 +265,15 @@ export async function cmdDoctor(config: Config, io: Io): Promise<number> {
     await apiCheck(config),
   ];
   for (const c of checks) io.out(`${c.verdict.padEnd(4)}  ${c.name.padEnd(17)}  ${c.says}`);
+  io.out(doctorSummary(checks));
+  return checks.some((c) => c.verdict === 'FAIL') ? 1 : 0;
+}
+
+/** The last line of `doctor`: failures first; a pass with warnings says so rather than "every check passed". */
+export function doctorSummary(checks: readonly { verdict: Verdict }[]): string {
+  const count = (n: number, one: string) => `${n} ${one}${n === 1 ? '' : 's'}`;
   const failed = checks.filter((c) => c.verdict === 'FAIL').length;
-  io.out(
-    failed === 0
-      ? 'doctor: every check passed'
-      : `doctor: ${failed} ${failed === 1 ? 'check' : 'checks'} failed`,
-  );
-  return failed === 0 ? 0 : 1;
+  const warned = checks.filter((c) => c.verdict === 'WARN').length;
+  if (failed > 0) return `doctor: ${count(failed, 'check')} failed`;
+  return warned > 0 ? `doctor: passed, with ${count(warned, 'warning')}` : 'doctor: every check passed';
 }

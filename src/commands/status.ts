@@ -3,7 +3,9 @@ import { rootCause } from '../../db/errors.js';
 import { type AdminActionRow, recentAdminActions } from '../../db/ops/admin-actions.js';
 import { auditDisagrees, type Freshness, readFreshness } from '../../db/ops/freshness.js';
 import { lastRefreshRun, type RefreshRun } from '../../db/ops/refresh-runs.js';
+import { countDue } from '../../db/ops/refresh-schedule.js';
 import { type DataStatus, readDataStatus } from '../../db/ops/status.js';
+import { type ContinuousStatus, continuousStatus, isContinuous } from '../../jobs/continuous-status.js';
 import type { HoldCause } from '../../jobs/hold.js';
 import { createSyncQueue } from '../../jobs/queue.js';
 import { type QueueStatus, queueStatusOf } from '../../jobs/queue-status.js';
@@ -15,6 +17,7 @@ import { formatFleet } from '../fleet/format.js';
 import { type FleetEntry, liveFleet } from '../fleet/registry.js';
 import { formatDuration, formatTime } from '../time.js';
 import { describeDbError, ensureRedis, type Io } from './common.js';
+import { formatContinuous } from './status-continuous.js';
 
 const HELD_BY: Record<HoldCause | 'own_limit', string> = {
   api_429: 'rate limited by the API (a 429 and its Retry-After): every worker waits',
@@ -87,6 +90,7 @@ export function formatRefresh(r: RefreshRun): string {
 function formatStatus(
   q: QueueStatus,
   d: (DataStatus & { lastRefresh: RefreshRun | null }) | { error: string },
+  continuous: ContinuousStatus | null,
 ): string[] {
   const c = q.counts;
   const lines = [`queue saved-cards-sync (prefix ${q.prefix}): ${q.paused ? 'PAUSED' : 'running'}`];
@@ -111,9 +115,11 @@ function formatStatus(
   );
   const held = HELD_BY[q.rateLimitedBy ?? 'own_limit'];
   if (q.rateLimitedForMs > 0) lines.push(`  ${held} for another ${q.rateLimitedForMs} ms`);
-  lines.push(
-    `nightly refresh: ${q.nextNightlyRefresh ? `next at ${formatTime(q.nextNightlyRefresh)}, cron ${q.nightlyPattern}` : 'not scheduled yet (a worker registers it at start)'}`,
-  );
+  // In continuous mode there is no nightly run to announce: the window's lines say what runs.
+  if (!isContinuous(q, 'error' in d ? null : d.lastRefresh))
+    lines.push(
+      `nightly refresh: ${q.nextNightlyRefresh ? `next at ${formatTime(q.nextNightlyRefresh)}, cron ${q.nightlyPattern}` : 'not scheduled yet (a worker registers it at start)'}`,
+    );
   if ('error' in d) {
     lines.push(`data: ${d.error}`);
     return lines;
@@ -140,7 +146,11 @@ function formatStatus(
         '(card_conflicts where resolved_at is null)',
     );
   }
-  lines.push(d.lastRefresh ? formatRefresh(d.lastRefresh) : 'refresh: none has run yet');
+  if (continuous !== null) {
+    // A refresh started by hand holds the windows back while it runs: it is shown as itself.
+    if (d.lastRefresh && d.lastRefresh.trigger !== 'continuous') lines.push(formatRefresh(d.lastRefresh));
+    lines.push(...formatContinuous(continuous));
+  } else lines.push(d.lastRefresh ? formatRefresh(d.lastRefresh) : 'refresh: none has run yet');
   return lines;
 }
 
@@ -188,10 +198,20 @@ export async function cmdStatus(config: Config, io: Io, opts: { json: boolean })
   let actions: RecentActions | undefined;
   let freshness: Freshness | null = null;
   let fleet: FleetEntry[] | null = null;
+  let continuous: ContinuousStatus | null = null;
   const handle = createDb(config.databaseUrl, { max: 1, timeoutMs: config.databaseTimeoutMs });
   try {
     data = { ...(await readDataStatus(handle.db)), lastRefresh: (await lastRefreshRun(handle.db)) ?? null };
     freshness = await readFreshness(handle.pool, config.refreshMaxAgeMs);
+    if (isContinuous(queue, data.lastRefresh)) {
+      const { lastRefresh, oldestSuccessAt } = data;
+      continuous = continuousStatus({
+        lastRefresh,
+        freshness,
+        oldestSuccessAt,
+        dueNow: await countDue(handle.pool),
+      });
+    }
     // A database before migration 0017 has no fleet: say nothing of it rather than fail.
     fleet = await liveFleet(handle.pool).catch(() => null);
     actions = await recentAdminActions(handle.db, STATUS_ACTIONS).catch((error: unknown) => ({
@@ -211,9 +231,11 @@ export async function cmdStatus(config: Config, io: Io, opts: { json: boolean })
         ? null
         : progressOf(data.lastRefresh);
     const recentActions = actions === undefined || 'error' in actions ? null : actions.map(actionJson);
-    io.out(JSON.stringify({ queue, data, freshness, fleet, refreshProgress: refresh, recentActions }));
+    io.out(
+      JSON.stringify({ queue, data, freshness, fleet, refreshProgress: refresh, continuous, recentActions }),
+    );
   } else {
-    for (const line of formatStatus(queue, data)) io.out(line);
+    for (const line of formatStatus(queue, data, continuous)) io.out(line);
     if (freshness) for (const line of formatFreshness(freshness)) io.out(line);
     if (fleet) for (const line of formatFleet(fleet)) io.out(line);
     if (actions !== undefined) for (const line of formatActions(actions)) io.out(line);

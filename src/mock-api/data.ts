@@ -5,13 +5,17 @@ import type { SavedCard } from '../api/schema.js';
 export interface MockDataOptions {
   /** Cards per subscriber; `undefined` = 1 to 4, chosen by the subscriber id. */
   cardsPerSubscriber?: number;
-  /** Changes every token and bank name, as if the upstream data moved on. Default 0. */
+  /**
+   * Changes every token, and bank names among each bank's own, as if the upstream data moved on.
+   * Default 0.
+   */
   generation?: number;
 }
 
 /**
- * The subscriber's wallet after `version` changes (`--changes`): each change moves every token and
- * bank name on, and may add or remove cards (1 to 4 of them, unless the count is fixed).
+ * The subscriber's wallet after `version` changes (`--changes`): each change issues every card a
+ * new token, may show a bank under its other name (never another bank's, never a made-up one) and
+ * may add or remove cards (1 to 4 of them, unless the count is fixed).
  */
 export function cardsAtVersion(
   subscriberId: number,
@@ -26,12 +30,15 @@ export function cardsAtVersion(
   });
 }
 
+// Each bank under the names the API shows it by: the short one of the provider's sample first
+// (generation 0), then its legal name (DESIGN §7's example moves between the two). A change may
+// switch one card between them; the bank code stays, so a per-bank report still finds 5 banks.
 const BANKS = [
-  { code: 100100000, name: 'AKBA', bin: '4761' },
-  { code: 100200000, name: 'GARANTI', bin: '5400' },
-  { code: 100300000, name: 'YAPIKREDI', bin: '4506' },
-  { code: 100400000, name: 'ISBANK', bin: '4508' },
-  { code: 100500000, name: 'ZIRAAT', bin: '5170' },
+  { code: 100100000, names: ['AKBA', 'AKBANK T.A.S.'], bin: '4761' },
+  { code: 100200000, names: ['GARANTI', 'T. GARANTI BANKASI A.S.'], bin: '5400' },
+  { code: 100300000, names: ['YAPIKREDI', 'YAPI VE KREDI BANKASI A.S.'], bin: '4506' },
+  { code: 100400000, names: ['ISBANK', 'T. IS BANKASI A.S.'], bin: '4508' },
+  { code: 100500000, names: ['ZIRAAT', 'T.C. ZIRAAT BANKASI A.S.'], bin: '5170' },
 ];
 const FAMILIES = ['Bonus', 'World', 'Axess', 'Maximum', ''];
 
@@ -72,7 +79,10 @@ export function cardsFor(subscriberId: number, options: MockDataOptions = {}): S
       binNumber: `${bank.bin}-xxxx-xxxx-${last4}`,
       cardFamily: FAMILIES[h[8]! % FAMILIES.length]!,
       cardBankCode: bank.code,
-      cardBankName: generation === 0 ? bank.name : `${bank.name}-${generation}`,
+      cardBankName:
+        generation === 0
+          ? bank.names[0]!
+          : bank.names[digest('bank-name', subscriberId, k, generation)[0]! % bank.names.length]!,
       subscriberId,
       companyId: h[9]! % 3 === 0 ? -1 : (h[9]! % 50) + 1,
       createDate,
