@@ -74,7 +74,7 @@ export async function replan(
     const whose =
       strictest.heldBy === null
         ? ''
-        : ` (REFRESH_MAX_AGE ${formatDuration(strictest.ms)} is live worker ${strictest.heldBy}'s, the smallest in the fleet)`;
+        : ` (REFRESH_MAX_AGE ${formatDuration(strictest.ms / 1000)} is live worker ${strictest.heldBy}'s, the smallest in the fleet)`;
     logger?.warn(
       { subscribers: sample.total, ...(strictest.heldBy ? { heldBy: strictest.heldBy } : {}) },
       `${maxAgeVerdict(judged)!}${whose}`,
@@ -87,7 +87,7 @@ export async function replan(
 export function maxAgeVerdict(p: Omit<StoredPolicy, 'computedAt'>): string | null {
   if (p.keepsMaxAge) return null;
   return (
-    `the refresh budget cannot keep REFRESH_MAX_AGE: ${p.subscribers} subscribers once per ${formatDuration(p.maxAgeSeconds * 1000)} need ` +
+    `the refresh budget cannot keep REFRESH_MAX_AGE: ${p.subscribers} subscribers once per ${formatDuration(p.maxAgeSeconds)} need ` +
     `${p.maxAgeNeedsPerSec.toFixed(2)} syncs/s, the budget for the schedule is ` +
     `${((p.budgetPerSec ?? 0) * (p.mode === 'continuous' ? 1 - p.auditShare : 1)).toFixed(2)}/s. ` +
     'Raise REFRESH_BUDGET_PER_SEC (or SYNC_RATE_LIMIT_PER_SEC) if the API allows it, or lengthen REFRESH_MAX_AGE'

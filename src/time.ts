@@ -42,18 +42,6 @@ export function durationHint(raw: string): string {
   return `upper-case ${unit} is refused rather than guessed at (${guess}); units are ${DURATION_UNITS}`;
 }
 
-/** Milliseconds as the shortest exact duration `durationMs` reads back: `2m`, `36h`, `7d` (never weeks: 14d reads plainer than 2w), `1.5s`. */
-export function formatDuration(ms: number): string {
-  for (const [unit, size] of [
-    ['d', UNITS.d!],
-    ['h', UNITS.h!],
-    ['m', UNITS.m!],
-  ] as const) {
-    if (ms >= size && ms % size === 0) return `${ms / size}${unit}`;
-  }
-  return `${ms / 1000}s`;
-}
-
 const SPANS: [string, number][] = [
   ['d', 86_400],
   ['h', 3600],

@@ -163,7 +163,7 @@ export function formatFreshness(f: Freshness): string[] {
       (f.audit.samples > 0
         ? `; audit ${pct(f.audit.staleRatio)} found changed [95%: ${pct(f.audit.low)} – ${pct(f.audit.high)}] of ${f.audit.samples} random re-syncs`
         : '; audit: no sample yet'),
-    `  max age ${formatDuration(f.maxAgeSeconds * 1000)}: ${f.pastMaxAge} subscribers past it, ${f.neverSynced} never synced${f.sampled ? ' (from a sample)' : ''}`,
+    `  max age ${formatDuration(f.maxAgeSeconds)}: ${f.pastMaxAge} subscribers past it, ${f.neverSynced} never synced${f.sampled ? ' (from a sample)' : ''}`,
   ];
   if (auditDisagrees(f))
     lines.push(

@@ -2,6 +2,9 @@ import type { Config } from '../config/index.js';
 import type { Variables } from '../config/variables.js';
 import { durationMs, formatDuration } from '../time.js';
 
+/** A duration in the shortest form it reads back exactly: `2m`, `7d`, and `1.5s` below a whole second. */
+const exactDuration = (ms: number) => (ms % 1000 === 0 ? formatDuration(ms / 1000) : `${ms / 1000}s`);
+
 // The settings every worker of the fleet must share (issues 27 and 35): each variable that
 // src/config declares `fleet: 'shared'`, published by every process in `fleet_processes.settings`
 // under the variable's own name, and compared wherever SETTINGS DIFFER shows (the worker's start,
@@ -30,7 +33,7 @@ const published: { [K in SharedVariable]: (c: Config) => SettingValue } = {
   REFRESH_BUDGET_PER_SEC: (c) => (c.refreshMode === 'continuous' ? c.refreshBudgetPerSec : null),
   REFRESH_AUDIT_SHARE: (c) => (c.refreshMode === 'continuous' ? c.refreshAuditShare : null),
   // As a duration, so that 120s and 2m agree and a person reads it.
-  REFRESH_MAX_AGE: (c) => formatDuration(c.refreshMaxAgeMs),
+  REFRESH_MAX_AGE: (c) => exactDuration(c.refreshMaxAgeMs),
   REFRESH_MAX_WIPE_RATIO: (c) => c.refreshMaxWipeRatio,
   SYNC_RUNS_RETENTION_DAYS: (c) => c.syncRunsRetentionDays,
   QUEUE_PREFIX: (c) => c.queuePrefix,
