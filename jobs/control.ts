@@ -2,7 +2,13 @@ import type { Queue } from 'bullmq';
 import type { Db } from '../db/client.js';
 import { resumeHaltedRun, setRefreshJobId } from '../db/ops/refresh-runs.js';
 import { resumeBulkLane } from './bulk-breaker.js';
-import { type PauseReason, pauseQueue, readPauseReason, resumeQueue } from './queue.js';
+import {
+  type PauseReason,
+  pauseQueue,
+  readPauseReason,
+  restatePauseReason,
+  resumeQueue,
+} from './pause-record.js';
 import type { RedisClient } from './redis.js';
 import type { RefreshJobData } from './refresh.js';
 import { REFRESH_PAYLOAD_VERSION } from './refresh-queue.js';
@@ -12,20 +18,27 @@ import { REFRESH_PAYLOAD_VERSION } from './refresh-queue.js';
  * so that a pause from the browser and one from a shell behave alike.
  */
 
-export type PauseOutcome = { paused: true } | { paused: false; already: PauseReason | undefined };
+export type PauseOutcome =
+  | { paused: true }
+  | { paused: false; already: PauseReason | undefined; now: PauseReason };
 
 /**
- * Pauses every worker with a reason. A queue already paused keeps its first reason (it says why
- * processing stopped, which a second pause must not hide) and the caller is told who paused it.
+ * Pauses every worker with a reason, said by `actor`. On a queue already paused, the new reason
+ * replaces the shown one: the person pausing again knows more than the first reason said (the
+ * incident, the ticket). Nothing is lost: the replaced reasons stay in the record (`earlier`) and
+ * in the audit rows, and what paused the queue, when, and a rejected key's process stay as they were.
  */
 export async function pauseProcessing(
   deps: { syncQueue: Queue; redis: RedisClient },
   reason: string,
+  /** Who asks: the OS user on the CLI, the token's name over HTTP. */
+  actor = 'unknown',
 ): Promise<PauseOutcome> {
   if (await deps.syncQueue.isPaused()) {
-    return { paused: false, already: await readPauseReason(deps.syncQueue, deps.redis) };
+    const { before, after } = await restatePauseReason(deps.syncQueue, deps.redis, reason, actor);
+    return { paused: false, already: before, now: after };
   }
-  await pauseQueue(deps.syncQueue, deps.redis, { by: 'operator', reason });
+  await pauseQueue(deps.syncQueue, deps.redis, { by: 'operator', reason, actor });
   return { paused: true };
 }
 

@@ -13,15 +13,10 @@ import {
   isBulkJob,
 } from './bulk-breaker.js';
 import { holdWorkers } from './hold.js';
+import { type KeyRejectionDeps, keyRejectionHandler } from './key-rejected.js';
 import { isOpsJob, opsServedCounter } from './lanes.js';
 import { NEWER_PAYLOAD_HOLD_MS, newerPayload } from './payload-version.js';
-import {
-  pauseQueue,
-  SYNC_PAYLOAD_VERSION,
-  type SyncJobData,
-  type SyncJobResult,
-  syncJobSchema,
-} from './queue.js';
+import { SYNC_PAYLOAD_VERSION, type SyncJobData, type SyncJobResult, syncJobSchema } from './queue.js';
 import type { RedisClient } from './redis.js';
 import { countOutcome } from './refresh-tally.js';
 
@@ -36,7 +31,9 @@ export class TransientSyncError extends Error {
   }
 }
 
-export interface ProcessorDeps extends SyncDeps {
+export interface ProcessorDeps
+  extends SyncDeps,
+    Pick<KeyRejectionDeps, 'fleetId' | 'liveProcessIds' | 'onOwnKeyRejected'> {
   queue: Queue<SyncJobData, SyncJobResult>;
   redis: RedisClient;
   /** Where outcomes, API latencies and card counts are observed, if anywhere. */
@@ -155,19 +152,15 @@ async function holdForDatabase(deps: ProcessorDeps, code: string | undefined): P
 /** How long a Postgres outage holds the workers before they try again, ms. */
 export const DB_HOLD_MS = 5000;
 
-export const AUTH_FIX =
-  'the Saved Cards API rejected the key: processing is paused and no job was failed. ' +
-  'Fix CARDS_API_KEY (or the file CARDS_API_KEY_FILE names), restart the workers so they read it, ' +
-  'then run `cards-sync resume`';
-
 /**
  * The sync processor: one job = one subscriber. Permanent outcomes fail at once
  * (`UnrecoverableError`) after their `sync_runs` row is written; transient ones throw so that
  * `attempts`/`backoff` retry; a 429 rate-limits every worker without using an attempt; a rejected
- * key pauses the queue and puts the job back, again without using an attempt.
+ * key stops this worker or pauses the queue (jobs/key-rejected.ts) and puts the job back, again
+ * without using an attempt.
  */
 export function createSyncProcessor(deps: ProcessorDeps) {
-  let authPauseLogged = false;
+  const keys = keyRejectionHandler(deps);
   const opsServed = opsServedCounter(deps.redis, deps.queue.opts.prefix ?? 'bull');
   const bulkLane = bulkPausedFlag(deps.redis, deps.queue.opts.prefix ?? 'bull');
   // After Postgres was found away, each job asks it first, until it answers: a sync that cannot be
@@ -199,6 +192,7 @@ export function createSyncProcessor(deps: ProcessorDeps) {
       );
     }
     const data = parsed.data;
+    if (keys.stopping && token !== undefined) return keys.handBack(job, token);
     const bulk = isBulkJob(job);
     if (
       bulk &&
@@ -253,7 +247,7 @@ export function createSyncProcessor(deps: ProcessorDeps) {
     switch (result.status) {
       case 'superseded':
       case 'succeeded':
-        authPauseLogged = false;
+        keys.worked();
         return {
           status: result.status,
           subscriberId: result.subscriberId,
@@ -268,16 +262,7 @@ export function createSyncProcessor(deps: ProcessorDeps) {
         if (!limited) await holdWorkers(deps.queue, deps.redis, result.retryAfterMs ?? 1000, 'api_429');
         throw Worker.RateLimitError();
       case 'auth_rejected':
-        await pauseQueue(deps.queue, deps.redis, {
-          by: 'auth_rejected',
-          reason: result.errorMessage ?? 'API key rejected',
-        });
-        if (!authPauseLogged) {
-          authPauseLogged = true;
-          deps.logger.error({ errorCode: result.errorCode }, AUTH_FIX);
-        }
-        // Back to the (now paused) queue, no attempt used.
-        throw Worker.RateLimitError();
+        return keys.rejected(job, token, Number(result.api.code), result.errorMessage ?? 'API key rejected');
       default:
         if (result.retryable)
           throw new TransientSyncError(

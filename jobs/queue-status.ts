@@ -1,5 +1,7 @@
+import { type KeyRejection, readKeyVerdicts, standingRejections } from './api-key-verdicts.js';
 import { heldCount, readBulkPause } from './bulk-breaker.js';
 import { type HoldCause, readHoldCause } from './hold.js';
+import type { PauseReason } from './pause-record.js';
 import { type createSyncQueue, readPauseReason } from './queue.js';
 import type { RedisClient } from './redis.js';
 import { CONTINUOUS_SCHEDULER_ID, createRefreshQueue, SCHEDULER_ID } from './refresh-queue.js';
@@ -14,6 +16,16 @@ export interface QueueStatus {
   pausedBecause?: string;
   pausedBy?: string;
   pausedAt?: string;
+  /**
+   * The whole pause record: who paused, who gave the current reason and when, the reasons it
+   * replaced, and for a rejected key the process that holds it. Null when not paused.
+   */
+  pause: PauseReason | null;
+  /**
+   * Processes whose API key was rejected in the last 24 h, and the key has not worked since (newest
+   * first): each stopped itself while another key worked (`scope: 'process'`), or paused the queue.
+   */
+  rejectedKeys: KeyRejection[];
   /** Seconds the oldest waiting job has waited, or null when none waits. */
   oldestWaitingSeconds: number | null;
   /** Milliseconds left of the queue-wide hold, 0 when none. */
@@ -66,7 +78,11 @@ export async function queueStatusOf(
   const ttl = Math.max(holdTtl, ownTtl);
   const cause =
     holdTtl > 0 ? ((await readHoldCause(redis, prefix)) ?? 'api_429') : ownTtl > 0 ? 'own_limit' : null;
-  const [bulkPause, held] = await Promise.all([readBulkPause(redis, prefix), heldCount(redis, prefix)]);
+  const [bulkPause, held, verdicts] = await Promise.all([
+    readBulkPause(redis, prefix),
+    heldCount(redis, prefix),
+    readKeyVerdicts(redis, prefix),
+  ]);
   const refreshQueue = createRefreshQueue(redis, prefix);
   const [scheduler, continuous] = await Promise.all([
     refreshQueue.getJobScheduler(SCHEDULER_ID),
@@ -82,6 +98,8 @@ export async function queueStatusOf(
     counts,
     paused,
     ...(reason ? { pausedBecause: reason.reason, pausedBy: reason.by, pausedAt: reason.at } : {}),
+    pause: reason ?? null,
+    rejectedKeys: standingRejections(verdicts),
     oldestWaitingSeconds: oldest ? Math.max(0, Math.round((Date.now() - oldest.timestamp) / 1000)) : null,
     rateLimitedForMs: Math.max(0, ttl),
     rateLimitedBy: cause,

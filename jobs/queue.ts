@@ -4,9 +4,19 @@ import { SYNC_TRIGGERS, type SyncTrigger } from '../db/schema.js';
 import type { Target } from '../src/api/client.js';
 import { dedupKey, emailIdKey } from './job-ids.js';
 import { LANE_PRIORITY, type Lane, promoteRefreshJob } from './lanes.js';
+import { QUEUE_NAME } from './queue-name.js';
 import type { RedisClient } from './redis.js';
 
-export const QUEUE_NAME = 'saved-cards-sync';
+// Why the queue is paused lives in its own module; these names stay importable from here.
+export {
+  type PauseReason,
+  pauseQueue,
+  pauseReasonKey,
+  type RejectedKey,
+  readPauseReason,
+  resumeQueue,
+} from './pause-record.js';
+export { QUEUE_NAME };
 export const JOB_NAME = 'sync';
 
 /**
@@ -205,42 +215,4 @@ export async function enqueueSyncs(
     else if (lane !== 'refresh' && (await promoteRefreshJob(queue, id, lane, trigger))) promoted++;
   }
   return { enqueued, alreadyQueued: targets.length - enqueued - refused.length, promoted, jobIds, refused };
-}
-
-/** Where `pause` writes why the queue is paused; `resume` clears it. */
-export function pauseReasonKey(prefix: string): string {
-  return `${prefix}:${QUEUE_NAME}:cards-sync:pause-reason`;
-}
-
-export interface PauseReason {
-  reason: string;
-  by: 'operator' | 'auth_rejected' | 'breaker';
-  at: string;
-}
-
-export async function pauseQueue(
-  queue: Queue,
-  redis: RedisClient,
-  reason: Omit<PauseReason, 'at'>,
-): Promise<void> {
-  await redis.set(
-    pauseReasonKey(queue.opts.prefix ?? 'bull'),
-    JSON.stringify({ ...reason, at: new Date().toISOString() }),
-  );
-  await queue.pause();
-}
-
-export async function resumeQueue(queue: Queue, redis: RedisClient): Promise<void> {
-  await queue.resume();
-  await redis.del(pauseReasonKey(queue.opts.prefix ?? 'bull'));
-}
-
-export async function readPauseReason(queue: Queue, redis: RedisClient): Promise<PauseReason | undefined> {
-  const raw = await redis.get(pauseReasonKey(queue.opts.prefix ?? 'bull'));
-  if (raw === null) return undefined;
-  try {
-    return JSON.parse(raw) as PauseReason;
-  } catch {
-    return undefined;
-  }
 }

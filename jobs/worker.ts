@@ -9,7 +9,7 @@ import type { Metrics } from '../src/metrics.js';
 import { createGroupCommitter } from '../src/sync/group-commit.js';
 import type { CardTokens } from '../src/tokens/card-tokens.js';
 import type { BulkBreakerOptions } from './bulk-breaker.js';
-import { createSyncProcessor } from './processor.js';
+import { createSyncProcessor, type ProcessorDeps } from './processor.js';
 import { QUEUE_NAME, type SyncJobData, type SyncJobResult } from './queue.js';
 import { closeRedis, createRedis, evictionPolicy, type RedisClient, settlesWithin } from './redis.js';
 
@@ -51,7 +51,7 @@ export async function startSyncWorker(
     goneAfterNotFound?: number;
     /** The mass-removal breaker over bulk work; `REFRESH_MAX_WIPE_RATIO` by default 0.2. */
     bulkBreaker?: BulkBreakerOptions;
-  },
+  } & Pick<ProcessorDeps, 'fleetId' | 'liveProcessIds' | 'onOwnKeyRejected'>,
   options: SyncWorkerOptions,
 ): Promise<SyncWorker> {
   const policy = await evictionPolicy(deps.redis);
@@ -73,7 +73,20 @@ export async function startSyncWorker(
     policy: plan.get,
     ...(deps.metrics ? { onBatch: (size: number) => deps.metrics?.writeBatchSize.observe(size) } : {}),
   });
-  const processor = createSyncProcessor({ ...deps, writer });
+  const ownKeyRejected = deps.onOwnKeyRejected;
+  const processor = createSyncProcessor({
+    ...deps,
+    writer,
+    // This worker stops fetching at once; the caller closes it and says why.
+    ...(ownKeyRejected
+      ? {
+          onOwnKeyRejected: (message: string) => {
+            worker.pause(true).catch(() => {});
+            ownKeyRejected(message);
+          },
+        }
+      : {}),
+  });
   // Jobs running in this process: shutdown waits for these, not for Redis to say goodbye.
   let inFlight = 0;
   const worker = new Worker<SyncJobData, SyncJobResult>(

@@ -75,21 +75,39 @@ export function actionJson(row: AdminActionRow) {
 // What each action records, in one place, so that the CLI's rows and the admin server's agree.
 // The outcomes are described here by what is recorded of them: this module knows no queue.
 
-/** What a pause did, as far as the audit row says. */
-export type PauseOutcome = { paused: true } | { paused: false };
+/** What a pause did, as far as the audit row says: on a queue already paused, the record it restated. */
+export type PauseOutcome =
+  | { paused: true }
+  | {
+      paused: false;
+      already: { reason: string; by: string; actor?: string; rejectedKey?: unknown } | undefined;
+    };
 
 /** What a resume did, as far as the audit row says. */
 export interface ResumeOutcome {
   wasPaused: boolean;
-  endedPause: { reason: string; by: string } | undefined;
+  endedPause: { reason: string; by: string; actor?: string; rejectedKey?: unknown } | undefined;
   continuedRefreshRunId: number | undefined;
   /** The bulk lane, paused by the mass-removal breaker: whether it was, and the held jobs sent on. */
   bulkLane?: { wasPaused: boolean; released: number };
 }
 
-/** A pause's detail: the reason given, and whether the queue was already paused (its first reason kept). */
+/**
+ * A pause's detail: the reason given; on a queue already paused, also the reason it replaced and
+ * what paused the queue, and who (with a rejected key's process): each row says what it changed.
+ */
 export function pauseDetail(reason: string, outcome: PauseOutcome): Record<string, unknown> {
-  return outcome.paused ? { reason } : { reason, alreadyPaused: true };
+  if (outcome.paused) return { reason };
+  const a = outcome.already;
+  if (a === undefined) return { reason, alreadyPaused: true };
+  return {
+    reason,
+    alreadyPaused: true,
+    replacedReason: a.reason,
+    pausedBy: a.by,
+    ...(a.actor !== undefined ? { pausedByActor: a.actor } : {}),
+    ...(a.rejectedKey !== undefined ? { rejectedKey: a.rejectedKey } : {}),
+  };
 }
 
 /**
@@ -101,6 +119,8 @@ export function resumeAudit(outcome: ResumeOutcome): { action: string; detail: R
   if (outcome.endedPause !== undefined) {
     detail.endedPauseReason = outcome.endedPause.reason;
     detail.endedPauseBy = outcome.endedPause.by;
+    if (outcome.endedPause.rejectedKey !== undefined)
+      detail.endedPauseRejectedKey = outcome.endedPause.rejectedKey;
   }
   if (outcome.bulkLane?.wasPaused) {
     detail.bulkLaneResumed = true;

@@ -112,12 +112,19 @@ describe('over HTTP, as the operator', () => {
       route: 'POST /admin/pause',
     });
     const again = await rowOf(() => post('/admin/pause', { reason: 'again' }));
-    expect(again.detail).toEqual({ reason: 'again', alreadyPaused: true, route: 'POST /admin/pause' });
+    expect(again.detail).toEqual({
+      reason: 'again',
+      alreadyPaused: true,
+      replacedReason: 'upstream maintenance, ask [e-mail]',
+      pausedBy: 'operator',
+      pausedByActor: 'operator',
+      route: 'POST /admin/pause',
+    });
     const resumed = await rowOf(() => post('/admin/resume'));
     expect(resumed).toMatchObject({ ...http, action: 'resume' });
     expect(resumed.detail).toEqual({
       wasPaused: true,
-      endedPauseReason: 'upstream maintenance, ask ops@example.com'.replace('ops@example.com', '[e-mail]'),
+      endedPauseReason: 'again',
       endedPauseBy: 'operator',
       route: 'POST /admin/resume',
     });
@@ -283,11 +290,23 @@ describe('from the CLI, as the OS user', () => {
       expect((await runCli(['pause', '--reason', 'deploy'], s.env)).code).toBe(0),
     );
     expect(paused).toMatchObject({ ...cli, action: 'pause', detail: { reason: 'deploy' } });
-    const again = await rowOf(() => runCli(['pause'], s.env));
-    expect(again.detail).toEqual({ reason: 'paused by an operator', alreadyPaused: true });
+    // A second pause replaces the reason; its row says which reason it replaced, and who paused when.
+    const again = await rowOf(() => runCli(['pause', '--reason', 'deploy of 1.4, INC-7'], s.env));
+    expect(again).toMatchObject({ ...cli, action: 'pause' });
+    expect(again.detail).toEqual({
+      reason: 'deploy of 1.4, INC-7',
+      alreadyPaused: true,
+      replacedReason: 'deploy',
+      pausedBy: 'operator',
+      pausedByActor: cli.actor,
+    });
     const resumed = await rowOf(async () => expect((await runCli(['resume'], s.env)).code).toBe(0));
     expect(resumed).toMatchObject({ ...cli, action: 'resume' });
-    expect(resumed.detail).toEqual({ wasPaused: true, endedPauseReason: 'deploy', endedPauseBy: 'operator' });
+    expect(resumed.detail).toEqual({
+      wasPaused: true,
+      endedPauseReason: 'deploy of 1.4, INC-7',
+      endedPauseBy: 'operator',
+    });
   });
 
   it('refresh: the run it started, or that it found nothing to do', async () => {

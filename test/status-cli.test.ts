@@ -25,6 +25,8 @@ interface StatusJson {
     paused: boolean;
     pausedBecause?: string;
     pausedBy?: string;
+    pausedAt?: string;
+    pause?: Record<string, unknown> | null;
     oldestWaitingSeconds: number | null;
   };
   data: {
@@ -102,13 +104,25 @@ describe('status', () => {
     expect(text.stdout).toContain('waiting 1,');
     const json = await statusJson(q.env);
     expect(json.queue).toMatchObject({ paused: true, pausedBecause: 'maintenance', pausedBy: 'operator' });
-    // A second pause keeps the first reason and says who paused, and why.
-    const again = await runCli(['pause', '--reason', 'something else'], q.env);
+    // A second pause replaces the reason shown; the first stays listed, with who gave each and when.
+    const again = await runCli(['pause', '--reason', 'upstream outage, INC-42'], q.env);
     expect(again.code, again.stderr).toBe(0);
     expect(again.stdout).toMatch(
-      /^already paused by operator at \d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ: maintenance; the reason is kept/,
+      /^already paused by operator at \d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ; the reason is now: upstream outage, INC-42 \(it was: maintenance; kept in status and the audit\)/,
     );
-    expect((await statusJson(q.env)).queue.pausedBecause).toBe('maintenance');
+    const restated = (await statusJson(q.env)).queue;
+    expect(restated).toMatchObject({ pausedBecause: 'upstream outage, INC-42', pausedBy: 'operator' });
+    // When it was paused stays the first pause's moment.
+    expect(restated.pausedAt).toBe(json.queue.pausedAt);
+    expect(restated.pause).toMatchObject({
+      reason: 'upstream outage, INC-42',
+      actor: expect.any(String),
+      reasonBy: { actor: expect.any(String), at: expect.any(String) },
+      earlier: [{ reason: 'maintenance', at: json.queue.pausedAt, actor: expect.any(String) }],
+    });
+    const shown = (await runCli(['status'], q.env)).stdout;
+    expect(shown).toMatch(/paused by operator at \d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ: upstream outage, INC-42\n/);
+    expect(shown).toMatch(/ {4}earlier reason \(\S+ at \d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ\): maintenance\n/);
 
     const resumed = await runCli(['resume'], q.env);
     expect(resumed.code, resumed.stderr).toBe(0);
@@ -120,7 +134,7 @@ describe('status', () => {
     const [state, trail] = after.stdout.split('recent operator actions');
     expect(state).not.toContain('maintenance');
     expect(trail).toMatch(
-      /\(cli\) {2}resume {2}wasPaused=true endedPauseBy=operator endedPauseReason=maintenance\n/,
+      /\(cli\) {2}resume {2}wasPaused=true endedPauseBy=operator endedPauseReason="upstream outage, INC-42"\n/,
     );
     expect(after.stdout).not.toContain('PAUSED');
     const afterJson = await statusJson(q.env);

@@ -172,7 +172,11 @@ export function registerOpsRoutes(app: Hono<AdminEnv>, deps: AdminDeps): void {
     const reason = ((await readForm(c)).reason ?? '').trim();
     const problem = reasonProblem(reason);
     if (problem !== undefined) return c.html(messagePage('Not paused', `${problem}. Nothing was done.`), 400);
-    const outcome = await pauseProcessing({ syncQueue: deps.syncQueue, redis: deps.redis }, reason);
+    const outcome = await pauseProcessing(
+      { syncQueue: deps.syncQueue, redis: deps.redis },
+      reason,
+      c.get('role'),
+    );
     await auditRequest(deps, c, 'pause', pauseDetail(reason, outcome));
     return c.redirect(`/admin?done=${outcome.paused ? 'paused' : 'already-paused'}`, 303);
   });

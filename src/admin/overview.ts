@@ -7,6 +7,7 @@ import type { ContinuousStatus } from '../../jobs/continuous-status.js';
 import type { QueueStatus } from '../../jobs/queue-status.js';
 import { progressOf } from '../../jobs/refresh-plan.js';
 import { summarizeDetail } from '../audit.js';
+import { describeRejection, pauseDetailLines } from '../fleet/pause-lines.js';
 import type { FleetEntry } from '../fleet/registry.js';
 import { formatDuration } from '../time.js';
 import { continuousBlock } from './continuous-block.js';
@@ -95,9 +96,9 @@ function flashBlock(f: OverviewFlash | undefined, q: QueueStatus): string {
   let text: string;
   if (f.done === 'paused') text = 'Paused: workers finish their current jobs and take no new ones.';
   else if (f.done === 'already-paused') {
-    // The first reason is kept: it says why processing stopped.
+    // The new reason is shown; the replaced ones stay listed under it and in the audit rows.
     text = q.paused
-      ? `The queue was already paused by ${esc(q.pausedBy ?? 'someone')} at ${time(q.pausedAt)}: ${esc(q.pausedBecause ?? '')}. That reason is kept.`
+      ? `The queue was already paused by ${esc(q.pausedBy ?? 'someone')} at ${time(q.pausedAt)}; its reason is now: ${esc(q.pausedBecause ?? '')}. The earlier reason is kept below and in the audit.`
       : 'The queue was already paused, and has been resumed since.';
   } else {
     const run =
@@ -107,6 +108,21 @@ function flashBlock(f: OverviewFlash | undefined, q: QueueStatus): string {
     text = `${f.done === 'resumed' ? 'Resumed: workers take jobs again.' : 'The queue was not paused.'}${run}`;
   }
   return `<p id="flash" class="flash" data-done="${esc(f.done)}">${text}</p>`;
+}
+
+/** Who paused, the reasons replaced, and the process whose key was rejected. */
+function pauseDetails(p: NonNullable<QueueStatus['pause']>): string {
+  const lines = pauseDetailLines(p);
+  return lines.length === 0
+    ? ''
+    : `<ul id="pause-details">${lines.map((l) => `<li>${esc(l)}</li>`).join('')}</ul>`;
+}
+
+/** API keys rejected in the last 24 h and not accepted since: which process holds each. */
+function rejectedKeysBlock(q: QueueStatus): string {
+  if (q.rejectedKeys.length === 0) return '';
+  const items = q.rejectedKeys.map((r) => `<li>${esc(describeRejection(r))}</li>`).join('');
+  return `<div class="alert" id="rejected-keys">API key rejected; fix CARDS_API_KEY of that process and restart it:<ul>${items}</ul></div>`;
 }
 
 function controlForms(q: QueueStatus, csrf: string | null): string {
@@ -226,6 +242,7 @@ ${searchForm()}
       ? ` <span class="alert" id="pause-reason">(${esc(q.pausedBy)} at ${time(q.pausedAt)}: ${esc(q.pausedBecause)})</span>`
       : ''
   }. <a href="/admin/queues">Jobs dashboard →</a></p>
+${q.paused && q.pause ? pauseDetails(q.pause) : ''}${rejectedKeysBlock(q)}
 ${
   q.bulkLane.paused
     ? `<p class="alert" id="bulk-lane">Bulk lane PAUSED by the mass-removal breaker at ${time(q.bulkLane.at ?? null)}: ${esc(q.bulkLane.reason ?? '')} ` +

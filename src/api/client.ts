@@ -2,6 +2,7 @@ import { isUtf8 } from 'node:buffer';
 import { Agent, errors } from 'undici';
 import type { ApiConfig } from '../config/index.js';
 import { redactExcerpt } from '../redact.js';
+import { apiKeyFingerprint } from './key-fingerprint.js';
 import { InvalidResponse, parseCards, type SavedCard } from './schema.js';
 
 /** The largest body accepted from the API (DESIGN §5). */
@@ -40,6 +41,8 @@ export interface ApiClient {
   fetchCards(target: Target, options?: { signal?: AbortSignal }): Promise<FetchOutcome>;
   /** The request path for a target (for logs: it holds no secret). */
   pathFor(target: Target): string;
+  /** The key's fingerprint (src/fleet/api-key.ts): which key this client sends, never the key. */
+  keyFingerprint: string;
   close(): Promise<void>;
 }
 
@@ -241,7 +244,12 @@ export function createApiClient(config: ApiConfig, options: ApiClientOptions = {
     }
   }
 
-  return { fetchCards, pathFor, close: () => agent.close() };
+  return {
+    fetchCards,
+    pathFor,
+    keyFingerprint: apiKeyFingerprint(config.apiKey),
+    close: () => agent.close(),
+  };
 }
 
 function classifyNetworkError(

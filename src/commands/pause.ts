@@ -1,7 +1,7 @@
 import { createDb } from '../../db/client.js';
 import { pauseProcessing, resumeProcessing } from '../../jobs/control.js';
 import { createRefreshQueue } from '../../jobs/refresh.js';
-import { pauseDetail, resumeAudit } from '../audit.js';
+import { cliActor, pauseDetail, resumeAudit } from '../audit.js';
 import type { Config } from '../config/index.js';
 import { formatTime } from '../time.js';
 import { auditCli } from './audit.js';
@@ -12,13 +12,14 @@ import { withQueue } from './status.js';
 export async function cmdPause(config: Config, io: Io, opts: { reason?: string }): Promise<number> {
   const reason = opts.reason ?? 'paused by an operator';
   const outcome = await withQueue(config, (syncQueue, redis) =>
-    pauseProcessing({ syncQueue, redis }, reason),
+    pauseProcessing({ syncQueue, redis }, reason, cliActor(io.env)),
   );
   await auditCli(config, io, 'pause', pauseDetail(reason, outcome));
   if (!outcome.paused) {
     const a = outcome.already;
     io.out(
-      `already paused${a ? ` by ${a.by} at ${formatTime(a.at)}: ${a.reason}` : ''}; the reason is kept. \`cards-sync resume\` continues`,
+      `already paused${a ? ` by ${a.by} at ${formatTime(a.at)}` : ''}; the reason is now: ${outcome.now.reason}` +
+        `${a ? ` (it was: ${a.reason}; kept in status and the audit)` : ''}. \`cards-sync resume\` continues`,
     );
     return 0;
   }

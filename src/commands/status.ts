@@ -14,6 +14,7 @@ import { progressOf } from '../../jobs/refresh-plan.js';
 import { actionJson, describeAction } from '../audit.js';
 import type { Config } from '../config/index.js';
 import { formatFleet } from '../fleet/format.js';
+import { pauseDetailLines, rejectedKeyLines } from '../fleet/pause-lines.js';
 import { type FleetEntry, liveFleet } from '../fleet/registry.js';
 import { formatDuration, formatTime } from '../time.js';
 import { describeDbError, ensureRedis, type Io } from './common.js';
@@ -98,7 +99,9 @@ function formatStatus(
     lines.push(
       `  paused by ${q.pausedBy ?? 'someone'}${q.pausedAt ? ` at ${formatTime(q.pausedAt)}` : ''}${q.pausedBecause ? `: ${q.pausedBecause}` : ''}`,
     );
+  if (q.paused && q.pause) for (const l of pauseDetailLines(q.pause)) lines.push(`    ${l}`);
   if (q.paused) lines.push('  resume with: cards-sync resume');
+  for (const l of rejectedKeyLines(q.rejectedKeys)) lines.push(`  ${l}`);
   if (q.bulkLane.paused) {
     lines.push(
       `  bulk lane PAUSED by the mass-removal breaker${q.bulkLane.at ? ` at ${formatTime(q.bulkLane.at)}` : ''}: ${q.bulkLane.reason ?? ''}`,

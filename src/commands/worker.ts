@@ -16,7 +16,7 @@ import { createApiClient } from '../api/client.js';
 import { type Config, requireApi } from '../config/index.js';
 import { requireCardTokens } from '../config/tokens.js';
 import { CliError } from '../errors.js';
-import { type FleetMembership, joinFleet } from '../fleet/registry.js';
+import { type FleetMembership, joinFleet, liveFleet } from '../fleet/registry.js';
 import { thisProcess } from '../fleet/this-process.js';
 import { startLedgerMaintenance } from '../ledger/maintenance.js';
 import { createLogger } from '../logger.js';
@@ -78,6 +78,8 @@ export async function cmdWorker(config: Config, io: Io, opts: WorkerCliOptions):
   let stopped: Promise<number> | undefined;
   /** Set when a breaking migration this release does not know was applied while it ran. */
   let tooOld: string | undefined;
+  /** Set when the API rejected this process's key while another key works for the fleet. */
+  let keyRejected: string | undefined;
   let leaveForNewer: ((code: number) => void) | undefined;
   const stop = (reason: string) => {
     stopped ??= (async () => {
@@ -103,7 +105,7 @@ export async function cmdWorker(config: Config, io: Io, opts: WorkerCliOptions):
         { finished },
         finished ? 'worker stopped' : 'worker stopped before in-flight jobs finished',
       );
-      return tooOld !== undefined ? 3 : finished ? 0 : 1;
+      return tooOld !== undefined ? 3 : keyRejected !== undefined ? 2 : finished ? 0 : 1;
     })();
     return stopped;
   };
@@ -155,6 +157,15 @@ export async function cmdWorker(config: Config, io: Io, opts: WorkerCliOptions):
       metrics,
       goneAfterNotFound,
       bulkBreaker: { maxWipeRatio: config.refreshMaxWipeRatio },
+      fleetId: fleet.id,
+      liveProcessIds: async () =>
+        new Set((await liveFleet(handle.pool)).filter((p) => p.role !== 'admin').map((p) => p.id)),
+      // Its own key at fault (jobs/key-rejected.ts): finish, leave the fleet, exit 2 saying why.
+      onOwnKeyRejected: (message) => {
+        keyRejected = message;
+        io.err(`cards-sync: ${message}`);
+        void stop('API key rejected').then((code) => leaveForNewer?.(code));
+      },
     },
     {
       redisUrl: config.redis,
