@@ -12,14 +12,14 @@ CREATE TABLE "subscriber_schedule" (
 INSERT INTO "subscriber_schedule" ("subscriber_id", "due_at")
   SELECT "subscriber_id", "next_refresh_at" FROM "subscribers";--> statement-breakpoint
 DROP INDEX "subscribers_next_refresh_idx";--> statement-breakpoint
-ALTER TABLE "subscriber_schedule" ADD CONSTRAINT "subscriber_schedule_subscriber_id_subscribers_subscriber_id_fk" FOREIGN KEY ("subscriber_id") REFERENCES "public"."subscribers"("subscriber_id") ON DELETE cascade ON UPDATE no action;--> statement-breakpoint
 CREATE INDEX "subscriber_schedule_due_idx" ON "subscriber_schedule" USING btree ("due_at" NULLS FIRST,"subscriber_id");--> statement-breakpoint
 -- Every subscriber has its row, however it was inserted (a worker of an earlier release included):
--- a new one is due when its first plan says, or first in line.
+-- a new one is due when its first plan says, or first in line. No foreign key (db/schema/subscribers.ts
+-- says why): a row left by a subscriber deleted or truncated is reset when the id comes again.
 CREATE FUNCTION "subscriber_schedule_insert"() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
   INSERT INTO subscriber_schedule (subscriber_id, due_at) VALUES (NEW.subscriber_id, NEW.next_refresh_at)
-    ON CONFLICT (subscriber_id) DO NOTHING;
+    ON CONFLICT (subscriber_id) DO UPDATE SET due_at = EXCLUDED.due_at;
   RETURN NULL;
 END
 $$;--> statement-breakpoint

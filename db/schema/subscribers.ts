@@ -79,9 +79,10 @@ export const subscribers = pgTable(
 export const subscriberSchedule = pgTable(
   'subscriber_schedule',
   {
-    subscriberId: bigint('subscriber_id', { mode: 'number' })
-      .primaryKey()
-      .references(() => subscribers.subscriberId, { onDelete: 'cascade' }),
+    // No foreign key: its check would lock each new subscriber's row (a WAL record on every first
+    // sync), and `truncate subscribers` would need this table named too. The claim joins
+    // subscribers, and a subscriber inserted again resets its row (the trigger).
+    subscriberId: bigint('subscriber_id', { mode: 'number' }).primaryKey(),
     dueAt: tz('due_at'),
   },
   (t) => [index('subscriber_schedule_due_idx').on(t.dueAt.asc().nullsFirst(), t.subscriberId)],
