@@ -27,6 +27,15 @@ GRANT EXECUTE ON FUNCTION saved_cards_as_of(timestamptz), saved_cards_as_of(time
   TO cards_sync_reporting;
 -- card_conflicts: cards listed by two subscribers at once (ids and times only).
 GRANT SELECT ON saved_card_changes, refresh_runs, card_conflicts, refresh_policy TO cards_sync_reporting;
+-- subscriber_schedule (migration 0025): ids and the scheduler's due times. Granted by 0025 itself
+-- too; here only once it exists, so the file still runs on a database migrated before it.
+DO $$
+BEGIN
+  IF to_regclass('public.subscriber_schedule') IS NOT NULL THEN
+    GRANT SELECT ON subscriber_schedule TO cards_sync_reporting;
+  END IF;
+END
+$$;
 
 -- saved_cards itself: every column but card_token and its fingerprint.
 REVOKE ALL ON saved_cards FROM cards_sync_reporting;

@@ -36,7 +36,7 @@ afterEach(async (ctx) => {
   }
   for (const c of cleanups.splice(0).reverse()) await c();
   await database.handle.db.execute(
-    sql`truncate refresh_runs, sync_runs, subscribers, saved_cards, saved_card_change_log, refresh_policy`,
+    sql`truncate refresh_runs, sync_runs, subscribers, subscriber_schedule, saved_cards, saved_card_change_log, refresh_policy`,
   );
   upstream.script.clear();
 });
@@ -238,7 +238,7 @@ describe('the schedule in Postgres', () => {
     // (fixed by serialising claims) let the second take all 25 of the first's over the 15.
     for (let round = 0; round < 5; round++) {
       await pool().query(
-        "update subscribers set next_refresh_at = now() - interval '1 second' where subscriber_id = any($1)",
+        "update subscriber_schedule set due_at = now() - interval '1 second' where subscriber_id = any($1)",
         [ids],
       );
       const [a, b] = await Promise.all([claimDue(pool(), 25, params), claimDue(pool(), 25, params)]);
@@ -250,9 +250,25 @@ describe('the schedule in Postgres', () => {
     // The claimed subscribers' syncs never happen (the process died): they are due again soon.
     expect(await claimDue(pool(), 40, params)).toHaveLength(40);
     const { rows } = await pool().query<{ late: number }>(
-      `select count(*)::int as late from subscribers where next_refresh_at > now() + interval '1.5 seconds'`,
+      `select count(*)::int as late from subscriber_schedule
+        where subscriber_id = any($1) and due_at > now() + interval '1.5 seconds'`,
+      [ids],
     );
     expect(rows[0]!.late).toBe(0);
+  });
+
+  it('a plan a sync moved later is caught up by the claim that reaches it, not handed out (issue 36)', async () => {
+    await seed([84_001, 84_002, 84_003], new Date(Date.now() - 60_000), new Date(Date.now() - 3000));
+    // 84_001's last sync planned a day on and, as an unchanged sync does, left its schedule row.
+    await pool().query(
+      "update subscribers set next_refresh_at = now() + interval '1 day' where subscriber_id = 84001",
+    );
+    expect(await claimDue(pool(), 2, defaultPolicy(7))).toEqual([84_002, 84_003]);
+    const { rows } = await pool().query<{ caught_up: boolean }>(
+      `select q.due_at = s.next_refresh_at as caught_up from subscriber_schedule q
+        join subscribers s using (subscriber_id) where subscriber_id = 84001`,
+    );
+    expect(rows).toEqual([{ caught_up: true }]);
   });
 
   it('choosing the next due reads the index, not the table', async () => {
@@ -261,11 +277,16 @@ describe('the schedule in Postgres', () => {
         select g, now() + (g % 1000) * interval '1 minute', now() from generate_series(1, 20000) g`,
     );
     await pool().query('analyze subscribers');
+    await pool().query('analyze subscriber_schedule');
+    // The claim's query (db/ops/refresh-schedule.ts), on the narrow table's index.
     const { rows } = await pool().query<{ 'QUERY PLAN': string }>(
-      `explain select subscriber_id from subscribers order by next_refresh_at asc nulls first, subscriber_id limit 1000 for update skip locked`,
+      `explain select q.subscriber_id, s.next_refresh_at > q.due_at as behind, s.change_rate_per_day
+        from subscriber_schedule q join subscribers s on s.subscriber_id = q.subscriber_id
+        where q.subscriber_id <> all('{}'::bigint[])
+        order by q.due_at asc nulls first, q.subscriber_id limit 1000 for update of q skip locked`,
     );
     const plan = rows.map((r) => r['QUERY PLAN']).join('\n');
-    expect(plan).toMatch(/Index Scan using subscribers_next_refresh_idx/);
+    expect(plan).toMatch(/Index Scan using subscriber_schedule_due_idx/);
     expect(plan).not.toMatch(/Seq Scan/);
   });
 });

@@ -95,6 +95,8 @@ const DESIGN_COLUMNS: Record<string, string[]> = {
     'next_refresh_at',
     'change_observations',
   ],
+  // The continuous refresh's queue (migration 0025, issue 36).
+  subscriber_schedule: ['subscriber_id', 'due_at'],
   sync_runs: [
     'id',
     'subscriber_id',
@@ -409,7 +411,7 @@ describe('five migrate processes at once on a missing database', () => {
       );
       return { tables: t.rows[0]!.n, migrations: m.rows };
     });
-    expect(tables).toBe(10);
+    expect(tables).toBe(11);
     expect(migrations).toHaveLength(migrationCount);
     expect(migrations.every((m) => m.n === 1)).toBe(true);
   });
@@ -472,7 +474,8 @@ describe('from the previous migration (0023) to 0024', () => {
     try {
       const run = await migrate(url);
       expect(run.code, run.stderr).toBe(0);
-      expect(run.stdout).toMatch(/applied 1 migration/);
+      // 0024 and the migrations after it.
+      expect(run.stdout).toMatch(/applied \d+ migration/);
       // As the reporting role, without db/reporting-role.sql run again.
       const asAnalyst = new URL(url);
       asAnalyst.username = analyst;
@@ -490,6 +493,60 @@ describe('from the previous migration (0023) to 0024', () => {
           next_refresh_at: new Date('2026-12-01T00:00:00Z'),
           change_observations: [1.5, -2],
         },
+      ]);
+    } finally {
+      await withClient(url, (client) => client.query(`drop owned by ${analyst}; drop role ${analyst}`));
+    }
+  });
+});
+
+describe('from the previous migration (0024) to 0025', () => {
+  it("copies each subscriber's due time into subscriber_schedule, which the reporting role reads; a new subscriber gets its row", async () => {
+    const name = freshName();
+    const url = withDatabase(inject('templateUrl'), name);
+    await runMigrations(url, { folder: releaseBefore('0025_subscriber_schedule') });
+    const analyst = `analyst_${randomBytes(4).toString('hex')}`;
+    await withClient(url, async (client) => {
+      await client.query(
+        `insert into subscribers (subscriber_id, next_refresh_at) values (7, '2026-12-01T00:00:00Z'), (8, null)`,
+      );
+      await client.query(readFileSync(new URL('../db/reporting-role.sql', import.meta.url), 'utf8'));
+      await client.query(`create role ${analyst} login in role cards_sync_reporting`);
+    });
+    try {
+      const run = await migrate(url);
+      expect(run.code, run.stderr).toBe(0);
+      expect(run.stdout).toMatch(/applied 1 migration/);
+      await withClient(url, (client) =>
+        client.query(
+          `insert into subscribers (subscriber_id, next_refresh_at) values (9, '2026-12-02T00:00:00Z')`,
+        ),
+      );
+      const asAnalyst = new URL(url);
+      asAnalyst.username = analyst;
+      asAnalyst.password = 'any';
+      const rows = await withClient(asAnalyst.toString(), async (client) => {
+        const { rows } = await client.query(
+          'select subscriber_id, due_at from subscriber_schedule order by 1',
+        );
+        return rows;
+      });
+      expect(rows).toEqual([
+        { subscriber_id: '7', due_at: new Date('2026-12-01T00:00:00Z') },
+        { subscriber_id: '8', due_at: null },
+        { subscriber_id: '9', due_at: new Date('2026-12-02T00:00:00Z') },
+      ]);
+      const indexes = await withClient(url, async (client) => {
+        const { rows } = await client.query<{ indexname: string }>(
+          `select indexname from pg_indexes where tablename in ('subscribers', 'subscriber_schedule') order by 1`,
+        );
+        return rows.map((r) => r.indexname);
+      });
+      expect(indexes).toEqual([
+        'subscriber_schedule_due_idx',
+        'subscriber_schedule_pkey',
+        'subscribers_email_lower_idx',
+        'subscribers_pkey',
       ]);
     } finally {
       await withClient(url, (client) => client.query(`drop owned by ${analyst}; drop role ${analyst}`));

@@ -103,6 +103,38 @@ describe('an identical answer', () => {
     expect(subscriber[0]).toEqual({ active_cards: 3, last_success_at: run!.finished_at });
   });
 
+  it('updates the subscriber row in place: a HOT update, no schedule row written (issue 36)', async () => {
+    upstream.script.set('id:7201', ok([makeCard(7201), makeCard(7201)]));
+    await sync(7201);
+    const counters = async () =>
+      (
+        await query<{ upd: number; hot: number; schedule: number }>(
+          `select (select n_tup_upd from pg_stat_user_tables where relname = 'subscribers')::int as upd,
+            (select n_tup_hot_upd from pg_stat_user_tables where relname = 'subscribers')::int as hot,
+            (select n_tup_upd from pg_stat_user_tables where relname = 'subscriber_schedule')::int as schedule`,
+        )
+      )[0]!;
+    // Counters reach pg_stat_user_tables up to a second after the writing connection commits.
+    await new Promise((resolve) => setTimeout(resolve, 1200));
+    const before = await counters();
+    const version = async () =>
+      (await query<{ xmin: string }>('select xmin::text from subscribers where subscriber_id = 7201'))[0]!
+        .xmin;
+    const first = await version();
+    await sync(7201);
+    expect(await version()).not.toBe(first);
+    let after = await counters();
+    for (let i = 0; i < 50 && after.upd === before.upd; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      after = await counters();
+    }
+    // Every update of subscribers since (the sync's, and any the earlier tests' connections
+    // reported late) was HOT.
+    expect(after.upd - before.upd).toBeGreaterThan(0);
+    expect(after.hot - before.hot).toBe(after.upd - before.upd);
+    expect(after.schedule - before.schedule).toBe(0);
+  });
+
   it('a changed answer takes the full path: one card updated, one removed with its true last_seen_at', async () => {
     const cards = [makeCard(7002), makeCard(7002), makeCard(7002)];
     upstream.script.set('id:7002', ok(cards));

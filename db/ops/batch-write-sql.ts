@@ -106,26 +106,50 @@ with removed as (
     ) change_rows
     where (select count(*) from upserted) >= 0
     order by part, seq
+), sub as (
+  -- Observations as array text: unnest would flatten an array of arrays.
+  select * from unnest($33::bigint[], $34::int[], $11::text[], $38::float8[], $39::timestamptz[], $40::text[])
+    as sub(subscriber_id, active_cards, digest, rate, next_refresh_at, observations)
 ), subscriber as (
+  -- A subscriber stored before: a plain UPDATE, not INSERT … ON CONFLICT, whose conflict path
+  -- locks the row before it updates it, a WAL record of its own (54 bytes a sync; issue 36). By
+  -- = any($33) so that the plan has a key whatever the batch. s.* is the row as the update finds
+  -- it, after any transaction that changed it meanwhile.
+  update subscribers s set last_synced_at = $1, last_success_at = $1, last_status = 'succeeded',
+    last_error = null, consecutive_failures = 0,
+    -- A null digest: the answer was identical (see Success.digest).
+    active_cards = case when sub.digest is null then s.active_cards else sub.active_cards end,
+    cards_digest = coalesce(sub.digest, s.cards_digest),
+    consecutive_not_found = 0, gone_at = null,
+    change_rate_per_day = sub.rate, next_refresh_at = sub.next_refresh_at,
+    change_observations = sub.observations::real[]
+  from sub where s.subscriber_id = any($33::bigint[]) and s.subscriber_id = sub.subscriber_id
+  returning s.subscriber_id
+), new_subscriber as (
   insert into subscribers as s (subscriber_id, email, last_synced_at, last_success_at, last_status,
       last_error, consecutive_failures, active_cards, cards_digest, change_rate_per_day,
       next_refresh_at, change_observations)
     select sub.subscriber_id, null, $1, $1, 'succeeded', null, 0, sub.active_cards, sub.digest,
       sub.rate, sub.next_refresh_at, sub.observations::real[]
-    -- Observations as array text: unnest would flatten an array of arrays.
-    from unnest($33::bigint[], $34::int[], $11::text[], $38::float8[], $39::timestamptz[], $40::text[])
-      as sub(subscriber_id, active_cards, digest, rate, next_refresh_at, observations)
+    from sub where sub.subscriber_id not in (select subscriber_id from subscriber)
     order by sub.subscriber_id
+  -- One inserted meanwhile by another transaction.
   on conflict (subscriber_id) do update set
     last_synced_at = excluded.last_synced_at, last_success_at = excluded.last_success_at,
     last_status = excluded.last_status, last_error = null, consecutive_failures = 0,
-    -- A null digest: the answer was identical (see Success.digest). s.* is the row as the
-    -- update finds it, after any transaction that changed it meanwhile.
     active_cards = case when excluded.cards_digest is null then s.active_cards else excluded.active_cards end,
     cards_digest = coalesce(excluded.cards_digest, s.cards_digest),
     consecutive_not_found = 0, gone_at = null,
     change_rate_per_day = excluded.change_rate_per_day, next_refresh_at = excluded.next_refresh_at,
     change_observations = excluded.change_observations
+), scheduled as (
+  -- The scheduler's due time (subscriber_schedule) moves here only when the plan comes sooner; a
+  -- later plan, an unchanged sync's usual one, waits for the claim that reaches the row, so this
+  -- sync writes no second row (issue 36). A new subscriber's row comes from the trigger on
+  -- subscribers, with its plan.
+  update subscriber_schedule q set due_at = sub.next_refresh_at
+    from sub where q.subscriber_id = any($33::bigint[]) and q.subscriber_id = sub.subscriber_id
+      and q.due_at > sub.next_refresh_at
 )
 -- For a run: its position in the batch; for a removed card: its subscriber.
 select 'run' as kind, id, ord as ref from run_of

@@ -2,6 +2,7 @@ import { and, desc, eq, inArray, isNull, lt, or, sql } from 'drizzle-orm';
 import type { Db } from '../client.js';
 import { rootCause } from '../errors.js';
 import { type RefreshTrigger, refreshRuns, subscribers } from '../schema.js';
+import { BEHIND, catchUp } from './refresh-schedule.js';
 
 export type RefreshRun = typeof refreshRuns.$inferSelect;
 
@@ -100,10 +101,12 @@ export interface SweepCursor {
 }
 
 /**
- * The next keyset page of a refresh: never-planned subscribers first, then by `next_refresh_at`
- * (most likely changed first, by the freshness model), stale ones only if asked. What one run could
+ * The next keyset page of a refresh: never-planned subscribers first, then by due time (most
+ * likely changed first, by the freshness model), stale ones only if asked. What one run could
  * not reach keeps its early due time and comes first in the next one. A subscriber synced since
- * the run began has moved on in that order and is not taken again.
+ * the run began has moved on in that order and is not taken again. It reads `subscriber_schedule`
+ * in order; a row behind its subscriber's plan is caught up (moved further on, where the run will
+ * reach it) rather than taken (db/ops/refresh-schedule.ts).
  */
 export async function subscriberPage(
   db: Db,
@@ -113,34 +116,35 @@ export async function subscriberPage(
   runStartedAt: Date,
 ): Promise<{ ids: number[]; cursor: SweepCursor }> {
   const pool = db.$client;
-  const filters = `(last_synced_at is null or last_synced_at < $3)
-    and ($4::timestamptz is null or last_success_at is null or last_success_at < $4)`;
   const ids: number[] = [];
   let next = cursor;
-  if (cursor.afterDue === null) {
-    const { rows } = await pool.query<{ subscriber_id: number }>(
-      `select subscriber_id from subscribers
-        where next_refresh_at is null and subscriber_id > $1 and ${filters}
-        order by next_refresh_at asc nulls first, subscriber_id limit $2`,
-      [cursor.after, limit, runStartedAt, staleBefore],
+  // A page ends full, or at the end of the schedule. What a pass finds behind is caught up and
+  // read again further on.
+  while (ids.length < limit) {
+    const want = limit - ids.length;
+    const { rows } = await pool.query<{
+      subscriber_id: number;
+      due_at: Date | null;
+      behind: boolean;
+      take: boolean;
+    }>(
+      `select q.subscriber_id, q.due_at, ${BEHIND} as behind,
+          (s.last_synced_at is null or s.last_synced_at < $3)
+            and ($4::timestamptz is null or s.last_success_at is null or s.last_success_at < $4) as take
+        from subscriber_schedule q join subscribers s on s.subscriber_id = q.subscriber_id
+        where case when $5::timestamptz is null then q.due_at is not null or q.subscriber_id > $1
+          else (q.due_at, q.subscriber_id) > ($5::timestamptz, $1::bigint) end
+        order by q.due_at asc nulls first, q.subscriber_id limit $2`,
+      [next.after, want, runStartedAt, staleBefore, next.afterDue],
     );
-    for (const r of rows) ids.push(r.subscriber_id);
-    if (rows.length > 0) next = { after: rows[rows.length - 1]!.subscriber_id, afterDue: null };
-    if (rows.length === limit) return { ids, cursor: next };
-  }
-  // After the never planned: from the start of the planned ones, or from the cursor among them.
-  const from = cursor.afterDue === null ? { after: 0, afterDue: '-infinity' } : cursor;
-  const { rows } = await pool.query<{ subscriber_id: number; next_refresh_at: Date }>(
-    `select subscriber_id, next_refresh_at from subscribers
-      where next_refresh_at is not null and (next_refresh_at, subscriber_id) > ($5::timestamptz, $1::bigint)
-        and ${filters}
-      order by next_refresh_at asc nulls first, subscriber_id limit $2`,
-    [from.after, limit - ids.length, runStartedAt, staleBefore, from.afterDue],
-  );
-  for (const r of rows) ids.push(r.subscriber_id);
-  if (rows.length > 0) {
-    const last = rows[rows.length - 1]!;
-    next = { after: last.subscriber_id, afterDue: last.next_refresh_at };
+    const behind = rows.filter((r) => r.behind).map((r) => r.subscriber_id);
+    for (const r of rows) {
+      if (!r.behind && r.take) ids.push(r.subscriber_id);
+      // The cursor passes behind rows too: caught up, they stand further on.
+      next = { after: r.subscriber_id, afterDue: r.due_at };
+    }
+    if (behind.length > 0) await catchUp(pool, behind);
+    else if (rows.length < want) break;
   }
   return { ids, cursor: next };
 }

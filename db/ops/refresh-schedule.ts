@@ -1,25 +1,50 @@
 import type pg from 'pg';
 import { afterClaim, type PolicyParams } from '../../src/freshness/index.js';
 
-// The continuous refresh's reads and writes of `subscribers`: the next due, a uniform sample, and
-// the sample the plan is made from. Every choice here reads an index or a sample, never the
-// whole table (bench/freshness-index.ts measures it at 10M subscribers).
+// The continuous refresh's reads and writes of `subscriber_schedule` and `subscribers`: the next
+// due, a uniform sample, and the sample the plan is made from. Every choice here reads an index or
+// a sample, never the whole table (bench/freshness-index.ts measures it at 10M subscribers).
 
 interface DueRow {
   subscriber_id: number;
+  behind: boolean;
   last_success_ms: number | null;
   change_rate_per_day: number | null;
   now_ms: number;
 }
 
-/**
- * Takes the `limit` subscribers due first (never planned first, then by `next_refresh_at`), moves
- * their due time on as a claim (src/freshness/schedule.ts `afterClaim`), and returns them. Rows a
- * sync holds are skipped, not waited for; two schedulers never take the same subscriber.
- */
 /** Arbitrary constant: the advisory lock that serialises claims of the continuous refresh. */
 const CLAIM_LOCK_KEY = 7_246_118_503;
 
+/** Rounds of catching up (below) one claim makes before it hands out what it has. */
+const CLAIM_ROUNDS = 8;
+
+/**
+ * A row of `subscriber_schedule` is behind when its subscriber's plan (`subscribers.next_refresh_at`,
+ * set by its last sync) is later than the row's `due_at`: the sync planned later than the claim
+ * did, and wrote only the wide row. The subscriber is due at `greatest(due_at, next_refresh_at)`.
+ */
+export const BEHIND = `(s.next_refresh_at > q.due_at or (q.due_at is null and s.next_refresh_at is not null))`;
+
+/** Moves behind rows of `ids` up to their subscriber's plan; they take their place further on. */
+export async function catchUp(client: Pick<pg.PoolClient, 'query'>, ids: number[]): Promise<void> {
+  if (ids.length === 0) return;
+  await client.query({
+    name: 'cards-sync-schedule-catch-up',
+    text: `update subscriber_schedule q set due_at = s.next_refresh_at from subscribers s
+      where s.subscriber_id = q.subscriber_id and q.subscriber_id = any($1::bigint[]) and ${BEHIND}`,
+    values: [ids],
+  });
+}
+
+/**
+ * Takes the `limit` subscribers due first (never planned first, then by due time), moves their due
+ * time on as a claim (src/freshness/schedule.ts `afterClaim`), and returns them. It reads
+ * `subscriber_schedule` in `due_at` order; a row found behind its subscriber's plan is caught up
+ * and not handed out (it is due later), which is how a sync that planned later costs this claim
+ * one narrow update instead of costing the sync a second row. Rows a sync holds are skipped, not
+ * waited for; two schedulers never take the same subscriber.
+ */
 export async function claimDue(pool: pg.Pool, limit: number, params: PolicyParams): Promise<number[]> {
   if (limit <= 0) return [];
   const client = await pool.connect();
@@ -30,19 +55,29 @@ export async function claimDue(pool: pg.Pool, limit: number, params: PolicyParam
     // claimed (their new version still matches, having no due-time condition) and take them twice.
     // Waiting for the lock gives the next claim a snapshot that sees the moved due times.
     await client.query('select pg_advisory_xact_lock($1)', [CLAIM_LOCK_KEY]);
-    const { rows } = await client.query<DueRow>({
-      name: 'cards-sync-claim-due',
-      text: `select subscriber_id, (extract(epoch from last_success_at) * 1000)::float8 as last_success_ms,
-          change_rate_per_day, (extract(epoch from clock_timestamp()) * 1000)::float8 as now_ms
-        from subscribers
-        order by next_refresh_at asc nulls first, subscriber_id
-        limit $1
-        for update skip locked`,
-      values: [limit],
-    });
-    if (rows.length > 0) {
-      const ids = rows.map((r) => r.subscriber_id);
-      const next = rows.map(
+    const taken: DueRow[] = [];
+    for (let round = 0; round < CLAIM_ROUNDS && taken.length < limit; round++) {
+      // Every row this one reads is due no later than any row after it; those not behind are due
+      // when their row says, so they are among the first due whatever the behind ones turn out to be.
+      const { rows } = await client.query<DueRow>({
+        name: 'cards-sync-claim-due',
+        text: `select q.subscriber_id, ${BEHIND} as behind,
+            (extract(epoch from s.last_success_at) * 1000)::float8 as last_success_ms,
+            s.change_rate_per_day, (extract(epoch from clock_timestamp()) * 1000)::float8 as now_ms
+          from subscriber_schedule q join subscribers s on s.subscriber_id = q.subscriber_id
+          where q.subscriber_id <> all($2::bigint[])
+          order by q.due_at asc nulls first, q.subscriber_id
+          limit $1
+          for update of q skip locked`,
+        values: [limit - taken.length, taken.map((r) => r.subscriber_id)],
+      });
+      const behind = rows.filter((r) => r.behind).map((r) => r.subscriber_id);
+      taken.push(...rows.filter((r) => !r.behind));
+      if (behind.length === 0) break;
+      await catchUp(client, behind);
+    }
+    if (taken.length > 0) {
+      const next = taken.map(
         (r) =>
           new Date(
             afterClaim(
@@ -54,13 +89,13 @@ export async function claimDue(pool: pg.Pool, limit: number, params: PolicyParam
       );
       await client.query({
         name: 'cards-sync-claim-move',
-        text: `update subscribers s set next_refresh_at = ($2::timestamptz[])[array_position($1::bigint[], s.subscriber_id)]
-          where s.subscriber_id = any($1::bigint[])`,
-        values: [ids, next],
+        text: `update subscriber_schedule q set due_at = ($2::timestamptz[])[array_position($1::bigint[], q.subscriber_id)]
+          where q.subscriber_id = any($1::bigint[])`,
+        values: [taken.map((r) => r.subscriber_id), next],
       });
     }
     await client.query('commit');
-    return rows.map((r) => r.subscriber_id);
+    return taken.map((r) => r.subscriber_id);
   } catch (error) {
     await client.query('rollback').catch(() => {});
     throw error;
@@ -122,13 +157,15 @@ export async function planSample(pool: pg.Pool, size = 20_000): Promise<PlanSamp
 }
 
 /**
- * Subscribers due now: never planned, or their `next_refresh_at` passed and no claim has moved it
- * on. Two counts the next-due index serves (nulls first, then the range up to now), not the table.
+ * Subscribers due now: never planned, or due (`greatest(due_at, next_refresh_at)`) and not handed
+ * out since. Two ranges of the schedule's index (nulls first, then up to now), not the table.
  */
 export async function countDue(pool: pg.Pool): Promise<number> {
   const { rows } = await pool.query<{ due: number }>(
-    `select ((select count(*) from subscribers where next_refresh_at is null)
-      + (select count(*) from subscribers where next_refresh_at <= now()))::float8 as due`,
+    `select ((select count(*) from subscriber_schedule q join subscribers s using (subscriber_id)
+          where q.due_at is null and (s.next_refresh_at is null or s.next_refresh_at <= now()))
+      + (select count(*) from subscriber_schedule q join subscribers s using (subscriber_id)
+          where q.due_at <= now() and (s.next_refresh_at is null or s.next_refresh_at <= now())))::float8 as due`,
   );
   return rows[0]?.due ?? 0;
 }

@@ -47,7 +47,10 @@ export const subscribers = pgTable(
      * before its first success.
      */
     changeRatePerDay: doublePrecision('change_rate_per_day'),
-    /** When the refresh means to sync it next; null: never planned (first in line). */
+    /**
+     * When its last sync planned the next one (src/freshness/schedule.ts); null: never planned.
+     * Not indexed: the scheduler reads `subscriber_schedule` instead (migration 0025).
+     */
     nextRefreshAt: tz('next_refresh_at'),
     /**
      * Its latest observations (at most 32): days between two successes, negative when the later
@@ -55,14 +58,32 @@ export const subscribers = pgTable(
      */
     changeObservations: real('change_observations').array(),
   },
-  // No index on the sync timestamps: every sync moves them, and an index on one would turn each
-  // of those updates into new entries in every index of the table (no HOT update). The one
-  // exception is next_refresh_at, which the scheduler must read in order (the next 1,000 due out
-  // of millions): a sync that moves it is not a HOT update (bench/RESULTS.md, issue 26).
+  // No index on anything a sync moves (its timestamps, the plan): an index on one would turn each
+  // of those updates into new entries in every index of the table (no HOT update). The scheduler
+  // reads due times in order from subscriber_schedule instead (issue 36).
   (t) => [
     // Only rows with an e-mail (migration 0022): a subscriber known by id alone, most of them, has
     // no entry to write on every sync that moves its row.
     uniqueIndex('subscribers_email_lower_idx').on(sql`lower(${t.email})`).where(sql`${t.email} is not null`),
-    index('subscribers_next_refresh_idx').on(t.nextRefreshAt.asc().nullsFirst(), t.subscriberId),
   ],
+);
+
+/**
+ * The continuous refresh's queue (migration 0025): one row per subscriber, kept by a trigger on
+ * `subscribers`, ordered by `due_at` on its own index, so that moving a due time rewrites this
+ * narrow row and not the wide one. `due_at` is never later than when the subscriber is due
+ * (`greatest(due_at, subscribers.next_refresh_at)`): a claim sets it to the claim's lease, a sync
+ * lowers it when it plans the next refresh sooner, and a plan that moved later is caught up by
+ * the claim that reaches the row (db/ops/refresh-schedule.ts). Null: never planned, first in line.
+ */
+export const subscriberSchedule = pgTable(
+  'subscriber_schedule',
+  {
+    // No foreign key: its check would lock each new subscriber's row (a WAL record on every first
+    // sync), and `truncate subscribers` would need this table named too. The claim joins
+    // subscribers, and a subscriber inserted again resets its row (the trigger).
+    subscriberId: bigint('subscriber_id', { mode: 'number' }).primaryKey(),
+    dueAt: tz('due_at'),
+  },
+  (t) => [index('subscriber_schedule_due_idx').on(t.dueAt.asc().nullsFirst(), t.subscriberId)],
 );
