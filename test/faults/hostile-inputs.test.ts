@@ -311,8 +311,9 @@ const cases: Case[] = [
   },
   {
     edge: 'env',
+    // Only the worker and `refresh` use the refresh settings: other commands warn and run (issue 35).
     name: 'REFRESH_CRON of three fields',
-    run: () => cli(['sync', '--id', '1'], { REFRESH_CRON: '* * *' }),
+    run: () => cli(['worker', '--exit-when-idle'], { REFRESH_CRON: '* * *' }),
     code: 2,
     message: /REFRESH_CRON/,
   },
