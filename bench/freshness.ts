@@ -1,4 +1,10 @@
-import { type PolicyName, type RateClass, type SimResult, simulate } from './freshness/sim.js';
+import {
+  type PolicyName,
+  type RateClass,
+  type SimOptions,
+  type SimResult,
+  simulate,
+} from './freshness/sim.js';
 import { parseFlags } from './harness.js';
 
 // npm run bench:freshness [-- --subscribers 20000 --days 30 --budget-share 0.25 --max-age 7]
@@ -13,6 +19,14 @@ const { values } = parseFlags({
     'max-age': { type: 'string', default: '7' },
     'audit-share': { type: 'string', default: '0.02' },
     seed: { type: 'string', default: '7' },
+    'created-dates': { type: 'string', default: 'random' },
+    'wake-up': { type: 'string' },
+    forget: { type: 'string' },
+    evidence: { type: 'string', default: 'on' },
+    policies: {
+      type: 'string',
+      default: 'nightly-id-order,round-robin,nightly-by-estimate,continuous,oracle',
+    },
   },
 });
 
@@ -27,7 +41,20 @@ export const POPULATION: RateClass[] = [
 ];
 
 const n = Number(values.subscribers);
-const options = {
+const createdDates = values['created-dates'];
+if (createdDates !== 'random' && createdDates !== 'from-changes') {
+  console.error('--created-dates takes random (the control) or from-changes');
+  process.exit(2);
+}
+// --wake-up 0.1:1/d: that share of the wallets that never change start changing, halfway, at that rate.
+const wake = values['wake-up'] ? /^(\d*\.?\d+):(\d*\.?\d+)\/d$/.exec(values['wake-up']) : null;
+if (values['wake-up'] && !wake) {
+  console.error(
+    '--wake-up takes share:rate, e.g. 0.1:1/d (a tenth of the quiet wallets, daily, from halfway)',
+  );
+  process.exit(2);
+}
+const options: SimOptions = {
   subscribers: n,
   classes: POPULATION,
   budgetPerDay: Number(values['budget-share']) * n,
@@ -36,25 +63,27 @@ const options = {
   maxAgeDays: Number(values['max-age']),
   auditShare: Number(values['audit-share']),
   seed: Number(values.seed),
+  createdDates,
+  evidence: values.evidence !== 'off',
+  ...(values.forget !== undefined ? { forgetMaxAges: Number(values.forget) } : {}),
+  ...(wake
+    ? { wakeUp: { share: Number(wake[1]), ratePerDay: Number(wake[2]), atDays: Number(values.days) / 2 } }
+    : {}),
 };
-const policies: PolicyName[] = [
-  'nightly-id-order',
-  'round-robin',
-  'nightly-by-estimate',
-  'continuous',
-  'oracle',
-];
+const policies = values.policies!.split(',') as PolicyName[];
 const results: SimResult[] = [];
 for (const p of policies) {
   const started = performance.now();
   results.push(simulate(p, options));
   console.error(`${p}: ${((performance.now() - started) / 1000).toFixed(1)} s`);
 }
-const rr = results.find((r) => r.policy === 'round-robin')!;
+const rr = results.find((r) => r.policy === 'round-robin') ?? results[0]!;
 const pct = (x: number) => `${(x * 100).toFixed(2)}%`;
 console.log(
   `${n} subscribers, budget ${options.budgetPerDay}/day (${values['budget-share']} of N), max age ${options.maxAgeDays} d, ` +
-    `${options.days} days (figures after day ${options.warmupDays}), seed ${options.seed}`,
+    `${options.days} days (figures after day ${options.warmupDays}), seed ${options.seed}, createDates ${createdDates}` +
+    `${options.evidence ? '' : ', evidence off'}${options.forgetMaxAges !== undefined ? `, forget ${options.forgetMaxAges} max ages` : ''}` +
+    `${options.wakeUp ? `, wake-up ${values['wake-up']} at day ${options.wakeUp.atDays}` : ''}`,
 );
 console.log(`population: ${POPULATION.map((c) => `${c.share * 100}% ${c.label}`).join(', ')}`);
 console.log('| policy | stale share | × round robin | mean age of stale copies | largest age | syncs |');
@@ -64,7 +93,31 @@ for (const r of results) {
     `| ${r.policy} | ${pct(r.staleShare)} | ${(r.staleShare / rr.staleShare).toFixed(2)} | ${r.meanStaleAgeDays.toFixed(2)} d | ${r.maxAgeDays.toFixed(2)} d | ${r.syncs} |`,
   );
 }
-const c = results.find((r) => r.policy === 'continuous')!;
+const oracle = results.find((r) => r.policy === 'oracle');
+console.log(
+  '\n| policy | ' +
+    rr.windows.map((w) => `days ${w.fromDays.toFixed(0)}–${w.toDays.toFixed(0)}`).join(' | ') +
+    ' |',
+);
+console.log(`|---|${rr.windows.map(() => '---:').join('|')}|`);
+for (const r of results) {
+  const cells = r.windows.map((w, i) => {
+    const vsRr = w.staleShare / rr.windows[i]!.staleShare;
+    const vsOracle = oracle ? ` / ${(w.staleShare / oracle.windows[i]!.staleShare).toFixed(2)}× oracle` : '';
+    return `${pct(w.staleShare)} (${vsRr.toFixed(2)}× rr${vsOracle})`;
+  });
+  console.log(`| ${r.policy} | ${cells.join(' | ')} |`);
+}
+for (const r of results) {
+  if (!r.wakeUp) continue;
+  const w = r.wakeUp;
+  console.log(
+    `wake-up (${r.policy}, ${w.woken} woken): stale share by max age after waking ${w.byMaxAge.map(pct).join(', ')}; ` +
+      `wallets always at that rate ${pct(w.steadyState)}`,
+  );
+}
+const c = results.find((r) => r.policy === 'continuous');
+if (!c) process.exit(0);
 if (c.estimateError) {
   const e = c.estimateError;
   console.log(

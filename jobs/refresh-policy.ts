@@ -1,10 +1,11 @@
 import type pg from 'pg';
+import { planEvidenceSample } from '../db/ops/refresh-evidence.js';
 import { type StoredPolicy, savePolicy } from '../db/ops/refresh-policy.js';
-import { planSample } from '../db/ops/refresh-schedule.js';
 import { liveFleet } from '../src/fleet/registry.js';
 import { strictestMaxAge } from '../src/fleet/shared-settings.js';
 import {
-  fitMixture,
+  fitGroupedMixture,
+  forgetDaysFor,
   groupRates,
   MS_PER_DAY,
   PLANNED_SHARE,
@@ -37,8 +38,9 @@ export async function replan(
   logger?: Logger,
 ): Promise<Omit<StoredPolicy, 'computedAt'>> {
   const maxAgeDays = settings.maxAgeMs / MS_PER_DAY;
-  const sample = await planSample(pool);
-  const prior = pooledRate(sample.observations, 1 / maxAgeDays);
+  const sample = await planEvidenceSample(pool);
+  const observations = sample.samples.map((s) => s.observations);
+  const prior = pooledRate(observations, 1 / maxAgeDays);
   const weight = sample.rates.length > 0 ? sample.total / sample.rates.length : 1;
   const groups = groupRates(
     sample.rates.map((r) => r ?? prior),
@@ -60,7 +62,8 @@ export async function replan(
     mode: settings.mode,
     thresholdDays: Number.isFinite(threshold.thresholdDays) ? threshold.thresholdDays : null,
     priorRatePerDay: prior,
-    priorMixture: fitMixture(sample.observations, prior),
+    // One mixture per evidence group of the answers (src/freshness/evidence.ts), with forgetting.
+    priorMixture: fitGroupedMixture(sample.samples, prior, forgetDaysFor(maxAgeDays)),
     maxAgeSeconds: Math.round(settings.maxAgeMs / 1000),
     budgetPerSec: settings.budgetPerSec,
     auditShare: settings.auditShare,

@@ -8,7 +8,8 @@ import type { MockApiCliOptions } from './commands/mock-api.js';
 import { registerTokenCommands } from './commands/register-tokens.js';
 import { loadConfig } from './config/index.js';
 import { CliError, ConfigError } from './errors.js';
-import { parseChanges } from './mock-api/changes.js';
+import { parseChanges, parseWakeUp } from './mock-api/changes.js';
+import { parseCreatedDates } from './mock-api/created-dates.js';
 import { parseFaults } from './mock-api/server.js';
 import { parseEmail, parseSubscriberId } from './targets.js';
 import { durationHint, durationMs } from './time.js';
@@ -116,6 +117,16 @@ export function buildProgram(io: Io, state: { exitCode: number }): Command {
       '--changes <spec>',
       'wallets change over time: share:rate pairs, 0.7:0,0.2:1/h,0.08:12/h,0.02:1/m (the rest never change)',
       parsedBy(parseChanges),
+    )
+    .option(
+      '--created-dates <world>',
+      "with --changes: random (cards' dates unrelated to change) or from-changes (a change that adds a card dates it)",
+      parsedBy(parseCreatedDates),
+    )
+    .option(
+      '--wake-up <spec>',
+      'with --changes: share:rate@after, 0.1:12/h@10m (that share of quiet wallets start changing after that)',
+      parsedBy(parseWakeUp),
     )
     .action(async (opts: MockApiCliOptions) => {
       const { cmdMockApi } = await import('./commands/mock-api.js');

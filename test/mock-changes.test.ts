@@ -124,3 +124,37 @@ describe('mock-api --changes', () => {
     expect(run.stderr).toContain('--changes takes share:rate pairs');
   });
 });
+
+describe('mock-api --created-dates from-changes (issue 36)', () => {
+  it("dates an added card at its change, a busy wallet's first cards before the start from its rate, a quiet one's years ago; the same every time", () => {
+    const start = Date.UTC(2026, 10, 25);
+    const classes = parseChanges('0.5:60/m,0.5:0');
+    const world = (clock: number) => {
+      const mock = createMockApi({
+        changes: { classes, seed: 4, startMs: start, clock: () => clock, createdDates: 'from-changes' },
+      });
+      return mock;
+    };
+    const a = world(start + 120_000);
+    const b = world(start + 120_000);
+    let busy = 0;
+    for (let id = 1; id <= 200; id++) {
+      const cards = a.truth(id);
+      expect(cards).toEqual(b.truth(id));
+      const newest = Math.max(...cards.map((c) => Date.parse(c.createDate)));
+      if (a.changeRate(id) > 0) {
+        busy += 1;
+        // 60 changes a minute, 3 in 8 adding a card: the newest is seconds to minutes old.
+        expect(start + 120_000 - newest).toBeLessThan(30 * 60_000);
+      } else expect(start - newest).toBeGreaterThan(365 * 86_400_000);
+    }
+    expect(busy).toBeGreaterThan(50);
+    // The control keeps the dates unrelated to change.
+    const control = createMockApi({
+      changes: { classes, seed: 4, startMs: start, clock: () => start + 120_000 },
+    });
+    for (let id = 1; id <= 50; id++) {
+      expect(control.truth(id).every((c) => start - Date.parse(c.createDate) > 365 * 86_400_000)).toBe(true);
+    }
+  });
+});

@@ -2,8 +2,10 @@ import {
   afterClaim,
   afterSuccess,
   allowance,
+  type EvidenceSample,
   estimatedStaleShare,
-  fitMixture,
+  FORGET_MAX_AGES,
+  fitGroupedMixture,
   groupRates,
   intervalDays,
   MS_PER_DAY,
@@ -50,6 +52,28 @@ export interface SimOptions {
   priorWeight?: number;
   /** false: the single-rate prior only (the estimator before the mixture), for comparison. */
   mixture?: boolean;
+  /**
+   * The cards' createDates (issue 36). `random`: years old, unrelated to change (today's sandbox,
+   * the control). `from-changes`: a change that adds a card (3 in 8) stamps it with the change's
+   * time, and a wallet's first cards carry dates drawn from the same process before the start.
+   */
+  createdDates?: 'random' | 'from-changes';
+  /** false: the policy ignores the answers' evidence (one prior for everyone), for comparison. */
+  evidence?: boolean;
+  /** τ of forgetting in max ages; 0: never forget. Default the product's (FORGET_MAX_AGES). */
+  forgetMaxAges?: number;
+  /** At `atDays`, this share of the wallets that never changed start changing at `ratePerDay`. */
+  wakeUp?: { share: number; ratePerDay: number; atDays: number };
+}
+
+/** The share of changes that add a card (the sandbox: 1 to 4 cards drawn afresh at each change). */
+export const ADD_SHARE = 3 / 8;
+
+/** A window of the run and its time-averaged stale share (hourly snapshots). */
+export interface WindowShare {
+  fromDays: number;
+  toDays: number;
+  staleShare: number;
 }
 
 export type PolicyName = 'nightly-id-order' | 'round-robin' | 'continuous' | 'oracle' | 'nightly-by-estimate';
@@ -75,6 +99,10 @@ export interface SimResult {
     estimateAtEnd: number;
   };
   keepsMaxAge?: boolean;
+  /** The run in thirds: learning, middle, end. */
+  windows: WindowShare[];
+  /** With `wakeUp`: the woken wallets' stale share by max age after waking, and the always-busy wallets' at the same rate. */
+  wakeUp?: { woken: number; byMaxAge: number[]; steadyState: number };
 }
 
 /** mulberry32: a small seeded generator, so runs repeat. */
@@ -172,6 +200,22 @@ export function simulate(policy: PolicyName, o: SimOptions): SimResult {
     nextChange[id] =
       rate > 0 ? from + (-Math.log(1 - changes()) / rate) * MS_PER_DAY : Number.POSITIVE_INFINITY;
   };
+  // The newest card's createDate, and the one the service last saw (its answer's).
+  const fromChanges = o.createdDates === 'from-changes';
+  const cards = rng(o.seed ^ 0x5bd1e995);
+  const newestCreated = new Float64Array(n);
+  for (let id = 0; id < n; id++) {
+    const years = (1 + 5 * cards()) * 365 * MS_PER_DAY;
+    const rate = trueRate[id]! * ADD_SHARE;
+    newestCreated[id] =
+      fromChanges && rate > 0 ? Math.max(-years, (Math.log(1 - cards()) / rate) * MS_PER_DAY) : -years;
+  }
+  const seenNewest = Float64Array.from(newestCreated);
+  const useEvidence = o.evidence !== false;
+  const evidenceAt = (id: number, now: number) =>
+    useEvidence ? { newestCardAgeDays: (now - seenNewest[id]!) / MS_PER_DAY, cards: 1 } : null;
+  const forgetDays = o.maxAgeDays * (o.forgetMaxAges ?? FORGET_MAX_AGES);
+  const woken = new Uint8Array(n);
   // Everyone was loaded once at time 0 (a first sync): no observation yet.
   const lastSync = new Float64Array(n);
   const rate: (number | null)[] = new Array(n).fill(null);
@@ -191,10 +235,13 @@ export function simulate(policy: PolicyName, o: SimOptions): SimResult {
   let params: PolicyParams = {
     ...base,
     thresholdDays: Number.POSITIVE_INFINITY,
-    prior: { ratePerDay: 1 / o.maxAgeDays, weight: o.priorWeight ?? PRIOR_WEIGHT },
+    prior: { ratePerDay: 1 / o.maxAgeDays, weight: o.priorWeight ?? PRIOR_WEIGHT, forgetDays },
   };
   let keepsMaxAge = true;
+  let planAt = 0;
   const replan = () => {
+    // Round robin and the nightly sweep in id order read no plan.
+    if (policy === 'round-robin' || policy === 'nightly-id-order') return;
     if (policy === 'oracle') {
       const t = solveThreshold(groupRates(trueRate), o.budgetPerDay, base);
       params = { ...params, thresholdDays: t.thresholdDays };
@@ -203,12 +250,18 @@ export function simulate(policy: PolicyName, o: SimOptions): SimResult {
     }
     // As production does: the prior from a sample of observations, the threshold from the rates.
     const sample: (Observation[] | null)[] = [];
-    for (let k = 0; k < Math.min(n, 20_000); k++) sample.push(observations[Math.floor(random() * n)]!);
+    const withEvidence: EvidenceSample[] = [];
+    for (let k = 0; k < Math.min(n, 20_000); k++) {
+      const id = Math.floor(random() * n);
+      sample.push(observations[id]!);
+      withEvidence.push({ observations: observations[id]!, evidence: evidenceAt(id, planAt) });
+    }
     const pooled = pooledRate(sample, 1 / o.maxAgeDays);
     const prior = {
       ratePerDay: pooled,
       weight: o.priorWeight ?? PRIOR_WEIGHT,
-      mixture: o.mixture === false ? null : fitMixture(sample, pooled),
+      forgetDays,
+      mixture: o.mixture === false ? null : fitGroupedMixture(withEvidence, pooled, forgetDays),
     };
     const rates = rate.map((r) => r ?? prior.ratePerDay);
     const t = solveThreshold(groupRates(rates), o.budgetPerDay * budgetShare * PLANNED_SHARE, base);
@@ -228,11 +281,24 @@ export function simulate(policy: PolicyName, o: SimOptions): SimResult {
     if (changed) {
       const from = Math.max(nextChange[id]!, warmMs);
       if (now > from) staleMs += now - from;
+      // The changes since the last sync, each adding a card with ADD_SHARE; the newest stamps it.
+      if (fromChanges) {
+        const rate = trueRate[id]! * MS_PER_DAY ** -1;
+        for (let at = nextChange[id]!; at <= now; at += -Math.log(1 - cards()) / rate) {
+          if (cards() < ADD_SHARE) newestCreated[id] = at;
+        }
+      }
       drawChange(id, now);
     }
+    seenNewest[id] = newestCreated[id]!;
     if (audit) audits.push({ at: now, changed });
     const update = afterSuccess(
-      { lastSuccessAt: lastSync[id]!, observations: observations[id]!, ratePerDay: rate[id]! },
+      {
+        lastSuccessAt: lastSync[id]!,
+        observations: observations[id]!,
+        ratePerDay: rate[id]!,
+        evidence: evidenceAt(id, now),
+      },
       changed,
       now,
       params,
@@ -257,9 +323,32 @@ export function simulate(policy: PolicyName, o: SimOptions): SimResult {
   let sweepOrder: number[] = [];
   const perSecond = o.budgetPerDay / 86_400;
   let nextReplan = 0;
-  let nextSnapshot = warmMs;
+  let nextSnapshot = 0;
+  const snapshots: {
+    at: number;
+    stale: number;
+    woken: number;
+    wokenStale: number;
+    same: number;
+    sameStale: number;
+  }[] = [];
   for (let now = 0; now < endMs; now += tickMs) {
+    if (o.wakeUp && now >= o.wakeUp.atDays * MS_PER_DAY && now < o.wakeUp.atDays * MS_PER_DAY + tickMs) {
+      // Quiet wallets wake: the oracle knows at once, the others learn it from their syncs.
+      for (let id = 0; id < n; id++) {
+        if (trueRate[id] === 0 && random() < o.wakeUp.share) {
+          trueRate[id] = o.wakeUp.ratePerDay;
+          woken[id] = 1;
+          drawChange(id, now);
+          if (policy === 'oracle') {
+            heap.push(now + intervalDays(o.wakeUp.ratePerDay, params) * MS_PER_DAY * random(), id);
+          }
+        }
+      }
+      if (policy === 'oracle') nextReplan = now;
+    }
     if (now >= nextReplan) {
+      planAt = now;
       replan();
       nextReplan = now + (o.replanSeconds ?? 3600) * 1000;
     }
@@ -309,14 +398,25 @@ export function simulate(policy: PolicyName, o: SimOptions): SimResult {
     if (now >= nextSnapshot) {
       nextSnapshot = now + (o.snapshotSeconds ?? 3600) * 1000;
       let stale = 0;
+      const snap = { at: now, stale: 0, woken: 0, wokenStale: 0, same: 0, sameStale: 0 };
       for (let id = 0; id < n; id++) {
-        if (nextChange[id]! <= now) {
+        const isStale = nextChange[id]! <= now;
+        if (woken[id]) {
+          snap.woken += 1;
+          if (isStale) snap.wokenStale += 1;
+        } else if (o.wakeUp && trueRate[id] === o.wakeUp.ratePerDay) {
+          snap.same += 1;
+          if (isStale) snap.sameStale += 1;
+        }
+        if (isStale && now >= warmMs) {
           stale += 1;
           staleAgeSum += now - lastSync[id]!;
           staleAgeCount += 1;
-        }
+        } else if (isStale) stale += 1;
       }
-      if (policy === 'continuous') {
+      snap.stale = stale / n;
+      snapshots.push(snap);
+      if (policy === 'continuous' && now >= warmMs) {
         const estimate = estimatedStaleShare(copies(), now, params.prior.ratePerDay);
         errors.abs += Math.abs(estimate - stale / n);
         errors.truth += stale / n;
@@ -342,7 +442,32 @@ export function simulate(policy: PolicyName, o: SimOptions): SimResult {
     meanStaleAgeDays: staleAgeCount === 0 ? 0 : staleAgeSum / staleAgeCount / MS_PER_DAY,
     maxAgeDays: largestAge / MS_PER_DAY,
     syncs,
+    windows: [0, 1, 2].map((k) => {
+      const from = (k * endMs) / 3;
+      const to = ((k + 1) * endMs) / 3;
+      const inside = snapshots.filter((x) => x.at >= from && x.at < to);
+      return {
+        fromDays: from / MS_PER_DAY,
+        toDays: to / MS_PER_DAY,
+        staleShare: inside.reduce((sum, x) => sum + x.stale, 0) / Math.max(1, inside.length),
+      };
+    }),
   };
+  if (o.wakeUp) {
+    const wakeMs = o.wakeUp.atDays * MS_PER_DAY;
+    const after = snapshots.filter((x) => x.at >= wakeMs && x.woken > 0);
+    const byMaxAge: number[] = [];
+    for (let k = 0; wakeMs + k * maxAgeMs < endMs; k++) {
+      const inside = after.filter((x) => x.at >= wakeMs + k * maxAgeMs && x.at < wakeMs + (k + 1) * maxAgeMs);
+      byMaxAge.push(inside.reduce((sum, x) => sum + x.wokenStale / x.woken, 0) / Math.max(1, inside.length));
+    }
+    const same = after.filter((x) => x.same > 0);
+    result.wakeUp = {
+      woken: after[0]?.woken ?? 0,
+      byMaxAge,
+      steadyState: same.reduce((sum, x) => sum + x.sameStale / x.same, 0) / Math.max(1, same.length),
+    };
+  }
   if (policy === 'continuous' || policy === 'oracle') result.keepsMaxAge = keepsMaxAge;
   if (policy === 'continuous') {
     result.estimateError = {

@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import {
   defaultPolicy,
+  forgetDaysFor,
   isMixture,
   MS_PER_DAY,
   type PolicyParams,
@@ -91,7 +92,12 @@ export function policyParams(stored: StoredPolicy | undefined, maxAgeMs: number)
     thresholdDays: stored.thresholdDays ?? Number.POSITIVE_INFINITY,
     maxAgeDays,
     minIntervalDays: 0,
-    prior: { ratePerDay: stored.priorRatePerDay, weight: PRIOR_WEIGHT, mixture: stored.priorMixture },
+    prior: {
+      ratePerDay: stored.priorRatePerDay,
+      weight: PRIOR_WEIGHT,
+      mixture: stored.priorMixture,
+      forgetDays: forgetDaysFor(maxAgeDays),
+    },
   };
 }
 

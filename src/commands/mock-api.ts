@@ -1,6 +1,7 @@
 import { loadConfig } from '../config/index.js';
 import { CliError } from '../errors.js';
-import type { ChangeClass } from '../mock-api/changes.js';
+import type { ChangeClass, WakeUp } from '../mock-api/changes.js';
+import type { CreatedDates } from '../mock-api/created-dates.js';
 import { createMockApi, type MockFaults } from '../mock-api/server.js';
 import { onShutdown } from '../shutdown.js';
 import type { Io } from './common.js';
@@ -16,6 +17,8 @@ export interface MockApiCliOptions {
   generation: number;
   faults?: MockFaults;
   changes?: ChangeClass[];
+  createdDates?: CreatedDates;
+  wakeUp?: WakeUp;
 }
 
 export async function cmdMockApi(io: Io, options: MockApiCliOptions): Promise<number> {
@@ -30,7 +33,15 @@ export async function cmdMockApi(io: Io, options: MockApiCliOptions): Promise<nu
     ...(options.cardsPerSubscriber !== undefined ? { cardsPerSubscriber: options.cardsPerSubscriber } : {}),
     generation: options.generation,
     ...(options.faults ? { faults: options.faults } : {}),
-    ...(options.changes ? { changes: { classes: options.changes } } : {}),
+    ...(options.changes
+      ? {
+          changes: {
+            classes: options.changes,
+            ...(options.createdDates ? { createdDates: options.createdDates } : {}),
+            ...(options.wakeUp ? { wakeUp: options.wakeUp } : {}),
+          },
+        }
+      : {}),
   });
   try {
     await mock.start(options.port, options.host);

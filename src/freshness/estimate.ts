@@ -2,6 +2,7 @@
 // "Estimating frequency of change", TOIT 2003). Pure: no clock, no database, no queue; the
 // simulator (bench/freshness.ts) and the workers run this same code.
 
+import { type Evidence, mixtureFor } from './evidence.js';
 import { posteriorMeanRate, type RateMixture } from './mixture.js';
 
 /** Days per millisecond: every rate here is per day, every interval in days. */
@@ -63,6 +64,24 @@ export interface RatePrior {
    * fit one: then the estimate is the posterior mean under it, and `ratePerDay`/`weight` are unused.
    */
   mixture?: RateMixture | null;
+  /**
+   * τ in days: an observation a days old counts e^{−a/τ} of itself (src/freshness/mixture.ts
+   * `summarize`), so a wallet that changes its habits is re-learned within about τ. Absent: never
+   * forgotten (but for the window of {@link OBSERVATIONS_KEPT}).
+   */
+  forgetDays?: number;
+}
+
+/**
+ * τ in max ages ({@link RatePrior.forgetDays}). The simulator's wake-up scenario (issue 36):
+ * without forgetting, a wallet's merged months of quiet outweigh this week's changes; at 1 max
+ * age the steady state paid too much for the speed (bench/RESULTS.md, issue 36).
+ */
+export const FORGET_MAX_AGES = 3;
+
+/** The τ of a max age. */
+export function forgetDaysFor(maxAgeDays: number, maxAges = FORGET_MAX_AGES): number {
+  return maxAgeDays * maxAges;
 }
 
 // Durations go from seconds to weeks (tests compress a week into seconds): the bracket is wide.
@@ -100,10 +119,16 @@ function changedTerm(rate: number, t: number): number {
  *   Σ_changed tᵢ/(e^{λtᵢ}−1) + w/λ = Σ_unchanged tⱼ + w/r₀
  * (the likelihood's score, as in Cho & Garcia-Molina's irregular-interval estimator, plus the
  * prior's: shape 1+w, rate w/r₀, so that with no observation the estimate is r₀). Unlike the
- * plain ratio changes/time, it does not read two changes in one long interval as one.
+ * plain ratio changes/time, it does not read two changes in one long interval as one. Under a
+ * mixture, the posterior mean instead, from the mixture of the subscriber's evidence group.
  */
-export function estimateRate(observations: readonly Observation[] | null, prior: RatePrior): number {
-  if (prior.mixture) return posteriorMeanRate(observations, prior.mixture);
+export function estimateRate(
+  observations: readonly Observation[] | null,
+  prior: RatePrior,
+  evidence?: Evidence | null,
+): number {
+  if (prior.mixture)
+    return posteriorMeanRate(observations, mixtureFor(prior.mixture, evidence), prior.forgetDays);
   const obs = observations ?? [];
   const w = prior.weight;
   const r0 = Math.min(MAX_RATE, Math.max(MIN_RATE, prior.ratePerDay));

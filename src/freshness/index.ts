@@ -2,6 +2,7 @@
 // (jobs/continuous-refresh.ts) and the simulator (bench/freshness.ts) all run it.
 export * from './budget.js';
 export * from './estimate.js';
+export * from './evidence.js';
 export * from './mixture.js';
 export * from './schedule.js';
 export * from './staleness.js';

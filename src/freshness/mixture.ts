@@ -14,6 +14,11 @@ export interface RateMixture {
   ratesPerDay: number[];
   /** The prior's weight at each rate; they sum to 1. */
   weights: number[];
+  /**
+   * The weights of each evidence group (src/freshness/evidence.ts), on the same grid: the prior of
+   * a subscriber whose first answer put it in that group. Absent: the one prior for everyone.
+   */
+  groups?: Record<string, number[]>;
 }
 
 /** Grid points per decade, and decades either side of the population's pooled rate. */
@@ -26,53 +31,71 @@ const ITERATIONS = 100;
 const MIXTURE_MAX_SUBSCRIBERS = 5000;
 
 interface Summary {
+  /** Changed intervals and the weight each carries (1 without forgetting). */
   changed: number[];
+  changedWeights: number[];
   unchangedDays: number;
 }
 
-function summarize(observations: readonly Observation[]): Summary {
+/**
+ * The observations as the likelihood reads them. With `forgetDays` (τ), an observation counts
+ * e^{−a/τ} of itself, a its age measured back from the list's end (the observations tile the time
+ * between syncs, the last ending at the last success): a quiet interval counts
+ * τ(e^{−a/τ} − e^{−(a+t)/τ}) days, however many quiet intervals were merged into it, so months of
+ * quiet weigh at most τ against this week's changes.
+ */
+export function summarize(observations: readonly Observation[], forgetDays?: number): Summary {
   const changed: number[] = [];
+  const changedWeights: number[] = [];
   let unchangedDays = 0;
-  for (const o of observations) {
+  const tau = forgetDays !== undefined && forgetDays > 0 && Number.isFinite(forgetDays) ? forgetDays : 0;
+  let age = 0;
+  for (let i = observations.length - 1; i >= 0; i--) {
+    const o = observations[i]!;
     if (!Number.isFinite(o) || o === 0) continue;
-    if (o < 0) changed.push(-o);
-    else unchangedDays += o;
+    const t = Math.abs(o);
+    if (o < 0) {
+      changed.push(t);
+      changedWeights.push(tau > 0 ? Math.exp(-(age + t / 2) / tau) : 1);
+    } else {
+      unchangedDays += tau > 0 ? tau * (Math.exp(-age / tau) - Math.exp(-(age + t) / tau)) : t;
+    }
+    age += t;
   }
-  return { changed, unchangedDays };
+  return { changed, changedWeights, unchangedDays };
 }
 
-/** log P(observations | rate): unchanged intervals e^{−λt}, changed ones 1 − e^{−λt}. */
+/** log P(observations | rate): unchanged intervals e^{−λt}, changed ones 1 − e^{−λt}, each weighted. */
 function logLikelihood(s: Summary, ratePerDay: number): number {
   let ll = -ratePerDay * s.unchangedDays;
-  for (const t of s.changed) ll += Math.log(Math.max(1e-300, -Math.expm1(-ratePerDay * t)));
+  for (let i = 0; i < s.changed.length; i++) {
+    ll += s.changedWeights[i]! * Math.log(Math.max(1e-300, -Math.expm1(-ratePerDay * s.changed[i]!)));
+  }
   return ll;
 }
 
-/**
- * Fits the mixing weights on a grid of rates around `centerRatePerDay` (4 decades each way, 3 points a decade) to the
- * sample's observations; null when fewer than {@link MIXTURE_MIN_SUBSCRIBERS} have any.
- */
-export function fitMixture(
-  samples: readonly (readonly Observation[] | null)[],
-  centerRatePerDay: number,
-): RateMixture | null {
-  const observed = samples.filter((s): s is readonly Observation[] => s !== null && s.length > 0);
-  // Every k-th, not the first ones: a sample read in table order is not shuffled.
-  const stride = Math.ceil(observed.length / MIXTURE_MAX_SUBSCRIBERS);
-  const summaries = observed.filter((_, i) => i % stride === 0).map(summarize);
-  if (summaries.length < MIXTURE_MIN_SUBSCRIBERS || !(centerRatePerDay > 0)) return null;
+/** The grid of rates a mixture is fitted on: 4 decades either side of `centerRatePerDay`, 3 points a decade. */
+export function mixtureGrid(centerRatePerDay: number): number[] {
   const k = 2 * DECADES * PER_DECADE + 1;
-  const ratesPerDay = Array.from(
+  return Array.from(
     { length: k },
     (_, i) => centerRatePerDay * 10 ** ((i - DECADES * PER_DECADE) / PER_DECADE),
   );
-  // Each subscriber's likelihood at each rate, scaled by its largest (the scale cancels in EM).
-  const likelihoods = summaries.map((s) => {
+}
+
+/** Each subscriber's likelihood at each rate of the grid, scaled by its largest (the scale cancels in EM). */
+export function gridLikelihoods(summaries: readonly Summary[], ratesPerDay: readonly number[]): number[][] {
+  return summaries.map((s) => {
     const ll = ratesPerDay.map((r) => logLikelihood(s, r));
     const top = Math.max(...ll);
     return ll.map((x) => Math.exp(x - top));
   });
-  let weights = ratesPerDay.map(() => 1 / k);
+}
+
+/** EM for the mixing weights from `start`, {@link ITERATIONS} steps. */
+export function emWeights(likelihoods: readonly number[][], start: readonly number[]): number[] {
+  const k = start.length;
+  let weights = [...start];
   for (let it = 0; it < ITERATIONS; it++) {
     const next = new Array<number>(k).fill(0);
     for (const l of likelihoods) {
@@ -83,12 +106,43 @@ export function fitMixture(
     }
     weights = next.map((w) => w / likelihoods.length);
   }
+  return weights;
+}
+
+/** Every k-th of the subscribers with observations, at most {@link MIXTURE_MAX_SUBSCRIBERS}. */
+export function thinned<T>(items: readonly T[]): T[] {
+  const stride = Math.ceil(items.length / MIXTURE_MAX_SUBSCRIBERS);
+  return items.filter((_, i) => i % stride === 0);
+}
+
+/**
+ * Fits the mixing weights on a grid of rates around `centerRatePerDay` (4 decades each way, 3 points a decade) to the
+ * sample's observations; null when fewer than {@link MIXTURE_MIN_SUBSCRIBERS} have any.
+ */
+export function fitMixture(
+  samples: readonly (readonly Observation[] | null)[],
+  centerRatePerDay: number,
+  forgetDays?: number,
+): RateMixture | null {
+  const observed = samples.filter((s): s is readonly Observation[] => s !== null && s.length > 0);
+  // Every k-th, not the first ones: a sample read in table order is not shuffled.
+  const summaries = thinned(observed).map((o) => summarize(o, forgetDays));
+  if (summaries.length < MIXTURE_MIN_SUBSCRIBERS || !(centerRatePerDay > 0)) return null;
+  const ratesPerDay = mixtureGrid(centerRatePerDay);
+  const weights = emWeights(
+    gridLikelihoods(summaries, ratesPerDay),
+    ratesPerDay.map(() => 1 / ratesPerDay.length),
+  );
   return { ratesPerDay, weights };
 }
 
 /** The posterior mean rate of one subscriber under the mixture (the mixture's mean with no data). */
-export function posteriorMeanRate(observations: readonly Observation[] | null, mixture: RateMixture): number {
-  const s = summarize(observations ?? []);
+export function posteriorMeanRate(
+  observations: readonly Observation[] | null,
+  mixture: Pick<RateMixture, 'ratesPerDay' | 'weights'>,
+  forgetDays?: number,
+): number {
+  const s = summarize(observations ?? [], forgetDays);
   const ll = mixture.ratesPerDay.map((r, j) =>
     mixture.weights[j]! > 0 ? Math.log(mixture.weights[j]!) + logLikelihood(s, r) : Number.NEGATIVE_INFINITY,
   );
@@ -113,6 +167,18 @@ export function isMixture(value: unknown): value is RateMixture {
     ratesPerDay.length > 0 &&
     ratesPerDay.length === weights.length &&
     ratesPerDay.every((r) => typeof r === 'number' && r > 0 && Number.isFinite(r)) &&
-    weights.every((w) => typeof w === 'number' && w >= 0 && Number.isFinite(w))
+    weights.every((w) => typeof w === 'number' && w >= 0 && Number.isFinite(w)) &&
+    validGroups((value as Partial<RateMixture>).groups, ratesPerDay.length)
+  );
+}
+
+function validGroups(groups: unknown, k: number): boolean {
+  if (groups === undefined) return true;
+  if (typeof groups !== 'object' || groups === null) return false;
+  return Object.values(groups).every(
+    (w) =>
+      Array.isArray(w) &&
+      w.length === k &&
+      w.every((x) => typeof x === 'number' && x >= 0 && Number.isFinite(x)),
   );
 }

@@ -1,12 +1,14 @@
 import {
   appendObservation,
   estimateRate,
+  forgetDaysFor,
   MS_PER_DAY,
   type Observation,
   observation,
   PRIOR_WEIGHT,
   type RatePrior,
 } from './estimate.js';
+import type { Evidence } from './evidence.js';
 
 // When each subscriber is synced next, within a request budget. Pure: the time is always passed
 // in, so the simulator (bench/freshness.ts) runs the same code as the workers.
@@ -89,6 +91,8 @@ export interface SubscriberSchedule {
   lastSuccessAt: number | null;
   observations: readonly Observation[] | null;
   ratePerDay: number | null;
+  /** What the sync's answer says besides the cards' sameness (src/freshness/evidence.ts). */
+  evidence?: Evidence | null;
 }
 
 /** What a successful sync writes to its subscriber's row. */
@@ -118,7 +122,7 @@ export function afterSuccess(
       : before.observations === null
         ? null
         : [...before.observations];
-  const ratePerDay = estimateRate(observations, params.prior);
+  const ratePerDay = estimateRate(observations, params.prior, before.evidence);
   return { observations, ratePerDay, nextRefreshAt: now + intervalDays(ratePerDay, params) * MS_PER_DAY };
 }
 
@@ -214,6 +218,6 @@ export function defaultPolicy(maxAgeDays = DEFAULT_MAX_AGE_DAYS): PolicyParams {
     thresholdDays: Number.POSITIVE_INFINITY,
     maxAgeDays,
     minIntervalDays: 0,
-    prior: { ratePerDay: 1 / maxAgeDays, weight: PRIOR_WEIGHT },
+    prior: { ratePerDay: 1 / maxAgeDays, weight: PRIOR_WEIGHT, forgetDays: forgetDaysFor(maxAgeDays) },
   };
 }

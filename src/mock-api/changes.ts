@@ -44,10 +44,35 @@ function uniform(...parts: (string | number)[]): number {
 }
 
 export interface WalletChanges {
-  /** The subscriber's true change rate, per second. */
+  /** The subscriber's true change rate, per second (a woken wallet's from its waking on). */
   rateOf(subscriberId: number): number;
   /** How many times the subscriber's wallet has changed since the start, at `atMs`. */
   versionAt(subscriberId: number, atMs: number): number;
+  /** When the change that made `version` (from 1) happened, ms; asked only of versions reached. */
+  changedAt(subscriberId: number, version: number): number;
+  /** Whether the wallet never changed before it woke (`--wake-up`). */
+  wokenAt(subscriberId: number): number | null;
+}
+
+/** `--wake-up`: this share of the wallets that never change start changing at `perSecond`, `afterMs` from the start. */
+export interface WakeUp {
+  share: number;
+  perSecond: number;
+  afterMs: number;
+}
+
+/** `0.1:12/h@10m` → a tenth of the quiet wallets, 12 changes an hour, from 10 minutes on. */
+export function parseWakeUp(spec: string): WakeUp {
+  const m = /^\s*(\d*\.?\d+)\s*:\s*(\d*\.?\d+)\/([smhdw])\s*@\s*(\d*\.?\d+)([smhdw])\s*$/i.exec(spec);
+  const share = Number(m?.[1]);
+  if (!m || !(share >= 0 && share <= 1)) {
+    throw new Error(`--wake-up takes share:rate@after (e.g. 0.1:12/h@10m), not ${JSON.stringify(spec)}`);
+  }
+  return {
+    share,
+    perSecond: Number(m[2]) / PER[m[3]!.toLowerCase()]!,
+    afterMs: Number(m[4]) * PER[m[5]!.toLowerCase()]! * 1000,
+  };
 }
 
 /**
@@ -56,9 +81,14 @@ export interface WalletChanges {
  * forward costs one draw per change; moments are asked in time order (an earlier one than the
  * last asked gets the later answer), as a clock gives them.
  */
-export function walletChanges(classes: readonly ChangeClass[], startMs: number, seed = 0): WalletChanges {
-  const state = new Map<number, { version: number; nextAt: number }>();
-  const rateOf = (id: number): number => {
+export function walletChanges(
+  classes: readonly ChangeClass[],
+  startMs: number,
+  seed = 0,
+  wakeUp?: WakeUp,
+): WalletChanges {
+  const state = new Map<number, { version: number; nextAt: number; times: number[] }>();
+  const classRate = (id: number): number => {
     let u = uniform('class', seed, id);
     for (const c of classes) {
       u -= c.share;
@@ -66,22 +96,32 @@ export function walletChanges(classes: readonly ChangeClass[], startMs: number, 
     }
     return 0;
   };
+  const wokenAt = (id: number): number | null =>
+    wakeUp && classRate(id) === 0 && uniform('wake', seed, id) < wakeUp.share
+      ? startMs + wakeUp.afterMs
+      : null;
+  const rateOf = (id: number): number => (wokenAt(id) !== null ? wakeUp!.perSecond : classRate(id));
   const wait = (id: number, k: number, rate: number) =>
     rate > 0 ? (-Math.log(1 - uniform('change', seed, id, k)) / rate) * 1000 : Number.POSITIVE_INFINITY;
   return {
     rateOf,
+    wokenAt,
     versionAt(id, atMs) {
       let s = state.get(id);
       if (!s) {
-        s = { version: 0, nextAt: startMs + wait(id, 0, rateOf(id)) };
+        s = { version: 0, nextAt: (wokenAt(id) ?? startMs) + wait(id, 0, rateOf(id)), times: [] };
         state.set(id, s);
       }
       const rate = rateOf(id);
       while (s.nextAt <= atMs) {
         s.version += 1;
+        s.times.push(s.nextAt);
         s.nextAt += wait(id, s.version, rate);
       }
       return s.version;
+    },
+    changedAt(id, version) {
+      return state.get(id)?.times[version - 1] ?? startMs;
     },
   };
 }

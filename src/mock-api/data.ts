@@ -23,11 +23,16 @@ export function cardsAtVersion(
   options: MockDataOptions = {},
 ): SavedCard[] {
   if (version === 0) return cardsFor(subscriberId, options);
-  const count = options.cardsPerSubscriber ?? 1 + (digest('count', subscriberId, version)[0]! % 4);
   return cardsFor(subscriberId, {
-    cardsPerSubscriber: count,
+    cardsPerSubscriber: cardCountAt(subscriberId, version, options),
     generation: (options.generation ?? 0) + version * 1_000_003,
   });
+}
+
+/** How many cards the wallet holds at `version` (its cards are the first that many of its ids). */
+export function cardCountAt(subscriberId: number, version: number, options: MockDataOptions = {}): number {
+  const seed = version === 0 ? digest('subscriber', subscriberId) : digest('count', subscriberId, version);
+  return options.cardsPerSubscriber ?? 1 + (seed[0]! % 4);
 }
 
 // Each bank under the names the API shows it by: the short one of the provider's sample first

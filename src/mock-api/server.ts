@@ -3,7 +3,8 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { SavedCard } from '../api/schema.js';
-import { type ChangeClass, walletChanges } from './changes.js';
+import { type ChangeClass, type WakeUp, walletChanges } from './changes.js';
+import { type CreatedDates, datedFromChanges } from './created-dates.js';
 import { cardsAtVersion, type MockDataOptions, subscriberIdForEmail } from './data.js';
 
 /** A parsed lookup, handed to an override. */
@@ -34,7 +35,16 @@ export interface MockApiOptions extends MockDataOptions {
   /** Shares of requests, 0 to 1, that meet each fault (for the fault suite). Default none. */
   faults?: MockFaults;
   /** Wallets change over wall time at these classes' rates (src/mock-api/changes.ts). Default none. */
-  changes?: { classes: readonly ChangeClass[]; seed?: number; startMs?: number; clock?: () => number };
+  changes?: {
+    classes: readonly ChangeClass[];
+    seed?: number;
+    startMs?: number;
+    clock?: () => number;
+    /** The cards' createDates: `random` (default, the control) or `from-changes` (src/mock-api/created-dates.ts). */
+    createdDates?: CreatedDates;
+    /** Quiet wallets that start changing later (`--wake-up`). */
+    wakeUp?: WakeUp;
+  };
   /** Keep every request in `requests` (tests count calls). Default true; a long run turns it off. */
   recordRequests?: boolean;
   /** Lets a test answer a lookup its own way; `undefined` falls through to the data set. */
@@ -159,11 +169,19 @@ async function injectFault(res: ServerResponse, faults: MockFaults, cards: unkno
 export function createMockApi(options: MockApiOptions = {}): MockApi {
   const requests: MockApi['requests'] = [];
   const clock = options.changes?.clock ?? Date.now;
+  const startMs = options.changes?.startMs ?? clock();
+  const seed = options.changes?.seed ?? 0;
   const changes = options.changes
-    ? walletChanges(options.changes.classes, options.changes.startMs ?? clock(), options.changes.seed)
+    ? walletChanges(options.changes.classes, startMs, seed, options.changes.wakeUp)
     : undefined;
   const version = (subscriberId: number) => changes?.versionAt(subscriberId, clock()) ?? 0;
-  const truth = (subscriberId: number) => cardsAtVersion(subscriberId, version(subscriberId), options);
+  const truth = (subscriberId: number) => {
+    const v = version(subscriberId);
+    const cards = cardsAtVersion(subscriberId, v, options);
+    return changes && options.changes?.createdDates === 'from-changes'
+      ? datedFromChanges(cards, changes, subscriberId, v, startMs, seed, options)
+      : cards;
+  };
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const path = (req.url ?? '/').split('?')[0]!;
     if (options.recordRequests !== false) {

@@ -10,6 +10,7 @@ import type { SavedCard } from '../cards.js';
 import {
   afterSuccess,
   defaultPolicy,
+  evidenceOf,
   type PolicyParams,
   type SubscriberSchedule,
 } from '../freshness/index.js';
@@ -180,7 +181,10 @@ export async function applyCardsBatch(
         digest: p.unchanged ? null : p.claims.length > 0 ? '' : p.digest,
         // The refresh learns from every success whether the stored copy still matched upstream.
         schedule: afterSuccess(
-          read.schedules.get(p.item.subscriberId!) ?? NEVER_SYNCED,
+          {
+            ...(read.schedules.get(p.item.subscriberId!) ?? NEVER_SYNCED),
+            evidence: evidenceOf(p.item.cards, now.getTime()),
+          },
           !p.unchanged && answerChanged(p.plan!, removals, p.item.subscriberId!),
           now.getTime(),
           policy(),
