@@ -4,11 +4,9 @@ import { loadRefreshRun, type RefreshRun, savePlan, startRefreshRun } from '../d
 import { isContinuous } from '../jobs/continuous-status.js';
 import { createRefreshQueue, registerRefreshMode } from '../jobs/refresh.js';
 import { progressOf } from '../jobs/refresh-plan.js';
-import { createAdminApp } from '../src/admin/app.js';
-import { createMetrics } from '../src/metrics.js';
 import { formatDuration } from '../src/time.js';
-import { ADMIN_TOKEN } from './fixtures.js';
-import { captureLogger, useTestDatabase } from './helpers.js';
+import { adminFor } from './admin-helpers.js';
+import { useTestDatabase } from './helpers.js';
 import { runCli, testQueue } from './queue-helpers.js';
 
 // What `status`, `status --json` and the overview say in REFRESH_MODE=continuous (issue 35): a
@@ -20,6 +18,7 @@ const q = testQueue();
 let refreshQueue: ReturnType<typeof createRefreshQueue>;
 let run: RefreshRun;
 const WINDOW_MS = 3_600_000;
+const cleanups: (() => Promise<unknown>)[] = [];
 
 beforeAll(async () => {
   refreshQueue = createRefreshQueue(q.redis, q.prefix);
@@ -64,6 +63,7 @@ beforeAll(async () => {
   });
 });
 afterAll(async () => {
+  for (const cleanup of cleanups) await cleanup();
   await refreshQueue.obliterate({ force: true }).catch(() => {});
   await refreshQueue.close();
   await q.cleanup();
@@ -120,22 +120,7 @@ describe('REFRESH_MODE=continuous as operators read it', () => {
   });
 
   it('the overview: the max age as the CLI writes it, and the continuous figures in place of a nightly run', async () => {
-    const { logger } = captureLogger();
-    const admin = createAdminApp({
-      db: database.handle.db,
-      redis: q.redis,
-      syncQueue: q.queue,
-      refreshQueue,
-      metrics: createMetrics({ defaultMetrics: false }),
-      logger,
-      adminToken: ADMIN_TOKEN,
-      prefix: q.prefix,
-    });
-    const res = await admin.app.fetch(
-      new Request('http://admin.test/admin', { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } }),
-    );
-    expect(res.status).toBe(200);
-    const html = await res.text();
+    const html = await adminFor(database, q, cleanups)('/admin');
     expect(html).toContain('5 past the max age of 2m.');
     expect(html).not.toContain('0 h');
     expect(html).not.toMatch(/nightly/i);
