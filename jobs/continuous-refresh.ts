@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Job, Queue } from 'bullmq';
+import type { Queue } from 'bullmq';
 import type { Db } from '../db/client.js';
 import { policyParams, readPolicy } from '../db/ops/refresh-policy.js';
 import { type RefreshRun, recordFanoutPage } from '../db/ops/refresh-runs.js';
@@ -8,13 +8,14 @@ import { allowance, splitForAudit } from '../src/freshness/index.js';
 import type { Logger } from '../src/logger.js';
 import { enqueueSyncs, type SyncJobData, type SyncJobResult } from './queue.js';
 import { replan } from './refresh-policy.js';
-import type { RefreshJobData } from './refresh-queue.js';
 
 // REFRESH_MODE=continuous: a refresh run that spends REFRESH_BUDGET_PER_SEC for a window (an
 // hour by default), taking the subscribers due first (src/freshness decides when each is due)
 // and REFRESH_AUDIT_SHARE of the budget on subscribers drawn uniformly at random. The window is an
 // ordinary refresh run: the wipe breaker, pause/resume, the ops lane's priority, handing back on
 // shutdown and its closing counts work as for a nightly one. When it closes, the next begins.
+// Whoever holds the continuous refresh's lease runs it (jobs/continuous-lease.ts); its claims go
+// over the lease's own session, so a process that lost the lease can no longer hand out budget.
 
 export interface ContinuousOptions {
   budgetPerSec: number;
@@ -37,17 +38,25 @@ export interface ContinuousStep {
   backlog(): Promise<number>;
   stopping(): boolean;
   handBack(): Promise<never>;
+  /** Called after each tick that handed out work, with the run's enqueued count. */
+  progress?(enqueued: number): Promise<unknown>;
 }
 
 /** Runs one window's fan-out; returns the run as it stands when the window is over. */
 export async function continuousFanout(
-  deps: { db: Db; logger: Logger; syncQueue: Queue<SyncJobData, SyncJobResult> },
-  job: Job<RefreshJobData>,
+  deps: {
+    db: Db;
+    logger: Logger;
+    syncQueue: Queue<SyncJobData, SyncJobResult>;
+    /** Where the claims and the run's fan-out counts are written (the lease's session). Default `db`. */
+    claims?: Db;
+  },
   initial: RefreshRun,
   o: ContinuousOptions,
   step: ContinuousStep,
 ): Promise<RefreshRun> {
   const pool = deps.db.$client;
+  const claims = deps.claims ?? deps.db;
   const windowMs = o.windowMs ?? 3_600_000;
   const tickMs = o.tickMs ?? 1000;
   // The estimates move at the pace of the max age: a plan older than a fifth of it lags the learning.
@@ -90,7 +99,7 @@ export async function continuousFanout(
     markedAt = allowed.markedAt;
     const split = splitForAudit(allowed.count, o.auditShare, carry);
     carry = split.carry;
-    const due = await claimDue(pool, split.scheduled, params);
+    const due = await claimDue(claims.$client, split.scheduled, params);
     const sampled = await randomSubscribers(pool, split.audit);
     // Claims are numbered within the run (subscribersTotal counts every one handed out so far).
     const first = run.subscribersTotal + 1;
@@ -110,7 +119,7 @@ export async function continuousFanout(
     ];
     const enqueued = counts[0]!.enqueued + counts[1]!.enqueued;
     if (due.length + sampled.length > 0) {
-      await recordFanoutPage(deps.db, run.id, {
+      await recordFanoutPage(claims, run.id, {
         cursor: { after: run.cursor, afterDue: run.cursorDue },
         subscribers: due.length + sampled.length,
         enqueued,
@@ -121,7 +130,7 @@ export async function continuousFanout(
         enqueued: run.enqueued + enqueued,
         subscribersTotal: run.subscribersTotal + due.length + sampled.length,
       };
-      await job.updateProgress({ phase: 'continuous', enqueued: run.enqueued });
+      await step.progress?.(run.enqueued);
     }
     await sleep(tickMs);
   }

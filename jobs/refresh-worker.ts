@@ -2,11 +2,15 @@ import { Worker } from 'bullmq';
 import { rootCause } from '../db/errors.js';
 import { abandonRefreshRun } from '../db/ops/refresh-runs.js';
 import type { RedisConfig } from '../src/config/redis.js';
+import { startContinuousRefresh } from './continuous-runner.js';
 import { closeRedis, createRedis, settlesWithin } from './redis.js';
 import { createRefreshProcessor, type RefreshDeps, type RefreshOptions } from './refresh.js';
 import { createRefreshQueue, REFRESH_QUEUE_NAME, type RefreshJobData } from './refresh-queue.js';
 
-/** Starts the refresh worker: one fan-out at a time per process. */
+/**
+ * Starts the refresh worker: one fan-out at a time per process. With `continuous`, also the
+ * continuous refresh's lease loop (jobs/continuous-runner.ts), which carries its windows instead of a job.
+ */
 export async function startRefreshWorker(
   deps: RefreshDeps,
   options: RefreshOptions & { redisUrl: string | RedisConfig; prefix?: string },
@@ -36,10 +40,18 @@ export async function startRefreshWorker(
     }
   });
   await worker.waitUntilReady();
+  const continuous = options.continuous
+    ? startContinuousRefresh(
+        { ...deps, refreshQueue, stopping: () => stopping },
+        { ...options, continuous: options.continuous },
+      )
+    : undefined;
   return {
     worker,
     async close() {
       stopping = true;
+      // The lease first: another worker takes the continuous refresh over within a second.
+      await continuous?.close();
       // The fan-out hands its job back between pages; a close stuck on QUIT to a dead Cluster node
       // is not waited for past that (the job's lock runs out and another worker carries on).
       await settlesWithin(worker.close(), 10_000);

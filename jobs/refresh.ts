@@ -2,26 +2,24 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { DelayedError, type Job, type Queue } from 'bullmq';
 import type { Db } from '../db/client.js';
 import {
-  applyTally,
   closeRefreshRun,
-  haltRefreshRun,
   loadRefreshRun,
   markFanoutFinished,
   type RefreshRun,
   recordFanoutPage,
   type SweepCursor,
-  savePlan,
   setRefreshJobId,
   startRefreshRun,
   subscriberPage,
 } from '../db/ops/refresh-runs.js';
 import type { Logger } from '../src/logger.js';
-import { type ContinuousOptions, continuousFanout } from './continuous-refresh.js';
+import type { ContinuousOptions } from './continuous-refresh.js';
 import { createFairShare } from './lanes.js';
 import { NEWER_PAYLOAD_HOLD_MS, newerPayload } from './payload-version.js';
-import { enqueueSyncs, pauseQueue, type SyncJobData, type SyncJobResult } from './queue.js';
+import { enqueueSyncs, type SyncJobData, type SyncJobResult } from './queue.js';
 import type { RedisClient } from './redis.js';
-import { hasOutstandingJobs, refreshBacklog } from './refresh-backlog.js';
+import { refreshBacklog } from './refresh-backlog.js';
+import { createRunChecks } from './refresh-checks.js';
 import { planRun } from './refresh-plan.js';
 import { type RefreshPlanSettings, replan } from './refresh-policy.js';
 import {
@@ -30,7 +28,6 @@ import {
   type RefreshJobData,
   refreshJobSchema,
 } from './refresh-queue.js';
-import { readTally } from './refresh-tally.js';
 
 export { refreshBacklog } from './refresh-backlog.js';
 export * from './refresh-queue.js';
@@ -82,60 +79,9 @@ export interface RefreshDeps {
 export function createRefreshProcessor(deps: RefreshDeps, options: RefreshOptions = {}) {
   const pageSize = options.pageSize ?? 1000;
   const window = options.window ?? 5000;
-  const maxWipeRatio = options.maxWipeRatio ?? 0.2;
-  const minSyncs = options.breakerMinSyncs ?? 50;
   const pollMs = options.pollMs ?? 1000;
-  const stallCheckMs = options.stallCheckMs ?? 60_000;
 
-  const prefix = deps.syncQueue.opts.prefix ?? 'bull';
-
-  /** Brings the run's counts up to date from the live tally and trips the breaker if needed. */
-  async function check(run: RefreshRun): Promise<RefreshRun> {
-    const tally = await readTally(deps.redis, prefix, run.id);
-    const now = await applyTally(deps.db, run.id, tally);
-    if (now.status !== 'running') return now;
-    // A 404 answers too: after SYNC_GONE_AFTER_NOT_FOUND of them a subscriber loses every card, so
-    // an API that forgot everyone must trip the breaker even though no sync succeeds.
-    const answered = now.succeeded + now.notFound;
-    if (!now.breakerOverridden && answered >= minSyncs && now.wipedSubscribers / answered > maxWipeRatio) {
-      const share = Math.round((now.wipedSubscribers / answered) * 1000) / 10;
-      const reason =
-        `${now.wipedSubscribers} of ${answered} answered subscribers (${share}%) lost every card, more than ` +
-        `REFRESH_MAX_WIPE_RATIO ${maxWipeRatio}: an upstream outage looks likely. Check the API, then ` +
-        '`cards-sync resume` to continue (removals stay in saved_card_changes; a later sync restores them)';
-      // The queue is paused first, so that whoever sees the run halted finds the queue paused.
-      await pauseQueue(deps.syncQueue, deps.redis, {
-        by: 'breaker',
-        reason: `refresh run ${run.id} halted: ${reason}`,
-      });
-      if (await haltRefreshRun(deps.db, run.id, reason)) {
-        deps.logger.error(
-          { refreshRunId: run.id, wiped: now.wipedSubscribers, answered },
-          `refresh halted: ${reason}`,
-        );
-      }
-      return (await loadRefreshRun(deps.db, run.id))!;
-    }
-    return now;
-  }
-
-  /** Whether the run can be closed: every enqueued job has a final outcome, or nothing is left. */
-  let lastFinished = -1;
-  let stillSince = Date.now();
-  async function allDone(run: RefreshRun): Promise<boolean> {
-    const tally = await readTally(deps.redis, prefix, run.id);
-    if (tally.finished >= run.enqueued) return true;
-    if (tally.finished !== lastFinished) {
-      lastFinished = tally.finished;
-      stillSince = Date.now();
-      return false;
-    }
-    // No progress for a while: a job may have failed without a final outcome (stalled too often).
-    // Then look, once in a while, whether any job of this run is still in the queue.
-    if (Date.now() - stillSince < stallCheckMs) return false;
-    stillSince = Date.now();
-    return !(await hasOutstandingJobs(deps.syncQueue, run.id));
-  }
+  const { check, allDone } = createRunChecks(deps, options);
 
   /** Shutdown: the job goes back to the queue (delayed 1 s) and any worker continues from the cursor. */
   async function handBack(job: Job<RefreshJobData>, token: string | undefined): Promise<never> {
@@ -154,6 +100,11 @@ export function createRefreshProcessor(deps: RefreshDeps, options: RefreshOption
       throw new DelayedError();
     }
     const data = refreshJobSchema.parse(job.data);
+    if (data.trigger === 'continuous' && options.continuous) {
+      // Here the continuous refresh is carried by a lease in Postgres (jobs/continuous-lease.ts),
+      // not by a job: its jobs (the minute scheduler's, for older workers) have nothing to do.
+      return { skipped: 'the continuous refresh runs under its lease' };
+    }
     let run: RefreshRun | undefined;
     if (data.refreshRunId !== undefined) {
       run = await loadRefreshRun(deps.db, data.refreshRunId);
@@ -185,35 +136,19 @@ export function createRefreshProcessor(deps: RefreshDeps, options: RefreshOption
       { cursor: run.cursor },
       run.cursor > 0 || run.cursorDue !== null ? 'refresh resumed from its cursor' : 'refresh started',
     );
-    const continuous = run.trigger === 'continuous' ? options.continuous : undefined;
-    if (run.trigger === 'continuous' && continuous === undefined) {
+    if (run.trigger === 'continuous') {
       await closeRefreshRun(deps.db, run.id);
       return { skipped: 'REFRESH_MODE is not continuous here' };
     }
     if (run.plannedSubscribers === null) {
-      if (continuous) {
-        run = await planWindow(deps.db, run, continuous);
-      } else {
-        // The nightly sweep goes most-likely-changed first: the order is the plan's due times.
-        if (options.plan) await replan(deps.db.$client, { ...options.plan, mode: 'nightly' }, log);
-        run = await planRun({ ...deps, logger: log }, run, options.rateLimitPerSec ?? 0);
-      }
+      // The nightly sweep goes most-likely-changed first: the order is the plan's due times.
+      if (options.plan) await replan(deps.db.$client, { ...options.plan, mode: 'nightly' }, log);
+      run = await planRun({ ...deps, logger: log }, run, options.rateLimitPerSec ?? 0);
     }
     const claimShare = createFairShare(deps.syncQueue, deps.redis, options.floorShare);
 
     let cursor: SweepCursor = { after: run.cursor, afterDue: run.cursorDue };
-    if (run.fanoutFinishedAt === null && continuous) {
-      run = await continuousFanout({ ...deps, logger: log }, job, run, continuous, {
-        check,
-        claimShare,
-        backlog: () => refreshBacklog(deps.syncQueue, deps.redis),
-        stopping: () => deps.stopping?.() ?? false,
-        handBack: () => handBack(job, token),
-      });
-      if (run.status !== 'running') return { refreshRunId: run.id, status: run.status };
-      await markFanoutFinished(deps.db, run.id);
-    }
-    if (run.fanoutFinishedAt === null && !continuous) {
+    if (run.fanoutFinishedAt === null) {
       for (;;) {
         run = await check(run);
         if (run.status !== 'running') return { refreshRunId: run.id, status: run.status };
@@ -279,21 +214,6 @@ export function createRefreshProcessor(deps: RefreshDeps, options: RefreshOption
         'refresh completed',
       );
     }
-    if (continuous && deps.refreshQueue && !deps.stopping?.()) {
-      // The next window begins at once (the job scheduler would start it within a minute anyway).
-      await deps.refreshQueue.add('refresh', { v: REFRESH_PAYLOAD_VERSION, trigger: 'continuous' });
-    }
     return { refreshRunId: run.id, status: closed?.status ?? 'completed' };
   };
-}
-
-/** A continuous window's plan: its budget for its length. */
-async function planWindow(db: Db, run: RefreshRun, o: ContinuousOptions): Promise<RefreshRun> {
-  const windowMs = o.windowMs ?? 3_600_000;
-  return savePlan(db, run.id, {
-    plannedSubscribers: Math.round((o.budgetPerSec * windowMs) / 1000),
-    rateBudgetPerSec: Math.ceil(o.budgetPerSec),
-    expectedFinishAt: new Date(run.startedAt.getTime() + windowMs),
-    nextRefreshAt: null,
-  });
 }
