@@ -7,14 +7,16 @@ import { type Freshness, readFreshness } from '../db/ops/freshness.js';
 import { createSyncQueue, enqueueSyncs } from '../jobs/queue.js';
 import { closeRedis, createRedis } from '../jobs/redis.js';
 import { wilson } from '../src/freshness/index.js';
-import { type ChangeClass, parseChanges } from '../src/mock-api/changes.js';
+import { type ChangeClass, parseChanges, parseWakeUp, type WakeUp } from '../src/mock-api/changes.js';
+import type { CreatedDates } from '../src/mock-api/created-dates.js';
 import { createMockApi, type MockApi } from '../src/mock-api/server.js';
 import { durationMs } from '../src/time.js';
 import { lineChart } from './chart.js';
 import { type RateClass, simulate } from './freshness/sim.js';
 import { BENCH_CARD_TOKEN_KEYS, benchRedis, CLI, parseFlags, resetDatabase, wholeNumber } from './harness.js';
 
-// npm run bench:freshness-e2e [-- --subscribers 10000 --minutes 15 --warmup 5 --budget 150 --max-age 5m]
+// npm run bench:freshness-e2e [-- --subscribers 10000 --minutes 15 --warmup 5 --budget 150 --max-age 5m
+//   --created-dates random|from-changes --wake-up 0.1:12/h@10m]
 //
 // Issue 26's end-to-end run: real workers (`cards-sync worker`, as a user starts it) against the
 // sandbox, whose wallets change over wall time at the rates of `--changes`. Two set-ups side by
@@ -34,6 +36,10 @@ const { values } = parseFlags({
     'max-age': { type: 'string', default: '5m' },
     'audit-share': { type: 'string', default: '0.02' },
     changes: { type: 'string', default: '0.7:0,0.2:1/h,0.08:12/h,0.02:1/m' },
+    /** The sandbox's createDates: `random` (the control) or `from-changes` (issue 36's world). */
+    'created-dates': { type: 'string', default: 'random' },
+    /** Quiet wallets that start changing (`share:rate@after`, as `mock-api --wake-up`). */
+    'wake-up': { type: 'string' },
     sample: { type: 'string', default: '10s' },
     seed: { type: 'string', default: '7' },
     chart: { type: 'string', default: 'bench/freshness-e2e.svg' },
@@ -55,9 +61,16 @@ if (!maxAgeMs || !sampleMs || !(auditShare >= 0 && auditShare < 1) || warmupMin 
   );
   process.exit(2);
 }
+const createdDates = values['created-dates'] as CreatedDates;
+if (createdDates !== 'random' && createdDates !== 'from-changes') {
+  console.error(`--created-dates takes random or from-changes, not ${JSON.stringify(createdDates)}`);
+  process.exit(2);
+}
 let classes: ChangeClass[];
+let wakeUp: WakeUp | undefined;
 try {
   classes = parseChanges(values.changes!);
+  wakeUp = values['wake-up'] === undefined ? undefined : parseWakeUp(values['wake-up']);
 } catch (error) {
   console.error((error as Error).message);
   process.exit(2);
@@ -72,6 +85,9 @@ type Setup = 'continuous' | 'round-robin';
 interface Sample {
   atMs: number;
   stale: number;
+  /** Stale among the woken wallets (`--wake-up`), and among the wallets always at their rate. */
+  wokenStale: number;
+  peersStale: number;
   /** Largest time since a subscriber's last success, ms. */
   oldestMs: number;
   freshness?: Freshness;
@@ -100,7 +116,7 @@ async function start(setup: Setup): Promise<Running> {
     apiKey: KEY,
     recordRequests: false,
     latencyMs: 5,
-    changes: { classes, seed, startMs },
+    changes: { classes, seed, startMs, createdDates, ...(wakeUp ? { wakeUp } : {}) },
   });
   await mock.start();
   const prefix = redis.tag(`fresh-${setup}-${Date.now().toString(36)}`);
@@ -168,6 +184,10 @@ async function start(setup: Setup): Promise<Running> {
   };
 }
 
+/** With `--wake-up`: the wallets that wake, and their peers (always at the woken rate), as the sandbox has them. */
+const woken = new Set<number>();
+const peers = new Set<number>();
+
 const truthCache = new Map<number, { version: number; key: string }>();
 
 /** The stale count: subscribers whose stored active cards differ from the sandbox's right now. */
@@ -184,6 +204,8 @@ async function measure(r: Running): Promise<Sample> {
   const atMs = Date.now();
   const copy = new Map(stored.rows.map((row) => [Number(row.subscriber_id), row.cards]));
   let stale = 0;
+  let wokenStale = 0;
+  let peersStale = 0;
   for (let id = 1; id <= n; id++) {
     // Both sandboxes hold the same changes: one key per (subscriber, version) serves both.
     const version = r.mock.version(id);
@@ -196,9 +218,19 @@ async function measure(r: Running): Promise<Sample> {
       cached = { version, key };
       truthCache.set(id, cached);
     }
-    if (copy.get(id) !== cached.key) stale += 1;
+    if (copy.get(id) !== cached.key) {
+      stale += 1;
+      if (woken.has(id)) wokenStale += 1;
+      else if (peers.has(id)) peersStale += 1;
+    }
   }
-  const sample: Sample = { atMs, stale, oldestMs: ages.rows[0]?.oldest ?? Number.POSITIVE_INFINITY };
+  const sample: Sample = {
+    atMs,
+    stale,
+    wokenStale,
+    peersStale,
+    oldestMs: ages.rows[0]?.oldest ?? Number.POSITIVE_INFINITY,
+  };
   if (r.setup === 'continuous') sample.freshness = await readFreshness(r.pool, maxAgeMs!);
   return sample;
 }
@@ -209,6 +241,15 @@ console.error(
     `max age ${values['max-age']}, ${minutes} min (figures after minute ${warmupMin}), changes ${values.changes}`,
 );
 const runs = await Promise.all(setups.map(start));
+if (wakeUp) {
+  for (let id = 1; id <= n; id++) {
+    if (runs[0]!.mock.wokenAt(id) !== null) woken.add(id);
+    else if (Math.abs(runs[0]!.mock.changeRate(id) - wakeUp.perSecond) < 1e-12) peers.add(id);
+  }
+  console.error(
+    `wake-up: ${woken.size} quiet wallets wake at minute ${wakeUp.afterMs / 60_000}; ${peers.size} always at that rate`,
+  );
+}
 const endMs = startMs + minutes * 60_000;
 const warmMs = startMs + warmupMin * 60_000;
 await sleep(Math.max(0, startMs - Date.now()));
@@ -269,6 +310,16 @@ const sim = (policy: 'oracle' | 'round-robin' | 'continuous') =>
     tickSeconds: 1,
     replanSeconds: Math.min(600, maxAgeMs / 5000),
     snapshotSeconds: sampleMs / 1000,
+    createdDates,
+    ...(wakeUp
+      ? {
+          wakeUp: {
+            share: wakeUp.share,
+            ratePerDay: wakeUp.perSecond * 86_400,
+            atDays: wakeUp.afterMs / 86_400_000,
+          },
+        }
+      : {}),
   });
 const oracle = sim('oracle');
 const simRr = sim('round-robin');
@@ -284,7 +335,10 @@ line(
   `${n} subscribers, ${budget} requests/s (a sweep every ${(n / budget).toFixed(0)} s), max age ${values['max-age']}, ` +
     `${minutes} min, figures from minute ${warmupMin} on (${after(cont).length} samples every ${values.sample}), seed ${seed}`,
 );
-line(`changes: ${values.changes} (share:rate; the rest never change)`);
+line(
+  `changes: ${values.changes} (share:rate; the rest never change); createDates ${createdDates}` +
+    (wakeUp ? `; wake-up ${values['wake-up']}` : ''),
+);
 line('');
 line('| set-up | stale share (vs the sandbox) | × round robin | syncs/s | oldest copy | simulator |');
 line('|---|---:|---:|---:|---:|---:|');
@@ -307,6 +361,41 @@ for (let from = warmMs; from < endMs; from += 5 * 60_000) {
     `minutes ${(from - startMs) / 60_000}–${(to - startMs) / 60_000}: continuous ${pct(inWindow(cont))}, ` +
       `round robin ${pct(inWindow(rr))}, ratio ${(inWindow(cont) / inWindow(rr)).toFixed(2)}`,
   );
+}
+// Learning, middle and end: the span after the warm-up in thirds.
+line('');
+line('| window | continuous | round robin | × round robin |');
+line('|---|---:|---:|---:|');
+const third = (endMs - warmMs) / 3;
+for (const [name, k] of [
+  ['learning', 0],
+  ['middle', 1],
+  ['end', 2],
+] as const) {
+  const from = warmMs + k * third;
+  const inWindow = (r: Running) =>
+    mean(r.samples.filter((x) => x.atMs >= from && x.atMs < from + third).map((x) => x.stale / n));
+  line(
+    `| ${name} (minutes ${((from - startMs) / 60_000).toFixed(1)}–${((from + third - startMs) / 60_000).toFixed(1)}) | ` +
+      `${pct(inWindow(cont))} | ${pct(inWindow(rr))} | ${(inWindow(cont) / inWindow(rr)).toFixed(2)} |`,
+  );
+}
+if (wakeUp && woken.size > 0) {
+  // Issue 36's wake-up target: the woken wallets' stale share back within 20% of their peers' (the
+  // wallets always at that rate) inside one max age of waking.
+  const wakeMs = startMs + wakeUp.afterMs;
+  line('');
+  line('| since waking | woken, continuous | peers, continuous | woken, round robin |');
+  line('|---|---:|---:|---:|');
+  for (let k = 0; wakeMs + k * maxAgeMs < endMs; k++) {
+    const from = wakeMs + k * maxAgeMs;
+    const share = (r: Running, pick: (s: Sample) => number, of: number) =>
+      mean(r.samples.filter((x) => x.atMs >= from && x.atMs < from + maxAgeMs).map((x) => pick(x) / of));
+    line(
+      `| max age ${k + 1} | ${pct(share(cont, (s) => s.wokenStale, woken.size))} | ` +
+        `${peers.size > 0 ? pct(share(cont, (s) => s.peersStale, peers.size)) : '— (no class at that rate)'} | ${pct(share(rr, (s) => s.wokenStale, woken.size))} |`,
+    );
+  }
 }
 const estimates = after(cont).map((s) => s.freshness!.estimatedStaleRatio);
 const truths = after(cont).map((s) => s.stale / n);

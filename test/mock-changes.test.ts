@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { parseChanges, walletChanges } from '../src/mock-api/changes.js';
+import { parseChanges, parseWakeUp, walletChanges } from '../src/mock-api/changes.js';
 import { cardsAtVersion, cardsFor } from '../src/mock-api/data.js';
 import { createMockApi, type MockApi } from '../src/mock-api/server.js';
 import { runCli } from './queue-helpers.js';
@@ -26,6 +26,14 @@ describe('mock-api --changes', () => {
       expect(() => parseChanges(bad)).toThrow(/--changes takes share:rate pairs/);
     }
     expect(() => parseChanges('0.6:1/h,0.6:0')).toThrow('--changes: the shares sum to 1.2, more than 1');
+  });
+
+  it('takes lower-case units only, as REFRESH_MAX_AGE does: 1/M is minutes or months, so neither', () => {
+    expect(() => parseChanges('0.5:1/M')).toThrow(/lower-case s, m, h, d, w/);
+    expect(() => parseChanges('0.5:1/H')).toThrow(/lower-case/);
+    expect(parseWakeUp('0.1:12/h@10m')).toEqual({ share: 0.1, perSecond: 12 / 3600, afterMs: 600_000 });
+    expect(() => parseWakeUp('0.1:12/h@10M')).toThrow(/lower-case s, m, h, d, w/);
+    expect(() => parseWakeUp('0.1:12/H@10m')).toThrow(/--wake-up takes share:rate@after/);
   });
 
   it('draws the same changes for the same seed and start, at the stated shares', () => {

@@ -23,14 +23,14 @@ const PER: Record<string, number> = { s: 1, m: 60, h: 3600, d: 86_400, w: 604_80
 export function parseChanges(spec: string): ChangeClass[] {
   const classes: ChangeClass[] = [];
   for (const part of spec.split(',')) {
-    const m = /^\s*(\d*\.?\d+)\s*:\s*(?:(0)|(\d*\.?\d+)\/([smhdw]))\s*$/i.exec(part);
+    const m = /^\s*(\d*\.?\d+)\s*:\s*(?:(0)|(\d*\.?\d+)\/([smhdw]))\s*$/.exec(part);
     const share = Number(m?.[1]);
     if (!m || !(share >= 0 && share <= 1)) {
       throw new Error(
-        `--changes takes share:rate pairs (a share from 0 to 1, a rate like 12/h or 0), not ${JSON.stringify(part)}`,
+        `--changes takes share:rate pairs (a share from 0 to 1, a rate like 12/h or 0; lower-case s, m, h, d, w), not ${JSON.stringify(part)}`,
       );
     }
-    const perSecond = m[2] !== undefined ? 0 : Number(m[3]) / PER[m[4]!.toLowerCase()]!;
+    const perSecond = m[2] !== undefined ? 0 : Number(m[3]) / PER[m[4]!]!;
     classes.push({ share, perSecond });
   }
   const total = classes.reduce((sum, c) => sum + c.share, 0);
@@ -63,15 +63,17 @@ export interface WakeUp {
 
 /** `0.1:12/h@10m` → a tenth of the quiet wallets, 12 changes an hour, from 10 minutes on. */
 export function parseWakeUp(spec: string): WakeUp {
-  const m = /^\s*(\d*\.?\d+)\s*:\s*(\d*\.?\d+)\/([smhdw])\s*@\s*(\d*\.?\d+)([smhdw])\s*$/i.exec(spec);
+  const m = /^\s*(\d*\.?\d+)\s*:\s*(\d*\.?\d+)\/([smhdw])\s*@\s*(\d*\.?\d+)([smhdw])\s*$/.exec(spec);
   const share = Number(m?.[1]);
   if (!m || !(share >= 0 && share <= 1)) {
-    throw new Error(`--wake-up takes share:rate@after (e.g. 0.1:12/h@10m), not ${JSON.stringify(spec)}`);
+    throw new Error(
+      `--wake-up takes share:rate@after (e.g. 0.1:12/h@10m; lower-case s, m, h, d, w), not ${JSON.stringify(spec)}`,
+    );
   }
   return {
     share,
-    perSecond: Number(m[2]) / PER[m[3]!.toLowerCase()]!,
-    afterMs: Number(m[4]) * PER[m[5]!.toLowerCase()]! * 1000,
+    perSecond: Number(m[2]) / PER[m[3]!]!,
+    afterMs: Number(m[4]) * PER[m[5]!]! * 1000,
   };
 }
 

@@ -105,6 +105,8 @@ export interface MockApi {
   version(subscriberId: number): number;
   /** The subscriber's true change rate, per second (0 without `changes`). */
   changeRate(subscriberId: number): number;
+  /** When a quiet wallet woke (`--wake-up`), ms since the epoch; null for every other wallet. */
+  wokenAt(subscriberId: number): number | null;
   start(port?: number, host?: string): Promise<string>;
   stop(): Promise<void>;
 }
@@ -251,6 +253,7 @@ export function createMockApi(options: MockApiOptions = {}): MockApi {
     truth,
     version,
     changeRate: (subscriberId) => changes?.rateOf(subscriberId) ?? 0,
+    wokenAt: (subscriberId) => changes?.wokenAt(subscriberId) ?? null,
     async start(port = 0, host = '127.0.0.1') {
       server.listen(port, host);
       await once(server, 'listening');
