@@ -60,13 +60,14 @@ export function startContinuousRefresh(
   /** Marks the run as carried by the lease, for older workers (their runIsAlive sees a live job). */
   async function carry(run: RefreshRun): Promise<void> {
     const id = markerOf(run.id);
-    if (run.jobId === id) return;
+    // Added even when the run names it: a Redis that lost it (a restart without persistence) would
+    // leave an adopted window looking dead to older workers. A no-op while the job exists.
     await deps.refreshQueue.add(
       'refresh',
       { v: REFRESH_PAYLOAD_VERSION, trigger: 'continuous', refreshRunId: run.id },
       { jobId: id, delay: windowMs + 86_400_000 },
     );
-    await setRefreshJobId(lease.db, run.id, id);
+    if (run.jobId !== id) await setRefreshJobId(lease.db, run.id, id);
   }
 
   /** The window to serve: the run in progress (adopted) or a new one; none while another must finish. */
