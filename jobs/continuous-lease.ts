@@ -38,6 +38,8 @@ export interface Lease {
   take(): Promise<boolean>;
   /** True from a successful take until the lease is released or found lost. */
   held(): boolean;
+  /** The Postgres backend pid of the session holding it while held (what pg_locks shows). */
+  session(): number | undefined;
   /** Drizzle on the lease's session: what runs here runs only while the lease is held. */
   readonly db: Db;
   /** Lets the lease go at once (another worker takes it within a second). */
@@ -49,6 +51,7 @@ export interface Lease {
 /** A lease on the database `base` connects to (its connection settings, a session of its own). */
 export function createLease(base: pg.Pool): Lease {
   let holding = false;
+  let backendPid: number | undefined;
   let pool: pg.Pool;
   let db: Db;
   const open = () => {
@@ -105,10 +108,12 @@ export function createLease(base: pg.Pool): Lease {
           await drop();
           return false;
         }
-        const { rows } = await pool.query<{ taken: boolean }>('select pg_try_advisory_lock($1) as taken', [
-          LEASE_LOCK_KEY,
-        ]);
+        const { rows } = await pool.query<{ taken: boolean; pid: number }>(
+          'select pg_try_advisory_lock($1) as taken, pg_backend_pid() as pid',
+          [LEASE_LOCK_KEY],
+        );
         holding = rows[0]?.taken === true;
+        backendPid = rows[0]?.pid;
         return holding;
       } catch {
         await drop();
@@ -116,6 +121,7 @@ export function createLease(base: pg.Pool): Lease {
       }
     },
     held: () => holding,
+    session: () => (holding ? backendPid : undefined),
     get db() {
       return db;
     },

@@ -9,6 +9,7 @@ import {
   setRefreshJobId,
   startRefreshRun,
 } from '../db/ops/refresh-runs.js';
+import { recordLeaseHolder } from './continuous-holder.js';
 import { createLease, type Lease } from './continuous-lease.js';
 import { type ContinuousOptions, continuousFanout } from './continuous-refresh.js';
 import { createFairShare } from './lanes.js';
@@ -38,7 +39,11 @@ export interface ContinuousRefresh {
 
 /** Starts the lease loop of REFRESH_MODE=continuous in this process. */
 export function startContinuousRefresh(
-  deps: RefreshDeps & { refreshQueue: Queue<RefreshJobData> },
+  deps: RefreshDeps & {
+    refreshQueue: Queue<RefreshJobData>;
+    /** This process's fleet id, which `status` names as the lease's holder. */
+    fleetId?: string;
+  },
   options: RefreshOptions & { continuous: ContinuousOptions },
   /** How often a worker without the lease tries to take it, ms. Default 1000. */
   tryEveryMs = 1000,
@@ -55,13 +60,14 @@ export function startContinuousRefresh(
   /** Marks the run as carried by the lease, for older workers (their runIsAlive sees a live job). */
   async function carry(run: RefreshRun): Promise<void> {
     const id = markerOf(run.id);
-    if (run.jobId === id) return;
+    // Added even when the run names it: a Redis that lost it (a restart without persistence) would
+    // leave an adopted window looking dead to older workers. A no-op while the job exists.
     await deps.refreshQueue.add(
       'refresh',
       { v: REFRESH_PAYLOAD_VERSION, trigger: 'continuous', refreshRunId: run.id },
       { jobId: id, delay: windowMs + 86_400_000 },
     );
-    await setRefreshJobId(lease.db, run.id, id);
+    if (run.jobId !== id) await setRefreshJobId(lease.db, run.id, id);
   }
 
   /** The window to serve: the run in progress (adopted) or a new one; none while another must finish. */
@@ -142,6 +148,14 @@ export function startContinuousRefresh(
         if (holds !== had) {
           deps.logger.info(holds ? 'took the continuous refresh lease' : 'lost the continuous refresh lease');
           had = holds;
+          const session = lease.session();
+          // Who holds it, for `status`; a failed write costs only the holder's name there.
+          if (session !== undefined) {
+            await recordLeaseHolder(deps.redis, deps.syncQueue.opts.prefix ?? 'bull', {
+              fleetId: deps.fleetId ?? null,
+              session,
+            }).catch(() => {});
+          }
         }
         if (holds) next = await serve();
       } catch (error) {

@@ -1,5 +1,6 @@
 import type { Freshness } from '../db/ops/freshness.js';
 import type { RefreshRun } from '../db/ops/refresh-runs.js';
+import type { LeaseHolder } from './continuous-holder.js';
 import type { QueueStatus } from './queue-status.js';
 
 // What REFRESH_MODE=continuous is doing, in its own terms: a window (a refresh run) spends a
@@ -29,6 +30,8 @@ export interface ContinuousStatus {
     /** Of the syncs handed out, those that have ended, and how. */
     ended: { total: number; succeeded: number; failed: number; notFound: number; invalid: number };
   } | null;
+  /** The worker holding the lease, which serves the window; null when none does (nothing is refreshed). */
+  leaseHolder: LeaseHolder | null;
   /** Subscribers due now: never planned, or past their `next_refresh_at` and not yet handed out. */
   dueNow: number;
   /** Subscribers whose last success is older than the max age, and that max age. */
@@ -60,6 +63,7 @@ export function continuousStatus(
     /** The oldest last success (`DataStatus.oldestSuccessAt`), ISO. */
     oldestSuccessAt: string | null;
     dueNow: number;
+    leaseHolder: LeaseHolder | null;
   },
   now = new Date(),
 ): ContinuousStatus {
@@ -67,6 +71,7 @@ export function continuousStatus(
   const oldest = from.oldestSuccessAt === null ? null : new Date(from.oldestSuccessAt);
   return {
     window: r === null ? null : windowOf(r, now),
+    leaseHolder: from.leaseHolder,
     dueNow: from.dueNow,
     pastMaxAge: from.freshness.pastMaxAge,
     maxAgeSeconds: from.freshness.maxAgeSeconds,

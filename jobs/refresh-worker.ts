@@ -12,7 +12,10 @@ import { createRefreshQueue, REFRESH_QUEUE_NAME, type RefreshJobData } from './r
  * continuous refresh's lease loop (jobs/continuous-runner.ts), which carries its windows instead of a job.
  */
 export async function startRefreshWorker(
-  deps: RefreshDeps,
+  deps: RefreshDeps & {
+    /** This process's fleet id, named by `status` as the continuous refresh lease's holder. */
+    fleetId?: string;
+  },
   options: RefreshOptions & { redisUrl: string | RedisConfig; prefix?: string },
 ): Promise<{ worker: Worker<RefreshJobData>; close(): Promise<void> }> {
   const connection = createRedis(options.redisUrl, { blocking: true });

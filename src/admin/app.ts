@@ -10,6 +10,7 @@ import { readFreshness } from '../../db/ops/freshness.js';
 import { lastRefreshRun } from '../../db/ops/refresh-runs.js';
 import { countDue } from '../../db/ops/refresh-schedule.js';
 import { readDataStatus } from '../../db/ops/status.js';
+import { readLeaseHolder } from '../../jobs/continuous-holder.js';
 import { continuousStatus, isContinuous } from '../../jobs/continuous-status.js';
 import type { createSyncQueue } from '../../jobs/queue.js';
 import { queueStatusOf } from '../../jobs/queue-status.js';
@@ -130,6 +131,7 @@ export function createAdminApp(deps: AdminDeps) {
           freshness: model,
           oldestSuccessAt: data.oldestSuccessAt,
           dueNow: await countDue(deps.db.$client),
+          leaseHolder: await readLeaseHolder(deps.db.$client, deps.redis, deps.prefix),
         })
       : null;
     return c.html(

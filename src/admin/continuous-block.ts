@@ -1,4 +1,5 @@
 import type { ContinuousStatus } from '../../jobs/continuous-status.js';
+import { leaseLine } from '../fleet/format.js';
 import { formatDuration } from '../time.js';
 import { esc, time } from './html.js';
 
@@ -39,8 +40,13 @@ export function continuousBlock(c: ContinuousStatus): string {
     c.oldestCopy === null
       ? 'none yet'
       : `<b id="oldest-copy-age">${formatDuration(c.oldestCopy.ageSeconds)}</b> old (last success ${time(c.oldestCopy.lastSuccessAt)})`;
+  const lease =
+    c.leaseHolder === null
+      ? `<p id="continuous-lease" class="alert">Lease: ${esc(leaseLine(null))}</p>`
+      : `<p id="continuous-lease">Lease: ${esc(leaseLine(c.leaseHolder))}</p>`;
   return (
     window +
+    lease +
     `<p id="continuous-due">Due now: <b id="due-now">${c.dueNow}</b> subscribers · <b>${c.pastMaxAge}</b> past the max age of ${formatDuration(c.maxAgeSeconds)} · ${c.neverSynced} never synced</p>` +
     `<p id="oldest-copy">Oldest copy: ${oldest}</p>`
   );

@@ -1,4 +1,5 @@
 import type { ContinuousStatus } from '../../jobs/continuous-status.js';
+import { leaseLine } from '../fleet/format.js';
 import { formatDuration, formatTime } from '../time.js';
 
 /**
@@ -33,6 +34,7 @@ export function formatContinuous(c: ContinuousStatus): string[] {
       `  budget: ${budget}; ${e.total} syncs ended: succeeded ${e.succeeded}, failed ${e.failed}, not found ${e.notFound}, invalid ${e.invalid}`,
     );
   }
+  lines.push(`  lease: ${leaseLine(c.leaseHolder)}`);
   lines.push(
     `  due now: ${c.dueNow} subscribers; ${c.pastMaxAge} past the max age of ${formatDuration(c.maxAgeSeconds)}; ${c.neverSynced} never synced`,
   );

@@ -5,6 +5,7 @@ import { auditDisagrees, type Freshness, readFreshness } from '../../db/ops/fres
 import { lastRefreshRun, type RefreshRun } from '../../db/ops/refresh-runs.js';
 import { countDue } from '../../db/ops/refresh-schedule.js';
 import { type DataStatus, readDataStatus } from '../../db/ops/status.js';
+import { readLeaseHolder } from '../../jobs/continuous-holder.js';
 import { type ContinuousStatus, continuousStatus, isContinuous } from '../../jobs/continuous-status.js';
 import type { HoldCause } from '../../jobs/hold.js';
 import { createSyncQueue } from '../../jobs/queue.js';
@@ -213,6 +214,10 @@ export async function cmdStatus(config: Config, io: Io, opts: { json: boolean })
         freshness,
         oldestSuccessAt,
         dueNow: await countDue(handle.pool),
+        // Redis only names the holder: without it, Postgres still tells whether one holds the lease.
+        leaseHolder: await withQueue(config, (_queue, redis) =>
+          readLeaseHolder(handle.pool, redis, config.queuePrefix),
+        ).catch(() => readLeaseHolder(handle.pool, null, config.queuePrefix)),
       });
     }
     // A database before migration 0017 has no fleet: say nothing of it rather than fail.

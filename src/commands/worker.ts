@@ -181,7 +181,7 @@ export async function cmdWorker(config: Config, io: Io, opts: WorkerCliOptions):
     return stopped;
   }
   refresh = await startRefreshWorker(
-    { db: refreshHandle.db, logger, syncQueue: queue, redis },
+    { db: refreshHandle.db, logger, syncQueue: queue, redis, fleetId: fleet.id },
     {
       redisUrl: config.redis,
       prefix: config.queuePrefix,

@@ -1,3 +1,4 @@
+import type { LeaseHolder } from '../../jobs/continuous-holder.js';
 import { formatTime } from '../time.js';
 import type { FleetEntry } from './registry.js';
 import { showSetting } from './shared-settings.js';
@@ -70,4 +71,21 @@ export function nameProcesses(processes: readonly FleetEntry[]): string {
   return processes
     .map((p) => `${p.role} ${p.id} (${p.version}, keys ${p.keyIds.join(',') || 'none'})`)
     .join('; ');
+}
+
+/** Who holds the lease, or the warning that nobody does: the line an operator looks for first. */
+export function leaseLine(h: LeaseHolder | null): string {
+  if (h === null) {
+    return (
+      'NO WORKER HOLDS IT: no window is being served. A worker in REFRESH_MODE=continuous takes it ' +
+      "within a second: start one, or read the workers' logs"
+    );
+  }
+  const session = `Postgres session ${h.session}`;
+  if (h.since === null) {
+    const who = h.pid === null ? 'a session not named as a worker' : `pid ${h.pid}`;
+    return `held by ${who} (${session}); who and since when unknown (its record in Redis is missing)`;
+  }
+  const who = h.fleetId ?? `a worker on ${h.host}, pid ${h.pid}`;
+  return `held by ${who} since ${formatTime(h.since)} (${session})`;
 }
