@@ -47,7 +47,7 @@ async function holdingWorker(firstId: number) {
         ? run
         : undefined;
     },
-    30_000,
+    60_000,
   );
   const redis = createRedis(inject('redisUrl'));
   cleanups.push(async () => redis.disconnect());
@@ -86,7 +86,7 @@ it('a window the breaker halted is taken up again by the lease holder after `res
   );
   worker.process.kill('SIGTERM');
   expect((await worker.done).code).toBe(0);
-}, 90_000);
+}, 150_000);
 
 it("an older worker's minute job finds the lease's window alive by its marker: no second window, none abandoned", async () => {
   const { s, worker, window, windows, redis } = await holdingWorker(9_800_000);
@@ -117,4 +117,4 @@ it("an older worker's minute job finds the lease's window alive by its marker: n
   expect(rows[0]).toMatchObject({ id: window.id, status: 'running', job_id: marker });
   worker.process.kill('SIGTERM');
   expect((await worker.done).code).toBe(0);
-}, 90_000);
+}, 150_000);

@@ -30,7 +30,7 @@ it('status, status --json and the overview name the worker holding the lease, an
   const before = Date.now();
   const worker = s.startWorker();
   const pid = worker.process.pid!;
-  await waitFor('the worker holding the lease', async () => (await leaseHolderPid(pool)) === pid, 30_000);
+  await waitFor('the worker holding the lease', async () => (await leaseHolderPid(pool)) === pid, 60_000);
   const { rows } = await pool.query<{ id: string }>('select id from fleet_processes where pid = $1', [pid]);
   const fleetId = rows[0]!.id;
 
@@ -66,4 +66,4 @@ it('status, status --json and the overview name the worker holding the lease, an
   expect(await overview('/admin')).toContain(
     '<p id="continuous-lease" class="alert">Lease: NO WORKER HOLDS IT: no window is being served.',
   );
-}, 90_000);
+}, 150_000);
