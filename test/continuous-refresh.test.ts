@@ -271,6 +271,27 @@ describe('the schedule in Postgres', () => {
     expect(rows).toEqual([{ caught_up: true }]);
   });
 
+  it('a plan that comes sooner moves the due time, whoever writes it: an earlier release, a person (issue 36)', async () => {
+    await seed([85_001, 85_002], new Date(Date.now() - 60_000), new Date(Date.now() - 3000));
+    // Both claimed a day on; then 85_002's plan comes sooner, written as a worker of the release
+    // before 0025 writes it (the wide row alone, no word to subscriber_schedule).
+    await pool().query(
+      "update subscriber_schedule set due_at = now() + interval '1 day' where subscriber_id in (85001, 85002)",
+    );
+    await pool().query(
+      "update subscribers set next_refresh_at = now() - interval '1 second' where subscriber_id = 85002",
+    );
+    expect(await claimDue(pool(), 1, defaultPolicy(7))).toEqual([85_002]);
+    // A later plan leaves the schedule row alone (the claim catches it up): no second write.
+    await pool().query(
+      "update subscribers set next_refresh_at = now() + interval '2 days' where subscriber_id = 85001",
+    );
+    const { rows } = await pool().query<{ later: boolean }>(
+      `select due_at < now() + interval '1 day 1 minute' as later from subscriber_schedule where subscriber_id = 85001`,
+    );
+    expect(rows).toEqual([{ later: true }]);
+  });
+
   it('choosing the next due reads the index, not the table', async () => {
     await pool().query(
       `insert into subscribers (subscriber_id, next_refresh_at, last_success_at)

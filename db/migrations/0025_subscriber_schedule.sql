@@ -25,6 +25,20 @@ END
 $$;--> statement-breakpoint
 CREATE TRIGGER "subscribers_schedule_row" AFTER INSERT ON "subscribers"
   FOR EACH ROW EXECUTE FUNCTION "subscriber_schedule_insert"();--> statement-breakpoint
+-- A plan that comes sooner than the scheduler's due time moves it, whoever wrote the plan (a sync
+-- of this release, of an earlier one during a rolling upgrade, a person's UPDATE). A later plan is
+-- left for the claim that reaches the row to catch up (db/ops/refresh-schedule.ts), so an unchanged
+-- sync, which plans later, writes no schedule row. A null due time is first in line already.
+CREATE FUNCTION "subscriber_schedule_sooner"() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  UPDATE subscriber_schedule SET due_at = NEW.next_refresh_at
+    WHERE subscriber_id = NEW.subscriber_id AND due_at > NEW.next_refresh_at;
+  RETURN NULL;
+END
+$$;--> statement-breakpoint
+CREATE TRIGGER "subscribers_schedule_sooner" AFTER UPDATE OF "next_refresh_at" ON "subscribers"
+  FOR EACH ROW WHEN (NEW.next_refresh_at IS DISTINCT FROM OLD.next_refresh_at)
+  EXECUTE FUNCTION "subscriber_schedule_sooner"();--> statement-breakpoint
 -- Ids and due times only: the reporting role reads it as it reads subscribers (db/reporting-role.sql).
 DO $$
 BEGIN

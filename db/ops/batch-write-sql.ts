@@ -142,14 +142,6 @@ with removed as (
     consecutive_not_found = 0, gone_at = null,
     change_rate_per_day = excluded.change_rate_per_day, next_refresh_at = excluded.next_refresh_at,
     change_observations = excluded.change_observations
-), scheduled as (
-  -- The scheduler's due time (subscriber_schedule) moves here only when the plan comes sooner; a
-  -- later plan, an unchanged sync's usual one, waits for the claim that reaches the row, so this
-  -- sync writes no second row (issue 36). A new subscriber's row comes from the trigger on
-  -- subscribers, with its plan.
-  update subscriber_schedule q set due_at = sub.next_refresh_at
-    from sub where q.subscriber_id = any($33::bigint[]) and q.subscriber_id = sub.subscriber_id
-      and q.due_at > sub.next_refresh_at
 )
 -- For a run: its position in the batch; for a removed card: its subscriber.
 select 'run' as kind, id, ord as ref from run_of

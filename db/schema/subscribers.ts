@@ -72,9 +72,10 @@ export const subscribers = pgTable(
  * The continuous refresh's queue (migration 0025): one row per subscriber, kept by a trigger on
  * `subscribers`, ordered by `due_at` on its own index, so that moving a due time rewrites this
  * narrow row and not the wide one. `due_at` is never later than when the subscriber is due
- * (`greatest(due_at, subscribers.next_refresh_at)`): a claim sets it to the claim's lease, a sync
- * lowers it when it plans the next refresh sooner, and a plan that moved later is caught up by
- * the claim that reaches the row (db/ops/refresh-schedule.ts). Null: never planned, first in line.
+ * (`greatest(due_at, subscribers.next_refresh_at)`): a claim sets it to the claim's lease, a plan
+ * that comes sooner lowers it (a trigger on `subscribers.next_refresh_at`, whoever writes the plan),
+ * and a plan that moved later is caught up by the claim that reaches the row
+ * (db/ops/refresh-schedule.ts). Null: never planned, first in line.
  */
 export const subscriberSchedule = pgTable(
   'subscriber_schedule',
