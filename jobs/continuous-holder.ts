@@ -62,7 +62,8 @@ export async function readLeaseHolder(
     `select l.pid as session, a.application_name as name
        from pg_locks l left join pg_stat_activity a on a.pid = l.pid
       where l.locktype = 'advisory' and l.granted and l.objsubid = 1
-        and l.classid = ($1::bigint >> 32)::oid and l.objid = ($1::bigint & 4294967295)::oid`,
+        and l.classid = ($1::bigint >> 32)::oid and l.objid = ($1::bigint & 4294967295)::oid
+        and l.database = (select oid from pg_database where datname = current_database())`,
     [LEASE_LOCK_KEY],
   );
   const row = rows[0];

@@ -1,5 +1,9 @@
 import { hostname } from 'node:os';
+import pg from 'pg';
 import { expect, inject, it } from 'vitest';
+import { withDatabase } from '../db/databases.js';
+import { readLeaseHolder } from '../jobs/continuous-holder.js';
+import { LEASE_APPLICATION_NAME, LEASE_LOCK_KEY } from '../jobs/continuous-lease.js';
 import { createRedis } from '../jobs/redis.js';
 import { adminFor } from './admin-helpers.js';
 import { startScenario } from './faults/scenario.js';
@@ -67,3 +71,18 @@ it('status, status --json and the overview name the worker holding the lease, an
     '<p id="continuous-lease" class="alert">Lease: NO WORKER HOLDS IT: no window is being served.',
   );
 }, 150_000);
+
+it("a lease held in another database on the same server is not this deployment's holder", async () => {
+  // Advisory locks are per database: another deployment (or a demo) on the server has its own.
+  const elsewhere = new pg.Client({
+    connectionString: withDatabase(database.url, 'postgres'),
+    application_name: `${LEASE_APPLICATION_NAME} (pid 4242)`,
+  });
+  await elsewhere.connect();
+  cleanups.push(() => elsewhere.end());
+  await elsewhere.query('select pg_advisory_lock($1)', [LEASE_LOCK_KEY]);
+  expect(await leaseHolderPid(database.handle.pool)).toBeUndefined();
+  const redis = createRedis(inject('redisUrl'));
+  cleanups.push(async () => redis.disconnect());
+  expect(await readLeaseHolder(database.handle.pool, redis, 'cards-sync-elsewhere')).toBeNull();
+});
