@@ -6,6 +6,7 @@ export async function leaseHolderPid(pool: pg.Pool): Promise<number | undefined>
   const { rows } = await pool.query<{ name: string }>(
     `select a.application_name as name from pg_locks l join pg_stat_activity a on a.pid = l.pid
       where l.locktype = 'advisory' and l.granted and l.objsubid = 1
+        and l.database = (select oid from pg_database where datname = current_database())
         and l.classid = ($1::bigint >> 32)::oid and l.objid = ($1::bigint & 4294967295)::oid`,
     [LEASE_LOCK_KEY],
   );
