@@ -4,7 +4,8 @@ import type { Db } from '../db/client.js';
 import { policyParams, readPolicy } from '../db/ops/refresh-policy.js';
 import { type RefreshRun, recordFanoutPage } from '../db/ops/refresh-runs.js';
 import { claimDue, randomSubscribers } from '../db/ops/refresh-schedule.js';
-import { allowance, splitForAudit } from '../src/freshness/index.js';
+import { capDueTimes } from '../db/ops/schedule-cap.js';
+import { allowance, MAX_AGE_PLANNED, splitForAudit } from '../src/freshness/index.js';
 import type { Logger } from '../src/logger.js';
 import { enqueueSyncs, type SyncJobData, type SyncJobResult } from './queue.js';
 import { replan } from './refresh-policy.js';
@@ -91,6 +92,9 @@ export async function continuousFanout(
       continue;
     }
     if (!fresh()) {
+      // REFRESH_MAX_AGE is a hard bound: plans made under a longer one are pulled within it.
+      const pulled = await capDueTimes(claims.$client, o.maxAgeMs * MAX_AGE_PLANNED);
+      if (pulled > 0) deps.logger.info({ pulled }, 'due times beyond the max age pulled within it');
       const plan = await replan(pool, settings, deps.logger);
       stored = { ...plan, computedAt: new Date() };
     }

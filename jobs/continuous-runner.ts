@@ -55,6 +55,8 @@ export function startContinuousRefresh(
   const checks = createRunChecks(deps, options);
   const claimShare = createFairShare(deps.syncQueue, deps.redis, options.floorShare);
   let closing = false;
+  /** The run whose marker this process added last, removed when it lets the lease go. */
+  let marked: number | undefined;
   const stopping = () => closing || (deps.stopping?.() ?? false);
 
   /** Marks the run as carried by the lease, for older workers (their runIsAlive sees a live job). */
@@ -67,6 +69,7 @@ export function startContinuousRefresh(
       { v: REFRESH_PAYLOAD_VERSION, trigger: 'continuous', refreshRunId: run.id },
       { jobId: id, delay: windowMs + 86_400_000 },
     );
+    marked = run.id;
     if (run.jobId !== id) await setRefreshJobId(lease.db, run.id, id);
   }
 
@@ -136,6 +139,7 @@ export function startContinuousRefresh(
       'continuous refresh window closed',
     );
     await deps.refreshQueue.remove(markerOf(run.id)).catch(() => 0);
+    marked = undefined;
     return true;
   }
 
@@ -166,6 +170,13 @@ export function startContinuousRefresh(
         );
       }
       if (!next && !stopping()) await sleep(tryEveryMs);
+    }
+    // The marker goes with the lease: a worker of this release taking it adds it again (carry), and
+    // with none left (a rollback) an older worker's minute job finds the window's job gone and
+    // carries on, instead of waiting out the marker's delay (a day). Removed only while the lease
+    // is confirmed ours, so never from under another holder.
+    if (marked !== undefined && lease.held() && (await lease.take().catch(() => false))) {
+      await deps.refreshQueue.remove(markerOf(marked)).catch(() => 0);
     }
     // Shutdown hands over at once: the lock goes with the unlock (or with the session).
     await lease.close();

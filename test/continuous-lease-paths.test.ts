@@ -118,3 +118,28 @@ it("an older worker's minute job finds the lease's window alive by its marker: n
   worker.process.kill('SIGTERM');
   expect((await worker.done).code).toBe(0);
 }, 150_000);
+
+it('a rollback: the last holder of this release stopped with SIGTERM takes its marker along, and an older worker carries on at once', async () => {
+  const { s, worker, window, windows, redis } = await holdingWorker(9_900_000);
+  const refreshQueue = createRefreshQueue(redis, s.env.QUEUE_PREFIX!);
+  cleanups.push(() => refreshQueue.close());
+  const marker = `continuous-lease-r${window.id}`;
+  await waitFor(
+    'the window marked',
+    async () => (await (await refreshQueue.getJob(marker))?.getState()) === 'delayed',
+    10_000,
+  );
+  worker.process.kill('SIGTERM');
+  expect((await worker.done).code).toBe(0);
+  expect(await refreshQueue.getJob(marker)).toBeUndefined();
+  // An older worker's every-minute job no longer finds the window alive: it opens its own.
+  const opened = await openRefreshRun(
+    database.handle.db,
+    refreshQueue,
+    { trigger: 'continuous', jobId: 'repeat:older-1' },
+    'repeat:older-1',
+  );
+  expect(opened.started).toBe(true);
+  const rows = await windows();
+  expect(rows[0]).toMatchObject({ id: window.id, status: 'abandoned' });
+}, 150_000);

@@ -2,6 +2,7 @@ import { sql } from 'drizzle-orm';
 import { afterEach, describe, expect, inject, it } from 'vitest';
 import { loadRefreshRun } from '../db/ops/refresh-runs.js';
 import { claimDue } from '../db/ops/refresh-schedule.js';
+import { capDueTimes } from '../db/ops/schedule-cap.js';
 import { subscribers } from '../db/schema.js';
 import { pauseQueue, resumeQueue } from '../jobs/queue.js';
 import { createRefreshQueue, type RefreshOptions, startRefreshWorker } from '../jobs/refresh.js';
@@ -192,6 +193,28 @@ describe('REFRESH_MODE=continuous', () => {
     );
   }, 75_000);
 
+  it('a lowered REFRESH_MAX_AGE is kept: plans made under the longer one are pulled within it (issue 36)', async () => {
+    // A fleet that ran with the default 7d: synced a few minutes ago, planned about 6 days on.
+    const ids = range(82_000, 24);
+    await seed(ids, new Date(Date.now() - 180_000), new Date(Date.now() + 6 * MS_PER_DAY));
+    const maxAgeMs = 20_000;
+    const s = setup({ budgetPerSec: 8, auditShare: 0, maxAgeMs, windowMs: 3000, tickMs: 50, replanMs: 1000 });
+    await s.start();
+    await waitFor(
+      'every subscriber synced again under the lowered max age',
+      async () =>
+        new Set((await runsOf('refresh')).filter((r) => r.status === 'succeeded').map((r) => r.subscriber_id))
+          .size === ids.length,
+      30_000,
+    );
+    const { rows } = await pool().query<{ late: number }>(
+      `select count(*)::int as late from subscriber_schedule q join subscribers s using (subscriber_id)
+        where greatest(q.due_at, s.next_refresh_at) > now() + make_interval(secs => $1::float8 / 1000)`,
+      [maxAgeMs],
+    );
+    expect(rows[0]!.late).toBe(0);
+  }, 60_000);
+
   it('pause stops the claims and resume starts them again; the wipe breaker halts a window', async () => {
     const ids = range(82_000, 30);
     for (const id of ids) upstream.script.set(`id:${id}`, ok([makeCard(id, { id: id * 10 })]));
@@ -272,24 +295,44 @@ describe('the schedule in Postgres', () => {
   });
 
   it('a plan that comes sooner moves the due time, whoever writes it: an earlier release, a person (issue 36)', async () => {
-    await seed([85_001, 85_002], new Date(Date.now() - 60_000), new Date(Date.now() - 3000));
-    // Both claimed a day on; then 85_002's plan comes sooner, written as a worker of the release
+    await seed([86_001, 86_002], new Date(Date.now() - 60_000), new Date(Date.now() - 3000));
+    // Both claimed a day on; then 86_002's plan comes sooner, written as a worker of the release
     // before 0025 writes it (the wide row alone, no word to subscriber_schedule).
     await pool().query(
-      "update subscriber_schedule set due_at = now() + interval '1 day' where subscriber_id in (85001, 85002)",
+      "update subscriber_schedule set due_at = now() + interval '1 day' where subscriber_id in (86001, 86002)",
     );
     await pool().query(
-      "update subscribers set next_refresh_at = now() - interval '1 second' where subscriber_id = 85002",
+      "update subscribers set next_refresh_at = now() - interval '1 second' where subscriber_id = 86002",
     );
-    expect(await claimDue(pool(), 1, defaultPolicy(7))).toEqual([85_002]);
+    expect(await claimDue(pool(), 1, defaultPolicy(7))).toEqual([86_002]);
     // A later plan leaves the schedule row alone (the claim catches it up): no second write.
     await pool().query(
-      "update subscribers set next_refresh_at = now() + interval '2 days' where subscriber_id = 85001",
+      "update subscribers set next_refresh_at = now() + interval '2 days' where subscriber_id = 86001",
     );
     const { rows } = await pool().query<{ later: boolean }>(
-      `select due_at < now() + interval '1 day 1 minute' as later from subscriber_schedule where subscriber_id = 85001`,
+      `select due_at < now() + interval '1 day 1 minute' as later from subscriber_schedule where subscriber_id = 86001`,
     );
     expect(rows).toEqual([{ later: true }]);
+  });
+
+  it('due times beyond a lowered max age are pulled in, in batches, to the last success + the cap (issue 36)', async () => {
+    const lastSuccess = new Date(Date.now() - 30_000);
+    await seed(range(85_000, 5), lastSuccess, new Date(Date.now() + 6 * MS_PER_DAY));
+    await seed([85_100], lastSuccess, new Date(Date.now() + 10_000));
+    expect(await capDueTimes(pool(), 60_000, 2)).toBe(5);
+    const { rows } = await pool().query<{ subscriber_id: number; due_ms: number; plan_ms: number }>(
+      `select subscriber_id, extract(epoch from q.due_at) * 1000 as due_ms,
+          extract(epoch from s.next_refresh_at) * 1000 as plan_ms
+        from subscriber_schedule q join subscribers s using (subscriber_id) order by subscriber_id`,
+    );
+    for (const r of rows.slice(0, 5)) {
+      expect(Number(r.due_ms)).toBeCloseTo(lastSuccess.getTime() + 60_000, -2);
+      expect(Number(r.plan_ms)).toBe(Number(r.due_ms));
+    }
+    // Within the bound already: left alone.
+    expect(Number(rows[5]!.due_ms)).toBeGreaterThan(Date.now());
+    expect(Number(rows[5]!.due_ms)).toBeLessThan(Date.now() + 11_000);
+    expect(await capDueTimes(pool(), 60_000)).toBe(0);
   });
 
   it('choosing the next due reads the index, not the table', async () => {
@@ -309,5 +352,14 @@ describe('the schedule in Postgres', () => {
     const plan = rows.map((r) => r['QUERY PLAN']).join('\n');
     expect(plan).toMatch(/Index Scan using subscriber_schedule_due_idx/);
     expect(plan).not.toMatch(/Seq Scan/);
+    // The max-age cap's search (db/ops/schedule-cap.ts): the range beyond the bound, on the index.
+    const cap = await pool().query<{ 'QUERY PLAN': string }>(
+      `explain select q.subscriber_id from subscriber_schedule q join subscribers s using (subscriber_id)
+        where q.due_at > now() + interval '1 day' order by q.due_at, q.subscriber_id limit 5000
+        for update of q skip locked`,
+    );
+    const capPlan = cap.rows.map((r) => r['QUERY PLAN']).join('\n');
+    expect(capPlan).toMatch(/Index Scan using subscriber_schedule_due_idx/);
+    expect(capPlan).not.toMatch(/Seq Scan on subscriber_schedule/);
   });
 });

@@ -1,5 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { expect, it } from 'vitest';
+import { expect, inject, it } from 'vitest';
+import { createRedis } from '../jobs/redis.js';
+import { createRefreshQueue } from '../jobs/refresh.js';
 import { startScenario } from './faults/scenario.js';
 import { useCleanups, useTestDatabase } from './helpers.js';
 import { leaseHolderPid } from './lease-holder.js';
@@ -103,6 +105,13 @@ it('the continuous refresh survives a SIGKILL of its lease holder: another worke
     },
     10_000,
   );
+  // The stopping holder removed its window's marker (for a rollback); the next holder marks it again.
+  const redis = createRedis(inject('redisUrl'));
+  cleanups.push(async () => redis.disconnect());
+  const refreshQueue = createRefreshQueue(redis, s.env.QUEUE_PREFIX!);
+  cleanups.push(() => refreshQueue.close());
+  const marker = `continuous-lease-r${(await windows())[0]!.id}`;
+  expect(await (await refreshQueue.getJob(marker))?.getState()).toBe('delayed');
   third.process.kill('SIGTERM');
   expect((await third.done).code).toBe(0);
 }, 120_000);

@@ -336,7 +336,9 @@ describe('the freshness figures', () => {
       audit: { samples: 50, staleRatio: 0.1 },
       maxAgeSeconds: 86_400,
       pastMaxAge: 32,
-      keepsMaxAge: true,
+      // The budget would keep it, but 32 subscribers are past it: the max age does not hold (issue 36).
+      keepsMaxAge: false,
+      budgetKeepsMaxAge: true,
     });
     expect(json.freshness.estimatedStaleRatio).toBeGreaterThan(0);
     const text = (await runCli(['status'], env)).stdout;
@@ -344,6 +346,10 @@ describe('the freshness figures', () => {
       /freshness \(continuous\): estimated stale \d+\.\d\d% of subscribers; audit 10\.00% found changed/,
     );
     expect(text).toMatch(/max age 1d: 32 subscribers past it, 5 never synced/);
+    expect(text).toMatch(
+      /MAX AGE NOT KEPT: 32 subscribers past REFRESH_MAX_AGE although the budget suffices/,
+    );
+    expect(text).not.toMatch(/CANNOT KEEP MAX AGE/);
     const get = adminFor(database, q, cleanups);
     const metrics = await get('/metrics');
     expect(metrics).toMatch(/^cards_sync_audit_stale_ratio 0\.1$/m);
@@ -354,6 +360,9 @@ describe('the freshness figures', () => {
     const overview = await get('/admin');
     expect(overview).toMatch(/Estimated stale now: <b>\d+\.\d\d%<\/b>/);
     expect(overview).toContain('id="audit-stale">10.00%');
+    expect(overview).toContain(
+      '<p class="alert" id="max-age-unkept">32 subscribers are past REFRESH_MAX_AGE.</p>',
+    );
 
     // A budget too small for the max age: the plan says so, and status shouts it.
     const plan = await replan(pool(), {

@@ -15,8 +15,13 @@ export interface Freshness {
   /** Subscribers whose last success is older than REFRESH_MAX_AGE. */
   pastMaxAge: number;
   neverSynced: number;
-  /** Whether the refresh budget can sync everyone once per max age (null before the first plan). */
+  /**
+   * Whether the max age holds: the budget can sync everyone once per max age and no subscriber is
+   * past it (null before the first plan).
+   */
   keepsMaxAge: boolean | null;
+  /** Whether the refresh budget can sync everyone once per max age (null before the first plan). */
+  budgetKeepsMaxAge: boolean | null;
   /** True when the counts come from a sample of the table (above 200,000 subscribers). */
   sampled: boolean;
 }
@@ -68,7 +73,8 @@ export async function readFreshness(pool: pg.Pool, fallbackMaxAgeMs: number): Pr
     maxAgeSeconds,
     pastMaxAge: Math.round(s.past * scale),
     neverSynced: Math.round(s.never * scale),
-    keepsMaxAge: policy?.keepsMaxAge ?? null,
+    keepsMaxAge: policy === undefined ? null : policy.keepsMaxAge && s.past === 0,
+    budgetKeepsMaxAge: policy?.keepsMaxAge ?? null,
     sampled: from !== 'subscribers',
   };
 }

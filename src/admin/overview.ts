@@ -203,9 +203,11 @@ function modelBlock(f: Freshness): string {
     auditDisagrees(f)
       ? '<p class="alert" id="model-disagrees">The audit excludes the estimate: the change-rate model is wrong for these wallets.</p>'
       : '',
-    f.keepsMaxAge === false
+    f.budgetKeepsMaxAge === false
       ? '<p class="alert" id="max-age-unkept">The refresh budget cannot sync every subscriber once per REFRESH_MAX_AGE.</p>'
-      : '',
+      : f.keepsMaxAge === false
+        ? `<p class="alert" id="max-age-unkept">${f.pastMaxAge} subscribers are past REFRESH_MAX_AGE.</p>`
+        : '',
   ].join('');
   return (
     `<p id="stale-estimate">Estimated stale now: <b>${pct(f.estimatedStaleRatio)}</b> of subscribers (${esc(f.mode ?? 'no refresh plan yet')}); ${audit}. ` +

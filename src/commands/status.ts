@@ -173,7 +173,11 @@ export function formatFreshness(f: Freshness): string[] {
     lines.push(
       "  MODEL DISAGREES: the audit's interval excludes the estimate; the change-rate model is wrong for this population (see docs/runbooks.md, CardsSyncFreshnessModelWrong)",
     );
-  if (f.keepsMaxAge === false)
+  if (f.keepsMaxAge === false && f.budgetKeepsMaxAge !== false)
+    lines.push(
+      `  MAX AGE NOT KEPT: ${f.pastMaxAge} subscribers past REFRESH_MAX_AGE although the budget suffices; a lowered max age is caught up at the next replan, failing syncs are not (see their errors)`,
+    );
+  if (f.budgetKeepsMaxAge === false)
     lines.push(
       '  CANNOT KEEP MAX AGE: the refresh budget cannot sync every subscriber once per REFRESH_MAX_AGE; raise REFRESH_BUDGET_PER_SEC or lengthen REFRESH_MAX_AGE',
     );
