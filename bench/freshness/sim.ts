@@ -62,6 +62,8 @@ export interface SimOptions {
   evidence?: boolean;
   /** τ of forgetting in max ages; 0: never forget. Default the product's (FORGET_MAX_AGES). */
   forgetMaxAges?: number;
+  /** Where the three windows of {@link SimResult.windows} start, days. Default 0 (thirds of the run). */
+  windowsFromDays?: number;
   /** At `atDays`, this share of the wallets that never changed start changing at `ratePerDay`. */
   wakeUp?: { share: number; ratePerDay: number; atDays: number };
 }
@@ -99,7 +101,7 @@ export interface SimResult {
     estimateAtEnd: number;
   };
   keepsMaxAge?: boolean;
-  /** The run in thirds: learning, middle, end. */
+  /** The run from `windowsFromDays` in thirds: learning, middle, end. */
   windows: WindowShare[];
   /** With `wakeUp`: the woken wallets' stale share by max age after waking, and the always-busy wallets' at the same rate. */
   wakeUp?: { woken: number; byMaxAge: number[]; steadyState: number };
@@ -443,8 +445,9 @@ export function simulate(policy: PolicyName, o: SimOptions): SimResult {
     maxAgeDays: largestAge / MS_PER_DAY,
     syncs,
     windows: [0, 1, 2].map((k) => {
-      const from = (k * endMs) / 3;
-      const to = ((k + 1) * endMs) / 3;
+      const start = (o.windowsFromDays ?? 0) * MS_PER_DAY;
+      const from = start + (k * (endMs - start)) / 3;
+      const to = start + ((k + 1) * (endMs - start)) / 3;
       const inside = snapshots.filter((x) => x.at >= from && x.at < to);
       return {
         fromDays: from / MS_PER_DAY,
