@@ -29,6 +29,8 @@ const { values } = parseFlags({
     'created-dates': { type: 'string', default: 'random' },
     'wake-up': { type: 'string' },
     forget: { type: 'string' },
+    'change-point': { type: 'string' },
+    explore: { type: 'boolean', default: false },
     evidence: { type: 'string', default: 'on' },
     chart: { type: 'string' },
     policies: { type: 'string' },
@@ -89,6 +91,8 @@ const options: SimOptions = {
   evidence: values.evidence !== 'off',
   ...(e2e ? { tickSeconds: 1, replanSeconds: 60, snapshotSeconds: 10, windowsFromDays: 5 / 1440 } : {}),
   ...(values.forget !== undefined ? { forgetMaxAges: Number(values.forget) } : {}),
+  ...(values.explore ? { explore: true } : {}),
+  ...(values['change-point'] !== undefined ? { changePointHazard: Number(values['change-point']) } : {}),
   ...(wake
     ? {
         wakeUp: {
@@ -119,6 +123,7 @@ console.log(
     `max age ${at(options.maxAgeDays)}, ${at(options.days)} (figures after ${at(options.warmupDays)}), ` +
     `seed ${options.seed}, createDates ${createdDates}` +
     `${options.evidence ? '' : ', evidence off'}${options.forgetMaxAges !== undefined ? `, forget ${options.forgetMaxAges} max ages` : ''}` +
+    `${options.changePointHazard !== undefined ? `, change-point hazard ${options.changePointHazard}` : ''}${options.explore ? ', explore (Thompson)' : ''}` +
     `${options.wakeUp ? `, wake-up ${values['wake-up']} at ${at(options.wakeUp.atDays)}` : ''}`,
 );
 console.log(`population: ${options.classes.map((c) => `${c.share * 100}% ${c.label}`).join(', ')}`);
