@@ -1,3 +1,5 @@
+import { writeFileSync } from 'node:fs';
+import { lineChart } from './chart.js';
 import {
   type PolicyName,
   type RateClass,
@@ -9,24 +11,29 @@ import { parseFlags } from './harness.js';
 
 // npm run bench:freshness [-- --subscribers 20000 --days 30 --budget-share 0.25 --max-age 7]
 // Four policies on one population at one budget, 30 simulated days, through the real policy code.
+// npm run bench:freshness -- --preset e2e: the population, budget and max age of
+// bench:freshness-e2e (10,000 subscribers, 150/s, max age 5 min, 20 min, figures after minute 5).
 
 const { values } = parseFlags({
   options: {
-    subscribers: { type: 'string', default: '20000' },
+    preset: { type: 'string' },
+    subscribers: { type: 'string' },
     days: { type: 'string', default: '30' },
     warmup: { type: 'string', default: '14' },
     'budget-share': { type: 'string', default: '0.25' },
+    /** --preset e2e: requests a second (bench:freshness-e2e's default). */
+    budget: { type: 'string', default: '150' },
     'max-age': { type: 'string', default: '7' },
     'audit-share': { type: 'string', default: '0.02' },
     seed: { type: 'string', default: '7' },
     'created-dates': { type: 'string', default: 'random' },
     'wake-up': { type: 'string' },
     forget: { type: 'string' },
+    'change-point': { type: 'string' },
+    explore: { type: 'boolean', default: false },
     evidence: { type: 'string', default: 'on' },
-    policies: {
-      type: 'string',
-      default: 'nightly-id-order,round-robin,nightly-by-estimate,continuous,oracle',
-    },
+    chart: { type: 'string' },
+    policies: { type: 'string' },
   },
 });
 
@@ -40,37 +47,69 @@ export const POPULATION: RateClass[] = [
   { label: 'daily', share: 0.01, ratePerDay: 1 },
 ];
 
-const n = Number(values.subscribers);
+/** bench:freshness-e2e's `--changes` default: 70% never, 20% 1/h, 8% 12/h, 2% 1/min. */
+export const E2E_POPULATION: RateClass[] = [
+  { label: 'never', share: 0.7, ratePerDay: 0 },
+  { label: '1/h', share: 0.2, ratePerDay: 24 },
+  { label: '12/h', share: 0.08, ratePerDay: 288 },
+  { label: '1/min', share: 0.02, ratePerDay: 1440 },
+];
+
+const e2e = values.preset === 'e2e';
+if (values.preset !== undefined && !e2e) {
+  console.error('--preset takes e2e (the population and budget of bench:freshness-e2e)');
+  process.exit(2);
+}
 const createdDates = values['created-dates'];
 if (createdDates !== 'random' && createdDates !== 'from-changes') {
   console.error('--created-dates takes random (the control) or from-changes');
   process.exit(2);
 }
 // --wake-up 0.1:1/d: that share of the wallets that never change start changing, halfway, at that rate.
-const wake = values['wake-up'] ? /^(\d*\.?\d+):(\d*\.?\d+)\/d$/.exec(values['wake-up']) : null;
+const PER_DAY: Record<string, number> = { m: 1440, h: 24, d: 1 };
+const wake = values['wake-up'] ? /^(\d*\.?\d+):(\d*\.?\d+)\/([mhd])$/.exec(values['wake-up']) : null;
 if (values['wake-up'] && !wake) {
   console.error(
-    '--wake-up takes share:rate, e.g. 0.1:1/d (a tenth of the quiet wallets, daily, from halfway)',
+    '--wake-up takes share:rate, e.g. 0.1:1/d or 0.1:12/h (a tenth of the quiet wallets, from halfway)',
   );
   process.exit(2);
 }
+/** The unit figures are printed in: days, or minutes in the e2e preset. */
+const unit = e2e ? { name: 'min', days: 1 / 1440 } : { name: 'd', days: 1 };
+const n = Number(values.subscribers ?? (e2e ? 10_000 : 20_000));
+const days = e2e ? 20 / 1440 : Number(values.days);
 const options: SimOptions = {
   subscribers: n,
-  classes: POPULATION,
-  budgetPerDay: Number(values['budget-share']) * n,
-  days: Number(values.days),
-  warmupDays: Number(values.warmup),
-  maxAgeDays: Number(values['max-age']),
+  classes: e2e ? E2E_POPULATION : POPULATION,
+  budgetPerDay: e2e ? Number(values.budget) * 86_400 : Number(values['budget-share']) * n,
+  days,
+  warmupDays: e2e ? 5 / 1440 : Number(values.warmup),
+  maxAgeDays: e2e ? 5 / 1440 : Number(values['max-age']),
   auditShare: Number(values['audit-share']),
   seed: Number(values.seed),
   createdDates,
   evidence: values.evidence !== 'off',
+  ...(e2e ? { tickSeconds: 1, replanSeconds: 60, snapshotSeconds: 10, windowsFromDays: 5 / 1440 } : {}),
   ...(values.forget !== undefined ? { forgetMaxAges: Number(values.forget) } : {}),
+  ...(values.explore ? { explore: true } : {}),
+  ...(values['change-point'] !== undefined ? { changePointHazard: Number(values['change-point']) } : {}),
   ...(wake
-    ? { wakeUp: { share: Number(wake[1]), ratePerDay: Number(wake[2]), atDays: Number(values.days) / 2 } }
+    ? {
+        wakeUp: {
+          share: Number(wake[1]),
+          ratePerDay: Number(wake[2]) * PER_DAY[wake[3]!]!,
+          atDays: days / 2,
+        },
+      }
     : {}),
 };
-const policies = values.policies!.split(',') as PolicyName[];
+const at = (d: number) => `${+(d / unit.days).toFixed(2)} ${unit.name}`;
+const policies = (
+  values.policies ??
+  (e2e
+    ? 'round-robin,continuous,oracle'
+    : 'nightly-id-order,round-robin,nightly-by-estimate,continuous,oracle')
+).split(',') as PolicyName[];
 const results: SimResult[] = [];
 for (const p of policies) {
   const started = performance.now();
@@ -80,25 +119,23 @@ for (const p of policies) {
 const rr = results.find((r) => r.policy === 'round-robin') ?? results[0]!;
 const pct = (x: number) => `${(x * 100).toFixed(2)}%`;
 console.log(
-  `${n} subscribers, budget ${options.budgetPerDay}/day (${values['budget-share']} of N), max age ${options.maxAgeDays} d, ` +
-    `${options.days} days (figures after day ${options.warmupDays}), seed ${options.seed}, createDates ${createdDates}` +
+  `${n} subscribers, budget ${e2e ? `${values.budget}/s` : `${options.budgetPerDay}/day (${values['budget-share']} of N)`}, ` +
+    `max age ${at(options.maxAgeDays)}, ${at(options.days)} (figures after ${at(options.warmupDays)}), ` +
+    `seed ${options.seed}, createDates ${createdDates}` +
     `${options.evidence ? '' : ', evidence off'}${options.forgetMaxAges !== undefined ? `, forget ${options.forgetMaxAges} max ages` : ''}` +
-    `${options.wakeUp ? `, wake-up ${values['wake-up']} at day ${options.wakeUp.atDays}` : ''}`,
+    `${options.changePointHazard !== undefined ? `, change-point hazard ${options.changePointHazard}` : ''}${options.explore ? ', explore (Thompson)' : ''}` +
+    `${options.wakeUp ? `, wake-up ${values['wake-up']} at ${at(options.wakeUp.atDays)}` : ''}`,
 );
-console.log(`population: ${POPULATION.map((c) => `${c.share * 100}% ${c.label}`).join(', ')}`);
+console.log(`population: ${options.classes.map((c) => `${c.share * 100}% ${c.label}`).join(', ')}`);
 console.log('| policy | stale share | × round robin | mean age of stale copies | largest age | syncs |');
 console.log('|---|---:|---:|---:|---:|---:|');
 for (const r of results) {
   console.log(
-    `| ${r.policy} | ${pct(r.staleShare)} | ${(r.staleShare / rr.staleShare).toFixed(2)} | ${r.meanStaleAgeDays.toFixed(2)} d | ${r.maxAgeDays.toFixed(2)} d | ${r.syncs} |`,
+    `| ${r.policy} | ${pct(r.staleShare)} | ${(r.staleShare / rr.staleShare).toFixed(2)} | ${at(r.meanStaleAgeDays)} | ${at(r.maxAgeDays)} | ${r.syncs} |`,
   );
 }
 const oracle = results.find((r) => r.policy === 'oracle');
-console.log(
-  '\n| policy | ' +
-    rr.windows.map((w) => `days ${w.fromDays.toFixed(0)}–${w.toDays.toFixed(0)}`).join(' | ') +
-    ' |',
-);
+console.log('\n| policy | ' + rr.windows.map((w) => `${at(w.fromDays)}–${at(w.toDays)}`).join(' | ') + ' |');
 console.log(`|---|${rr.windows.map(() => '---:').join('|')}|`);
 for (const r of results) {
   const cells = r.windows.map((w, i) => {
@@ -116,12 +153,32 @@ for (const r of results) {
       `wallets always at that rate ${pct(w.steadyState)}`,
   );
 }
+if (values.chart) {
+  const colors: Record<string, string> = {
+    'round-robin': '#d62728',
+    continuous: '#1f77b4',
+    oracle: '#7f7f7f',
+  };
+  const svg = lineChart(
+    `Stale share by window (simulator, ${n} subscribers${e2e ? `, ${values.budget}/s` : ''})`,
+    rr.windows.map((w) => `${at(w.fromDays)}–${at(w.toDays)}`),
+    'stale share (%)',
+    results.map((r) => ({
+      name: r.policy,
+      color: colors[r.policy] ?? '#2ca02c',
+      values: r.windows.map((w) => w.staleShare * 100),
+    })),
+    'window of the run',
+  );
+  writeFileSync(values.chart, svg);
+  console.error(`chart: ${values.chart}`);
+}
 const c = results.find((r) => r.policy === 'continuous');
 if (!c) process.exit(0);
 if (c.estimateError) {
   const e = c.estimateError;
   console.log(
-    `\nestimate (continuous, hourly after warm-up): mean ${pct(e.meanEstimate)} against a true ${pct(e.meanTruth)}; mean |error| ${(e.meanAbs * 100).toFixed(2)} points`,
+    `\nestimate (continuous, snapshots after warm-up): mean ${pct(e.meanEstimate)} against a true ${pct(e.meanTruth)}; mean |error| ${(e.meanAbs * 100).toFixed(2)} points`,
   );
 }
 if (c.audit) {
@@ -131,5 +188,5 @@ if (c.audit) {
   );
 }
 console.log(
-  `max age kept: continuous ${c.keepsMaxAge}, largest age ${c.maxAgeDays.toFixed(2)} d ≤ ${options.maxAgeDays} d`,
+  `max age kept: continuous ${c.keepsMaxAge}, largest age ${at(c.maxAgeDays)} ≤ ${at(options.maxAgeDays)}`,
 );

@@ -3,6 +3,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { replan } from '../jobs/refresh-policy.js';
 import type { SavedCard } from '../src/api/schema.js';
 import {
+  afterSuccess,
+  changePointMeanRate,
   defaultPolicy,
   estimateRate,
   evidenceGroup,
@@ -11,6 +13,7 @@ import {
   MS_PER_DAY,
   type PolicyParams,
   posteriorMeanRate,
+  posteriorRateDraw,
 } from '../src/freshness/index.js';
 import { istanbulDate } from '../src/mock-api/created-dates.js';
 import { applyCardsBatch } from '../src/sync/apply-cards.js';
@@ -81,6 +84,65 @@ describe('evidence from the first answer', () => {
     // A steady history reads about the same either way.
     const steady = Array.from({ length: 20 }, () => -1);
     expect(posteriorMeanRate(steady, mixture, 7) / posteriorMeanRate(steady, mixture)).toBeGreaterThan(0.8);
+  });
+});
+
+describe('a change of habit (change point)', () => {
+  const mixture = { ratesPerDay: [0.001, 0.01, 0.1, 1, 10], weights: [0.7, 0.1, 0.1, 0.05, 0.05] };
+
+  it('without a hazard, is the posterior mean', () => {
+    const history = [60, 60, -1, -1];
+    expect(changePointMeanRate(history, mixture, 21, 0)).toBe(posteriorMeanRate(history, mixture, 21));
+  });
+
+  it('a wallet quiet for 120 days that changed on each of the last two is read by its recent days', () => {
+    const history = [60, 60, -1, -1];
+    const whole = posteriorMeanRate(history, mixture);
+    const broken = changePointMeanRate(history, mixture, undefined, 0.01);
+    expect(whole).toBeLessThan(0.05);
+    expect(broken).toBeGreaterThan(1);
+    // Forgetting alone (τ = 21 days) gets a tenth of the way.
+    expect(posteriorMeanRate(history, mixture, 21)).toBeLessThan(0.2);
+  });
+
+  it('a steady history reads about the same with or without it', () => {
+    const steady = Array.from({ length: 20 }, (_, i) => (i % 2 ? -1 : 2));
+    const ratio = changePointMeanRate(steady, mixture, undefined, 0.01) / posteriorMeanRate(steady, mixture);
+    expect(ratio).toBeGreaterThan(0.9);
+    expect(ratio).toBeLessThan(1.15);
+  });
+});
+
+describe('exploration (Thompson sampling, the simulator only)', () => {
+  const mixture = { ratesPerDay: [0.001, 0.01, 0.1, 1, 10], weights: [0.7, 0.1, 0.1, 0.05, 0.05] };
+
+  it("draws a rate from the subscriber's posterior by the uniform it is given", () => {
+    expect(posteriorRateDraw(null, mixture, 0)).toBe(0.001);
+    expect(posteriorRateDraw(null, mixture, 0.85)).toBe(0.1);
+    expect(posteriorRateDraw(null, mixture, 0.999)).toBe(10);
+    // After 20 changed days, the quiet rates are out of the posterior.
+    expect(
+      posteriorRateDraw(
+        Array.from({ length: 20 }, () => -1),
+        mixture,
+        0.01,
+      ),
+    ).toBeGreaterThanOrEqual(1);
+  });
+
+  it('a draw only ever asks sooner than the posterior mean plans', () => {
+    const params: PolicyParams = {
+      ...defaultPolicy(7),
+      thresholdDays: 0.5,
+      prior: { ...defaultPolicy(7).prior, mixture },
+    };
+    const before = { lastSuccessAt: NOW - 3 * MS_PER_DAY, observations: [20], ratePerDay: 0.01 };
+    const mean = afterSuccess(before, false, NOW, params).nextRefreshAt;
+    const dues = [0, 0.5, 0.8, 0.9, 0.99].map(
+      (u) => afterSuccess(before, false, NOW, params, u).nextRefreshAt,
+    );
+    for (const due of dues) expect(due).toBeLessThanOrEqual(mean);
+    expect(Math.min(...dues)).toBeLessThan(mean);
   });
 });
 

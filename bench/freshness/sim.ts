@@ -62,6 +62,12 @@ export interface SimOptions {
   evidence?: boolean;
   /** τ of forgetting in max ages; 0: never forget. Default the product's (FORGET_MAX_AGES). */
   forgetMaxAges?: number;
+  /** The estimator's change-point hazard (src/freshness/change-point.ts); absent: the product's. */
+  changePointHazard?: number;
+  /** Plan due times from a rate drawn from each posterior (Thompson sampling), seeded. */
+  explore?: boolean;
+  /** Where the three windows of {@link SimResult.windows} start, days. Default 0 (thirds of the run). */
+  windowsFromDays?: number;
   /** At `atDays`, this share of the wallets that never changed start changing at `ratePerDay`. */
   wakeUp?: { share: number; ratePerDay: number; atDays: number };
 }
@@ -99,7 +105,7 @@ export interface SimResult {
     estimateAtEnd: number;
   };
   keepsMaxAge?: boolean;
-  /** The run in thirds: learning, middle, end. */
+  /** The run from `windowsFromDays` in thirds: learning, middle, end. */
   windows: WindowShare[];
   /** With `wakeUp`: the woken wallets' stale share by max age after waking, and the always-busy wallets' at the same rate. */
   wakeUp?: { woken: number; byMaxAge: number[]; steadyState: number };
@@ -176,6 +182,7 @@ export function simulate(policy: PolicyName, o: SimOptions): SimResult {
   const n = o.subscribers;
   const random = rng(o.seed);
   const changes = rng(o.seed ^ 0x9e3779b9);
+  const draws = rng(o.seed ^ 0x2545f491);
   const tickMs = (o.tickSeconds ?? 60) * 1000;
   const endMs = o.days * MS_PER_DAY;
   const warmMs = o.warmupDays * MS_PER_DAY;
@@ -261,6 +268,7 @@ export function simulate(policy: PolicyName, o: SimOptions): SimResult {
       ratePerDay: pooled,
       weight: o.priorWeight ?? PRIOR_WEIGHT,
       forgetDays,
+      ...(o.changePointHazard !== undefined ? { changePointHazard: o.changePointHazard } : {}),
       mixture: o.mixture === false ? null : fitGroupedMixture(withEvidence, pooled, forgetDays),
     };
     const rates = rate.map((r) => r ?? prior.ratePerDay);
@@ -302,6 +310,7 @@ export function simulate(policy: PolicyName, o: SimOptions): SimResult {
       changed,
       now,
       params,
+      o.explore ? draws() : undefined,
     );
     observations[id] = update.observations;
     rate[id] = update.ratePerDay;
@@ -443,8 +452,9 @@ export function simulate(policy: PolicyName, o: SimOptions): SimResult {
     maxAgeDays: largestAge / MS_PER_DAY,
     syncs,
     windows: [0, 1, 2].map((k) => {
-      const from = (k * endMs) / 3;
-      const to = ((k + 1) * endMs) / 3;
+      const start = (o.windowsFromDays ?? 0) * MS_PER_DAY;
+      const from = start + (k * (endMs - start)) / 3;
+      const to = start + ((k + 1) * (endMs - start)) / 3;
       const inside = snapshots.filter((x) => x.at >= from && x.at < to);
       return {
         fromDays: from / MS_PER_DAY,

@@ -2,8 +2,9 @@
 // "Estimating frequency of change", TOIT 2003). Pure: no clock, no database, no queue; the
 // simulator (bench/freshness.ts) and the workers run this same code.
 
+import { CHANGE_POINT_HAZARD, changePointMeanRate } from './change-point.js';
 import { type Evidence, mixtureFor } from './evidence.js';
-import { posteriorMeanRate, type RateMixture } from './mixture.js';
+import type { RateMixture } from './mixture.js';
 
 /** Days per millisecond: every rate here is per day, every interval in days. */
 export const MS_PER_DAY = 86_400_000;
@@ -70,6 +71,11 @@ export interface RatePrior {
    * forgotten (but for the window of {@link OBSERVATIONS_KEPT}).
    */
   forgetDays?: number;
+  /**
+   * The prior chance of a change of habit before each observation (src/freshness/change-point.ts);
+   * absent: {@link CHANGE_POINT_HAZARD}; 0: none.
+   */
+  changePointHazard?: number;
 }
 
 /**
@@ -128,7 +134,12 @@ export function estimateRate(
   evidence?: Evidence | null,
 ): number {
   if (prior.mixture)
-    return posteriorMeanRate(observations, mixtureFor(prior.mixture, evidence), prior.forgetDays);
+    return changePointMeanRate(
+      observations,
+      mixtureFor(prior.mixture, evidence),
+      prior.forgetDays,
+      prior.changePointHazard ?? CHANGE_POINT_HAZARD,
+    );
   const obs = observations ?? [];
   const w = prior.weight;
   const r0 = Math.min(MAX_RATE, Math.max(MIN_RATE, prior.ratePerDay));

@@ -157,6 +157,30 @@ export function posteriorMeanRate(
   return total > 0 ? weighted / total : mixture.ratesPerDay[0]!;
 }
 
+/**
+ * A rate drawn from one subscriber's posterior under the mixture, by the uniform `u` in [0, 1)
+ * (Thompson sampling: the caller's seeded generator, so the draw is a plain input).
+ */
+export function posteriorRateDraw(
+  observations: readonly Observation[] | null,
+  mixture: Pick<RateMixture, 'ratesPerDay' | 'weights'>,
+  u: number,
+  forgetDays?: number,
+): number {
+  const s = summarize(observations ?? [], forgetDays);
+  const ll = mixture.ratesPerDay.map((r, j) =>
+    mixture.weights[j]! > 0 ? Math.log(mixture.weights[j]!) + logLikelihood(s, r) : Number.NEGATIVE_INFINITY,
+  );
+  const top = Math.max(...ll);
+  const p = ll.map((x) => Math.exp(x - top));
+  let left = u * p.reduce((sum, x) => sum + x, 0);
+  for (let j = 0; j < p.length; j++) {
+    left -= p[j]!;
+    if (left < 0) return mixture.ratesPerDay[j]!;
+  }
+  return mixture.ratesPerDay.at(-1)!;
+}
+
 /** Whether a value read back (from `refresh_policy.prior_mixture`) is a usable mixture. */
 export function isMixture(value: unknown): value is RateMixture {
   if (typeof value !== 'object' || value === null) return false;

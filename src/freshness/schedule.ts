@@ -8,7 +8,8 @@ import {
   PRIOR_WEIGHT,
   type RatePrior,
 } from './estimate.js';
-import type { Evidence } from './evidence.js';
+import { type Evidence, mixtureFor } from './evidence.js';
+import { posteriorRateDraw } from './mixture.js';
 
 // When each subscriber is synced next, within a request budget. Pure: the time is always passed
 // in, so the simulator (bench/freshness.ts) runs the same code as the workers.
@@ -105,13 +106,16 @@ export interface ScheduleUpdate {
 /**
  * After a successful sync at `now` (ms) that found the cards `changed` or not: the new
  * observation (the interval since the last success), the new estimate, the next due time.
- * A first success has no interval to observe.
+ * A first success has no interval to observe. With `draw` (a uniform in [0, 1)), the due time is
+ * planned from a rate drawn from the subscriber's posterior (Thompson sampling) instead of its
+ * mean: an experiment of the simulator's (`--explore`), not yet the workers'.
  */
 export function afterSuccess(
   before: SubscriberSchedule,
   changed: boolean,
   now: number,
   params: PolicyParams,
+  draw?: number,
 ): ScheduleUpdate {
   const observations =
     before.lastSuccessAt !== null && now > before.lastSuccessAt
@@ -123,7 +127,19 @@ export function afterSuccess(
         ? null
         : [...before.observations];
   const ratePerDay = estimateRate(observations, params.prior, before.evidence);
-  return { observations, ratePerDay, nextRefreshAt: now + intervalDays(ratePerDay, params) * MS_PER_DAY };
+  const planned =
+    draw !== undefined && params.prior.mixture
+      ? posteriorRateDraw(
+          observations,
+          mixtureFor(params.prior.mixture, before.evidence),
+          draw,
+          params.prior.forgetDays,
+        )
+      : ratePerDay;
+  // Exploration only ever asks sooner: a draw that reads a wallet busier than the budget can keep
+  // fresh would otherwise leave it to the max age.
+  const days = Math.min(intervalDays(ratePerDay, params), intervalDays(planned, params));
+  return { observations, ratePerDay, nextRefreshAt: now + days * MS_PER_DAY };
 }
 
 /**
