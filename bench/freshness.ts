@@ -135,7 +135,7 @@ for (const r of results) {
   );
 }
 const oracle = results.find((r) => r.policy === 'oracle');
-console.log('\n| policy | ' + rr.windows.map((w) => `${at(w.fromDays)}–${at(w.toDays)}`).join(' | ') + ' |');
+console.log(`\n| policy | ${rr.windows.map((w) => `${at(w.fromDays)}–${at(w.toDays)}`).join(' | ')} |`);
 console.log(`|---|${rr.windows.map(() => '---:').join('|')}|`);
 for (const r of results) {
   const cells = r.windows.map((w, i) => {
