@@ -142,19 +142,28 @@ export function posteriorMeanRate(
   mixture: Pick<RateMixture, 'ratesPerDay' | 'weights'>,
   forgetDays?: number,
 ): number {
+  const p = posteriorWeights(observations, mixture, forgetDays);
+  let total = 0;
+  let weighted = 0;
+  for (let j = 0; j < p.length; j++) {
+    total += p[j]!;
+    weighted += p[j]! * mixture.ratesPerDay[j]!;
+  }
+  return total > 0 ? weighted / total : mixture.ratesPerDay[0]!;
+}
+
+/** One subscriber's posterior over the mixture's grid, unnormalised (the largest weight is 1). */
+function posteriorWeights(
+  observations: readonly Observation[] | null,
+  mixture: Pick<RateMixture, 'ratesPerDay' | 'weights'>,
+  forgetDays: number | undefined,
+): number[] {
   const s = summarize(observations ?? [], forgetDays);
   const ll = mixture.ratesPerDay.map((r, j) =>
     mixture.weights[j]! > 0 ? Math.log(mixture.weights[j]!) + logLikelihood(s, r) : Number.NEGATIVE_INFINITY,
   );
   const top = Math.max(...ll);
-  let total = 0;
-  let weighted = 0;
-  for (let j = 0; j < ll.length; j++) {
-    const p = Math.exp(ll[j]! - top);
-    total += p;
-    weighted += p * mixture.ratesPerDay[j]!;
-  }
-  return total > 0 ? weighted / total : mixture.ratesPerDay[0]!;
+  return ll.map((x) => Math.exp(x - top));
 }
 
 /**
@@ -167,12 +176,7 @@ export function posteriorRateDraw(
   u: number,
   forgetDays?: number,
 ): number {
-  const s = summarize(observations ?? [], forgetDays);
-  const ll = mixture.ratesPerDay.map((r, j) =>
-    mixture.weights[j]! > 0 ? Math.log(mixture.weights[j]!) + logLikelihood(s, r) : Number.NEGATIVE_INFINITY,
-  );
-  const top = Math.max(...ll);
-  const p = ll.map((x) => Math.exp(x - top));
+  const p = posteriorWeights(observations, mixture, forgetDays);
   let left = u * p.reduce((sum, x) => sum + x, 0);
   for (let j = 0; j < p.length; j++) {
     left -= p[j]!;
