@@ -1,4 +1,5 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
+import { ARTIFACTS_DIR } from '../log-archive.js';
 
 /** One scenario's line in the fault suite's closing table. */
 export interface FaultRow {
@@ -12,7 +13,7 @@ export interface FaultRow {
   duplicated: number;
 }
 
-export const FAULT_REPORT_DIR = 'test-artifacts/faults';
+export const FAULT_REPORT_DIR = `${ARTIFACTS_DIR}/faults`;
 
 /** Records a scenario's counts for the table printed when the suite ends. */
 export function recordFaultRow(row: FaultRow): void {
