@@ -52,7 +52,7 @@ describe('change events from real syncs', () => {
       ['card.added', other.id],
     ]);
     expect(events[0]).toEqual({
-      id: expect.stringMatching(/^evt_[0-9a-f]{32}$/),
+      id: expect.stringMatching(/^evt_[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/),
       type: 'card.added',
       timestamp: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/),
       data: {

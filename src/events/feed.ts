@@ -16,7 +16,10 @@ import type { ChangeEventType } from '../../db/schema.js';
 
 /** One event as the feed, the CLI and a webhook carry it (Standard Webhooks' shape). */
 export interface ChangeEvent {
-  /** `evt_` + the 32 hex digits of the row's uuid: stable across redeliveries. */
+  /**
+   * `evt_` + the row's uuid (Debezium's `id` header): stable across redeliveries. Not 32 bare hex
+   * digits, the shape of a card token.
+   */
   id: string;
   type: ChangeEventType;
   /** When the sync wrote it (its clock), ISO 8601 with milliseconds. */
@@ -109,7 +112,7 @@ export async function readFeed(
   const last = rows.at(-1);
   return {
     events: rows.map((r) => ({
-      id: `evt_${r.id.replaceAll('-', '')}`,
+      id: `evt_${r.id}`,
       type: r.type,
       timestamp: r.created_at.toISOString(),
       data: r.payload,
