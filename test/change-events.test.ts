@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ApiClient, createApiClient } from '../src/api/client.js';
 import { type ChangeEvent, FEED_START, readFeed } from '../src/events/feed.js';
 import { maintainChangeEvents } from '../src/events/maintenance.js';
+import { applyCardsBatch } from '../src/sync/apply-cards.js';
 import { syncSubscriber } from '../src/sync/sync-subscriber.js';
 import { API_KEY, makeCard, ok, testTokens, useScriptedApi } from './fixtures.js';
 import { captureLogger, useTestDatabase } from './helpers.js';
@@ -155,6 +156,33 @@ describe('change events from real syncs', () => {
     } finally {
       await pool().query('drop trigger fail_3705 on saved_cards; drop function fail_3705()');
     }
+  });
+});
+
+describe('change events of a group commit', () => {
+  const answer = (subscriberId: number, cards: ReturnType<typeof makeCard>[]) => ({
+    subscriberId,
+    cards,
+    run: { email: null, trigger: 'manual' as const, jobId: null, refreshRunId: null, startedAt: new Date() },
+  });
+
+  it('a card one answer drops and another lists in the same batch: removed (moved) from one, changed for the other', async () => {
+    const card = makeCard(3711);
+    await applyCardsBatch(database.handle.db, testTokens, [answer(3711, [card])]);
+    const [a, b] = await applyCardsBatch(database.handle.db, testTokens, [
+      answer(3711, []),
+      answer(3712, [{ ...card, subscriberId: 3712 }]),
+    ]);
+    expect(
+      (await eventsOf(3711)).map((e) => [e.type, e.data.cardId, e.data.reason, e.data.syncRunId]),
+    ).toEqual([
+      ['card.added', card.id, null, expect.any(Number)],
+      ['card.removed', card.id, 'moved', b!.syncRunId],
+    ]);
+    expect((await eventsOf(3712)).map((e) => [e.type, e.data.changes, e.data.syncRunId])).toEqual([
+      ['card.changed', { subscriberId: { old: 3711, new: 3712 } }, b!.syncRunId],
+    ]);
+    expect(a!.status).toBe('succeeded');
   });
 });
 
