@@ -12,7 +12,7 @@ import type { ChangeEventType } from '../../db/schema.js';
 // write, which is what gives a transaction its id), so one subscriber's events come in the order
 // its syncs committed. The price: a transaction that stays open holds the feed back until it ends
 // (the feed never lies about order to go faster); syncs last milliseconds. Readers write nothing,
-// so a read-only token and a hot standby can read the feed.
+// so a read-only token can read the feed.
 
 /** One event as the feed, the CLI and a webhook carry it (Standard Webhooks' shape). */
 export interface ChangeEvent {
