@@ -5,6 +5,7 @@ import { intArg, parsedBy } from './commands/args.js';
 import type { Io } from './commands/common.js';
 import { parseColumn } from './commands/enqueue-lines.js';
 import type { MockApiCliOptions } from './commands/mock-api.js';
+import { registerChangesCommand } from './commands/register-changes.js';
 import { registerTokenCommands } from './commands/register-tokens.js';
 import { loadConfig } from './config/index.js';
 import { CliError, ConfigError } from './errors.js';
@@ -261,6 +262,7 @@ export function buildProgram(io: Io, state: { exitCode: number }): Command {
     });
 
   registerTokenCommands(program, io, state);
+  registerChangesCommand(program, io, state);
 
   // A mistake in a command's options points at that command's help, not the program's.
   for (const command of program.commands) {

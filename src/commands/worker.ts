@@ -16,6 +16,7 @@ import { createApiClient } from '../api/client.js';
 import { type Config, requireApi } from '../config/index.js';
 import { requireCardTokens } from '../config/tokens.js';
 import { CliError } from '../errors.js';
+import { startChangeEventsMaintenance } from '../events/maintenance.js';
 import { type FleetMembership, joinFleet, liveFleet } from '../fleet/registry.js';
 import { thisProcess } from '../fleet/this-process.js';
 import { startLedgerMaintenance } from '../ledger/maintenance.js';
@@ -75,6 +76,7 @@ export async function cmdWorker(config: Config, io: Io, opts: WorkerCliOptions):
   let admin: Awaited<ReturnType<typeof startAdmin>> | undefined;
   let fleet: FleetMembership | undefined;
   let ledger: ReturnType<typeof startLedgerMaintenance> | undefined;
+  let events: ReturnType<typeof startChangeEventsMaintenance> | undefined;
   let stopped: Promise<number> | undefined;
   /** Set when a breaking migration this release does not know was applied while it ran. */
   let tooOld: string | undefined;
@@ -91,6 +93,7 @@ export async function cmdWorker(config: Config, io: Io, opts: WorkerCliOptions):
         sync?.close(opts.shutdownTimeoutMs) ?? true,
         refresh?.close(),
         ledger ? settlesWithin(ledger.stop(), 5000) : undefined,
+        events ? settlesWithin(events.stop(), 5000) : undefined,
         fleet ? settlesWithin(fleet.leave(), 2000) : undefined,
       ]);
       await Promise.allSettled([
@@ -206,6 +209,9 @@ export async function cmdWorker(config: Config, io: Io, opts: WorkerCliOptions):
   // The ledger's days ahead and its retention (every worker: the passes take turns).
   ledger = startLedgerMaintenance(refreshHandle.pool, logger, {
     retentionDays: config.syncRunsRetentionDays,
+  });
+  events = startChangeEventsMaintenance(refreshHandle.pool, logger, {
+    retentionDays: config.changeEventsRetentionDays,
   });
   if (opts.admin) {
     try {
