@@ -234,7 +234,12 @@ async function addSyncs(
     : Buffer.alloc(0);
   const jobs: NewJob[] = targets.map((target, i) => {
     const claim = extra.firstClaim !== undefined ? extra.firstClaim + i : undefined;
-    const opts = jobOptionsFor(target, emailKey, extra.refreshRunId, lane, claim);
+    const opts: JobsOptions = {
+      ...jobOptionsFor(target, emailKey, extra.refreshRunId, lane, claim),
+      // A refresh's or a file's thousands of syncs are a trace each (found by their refresh run
+      // id), not spans of one trace too large to read; a person's request is one trace.
+      ...(lane === 'ops' ? {} : { telemetry: { omitContext: true } }),
+    };
     return { name: JOB_NAME, data: { v: SYNC_PAYLOAD_VERSION, target, trigger, ...data }, opts };
   });
   const { added, refused } = await addEach(queue, jobs);
