@@ -38,6 +38,8 @@ const { values } = parseFlags({
         'postgres://postgres:postgres@127.0.0.1:5432/cards_sync_bench_tracing',
     },
     'redis-url': { type: 'string' },
+    /** Write a V8 CPU profile of each worker that syncs into DIR/<mode>/ (bench/profile-diff.ts reads them). */
+    'cpu-prof': { type: 'string' },
   },
 });
 const n = wholeNumber('subscribers', values.subscribers, 100);
@@ -90,7 +92,19 @@ async function worker(mode: Mode, apiUrl: string, sinkUrl: string, count: number
   const timeFile = join(mkdtempSync(join(tmpdir(), 'bench-tracing-')), 'time');
   const child = spawn(
     '/usr/bin/time',
-    ['-f', '%U %S', '-o', timeFile, process.execPath, CLI, 'worker', '--exit-when-idle'],
+    [
+      '-f',
+      '%U %S',
+      '-o',
+      timeFile,
+      process.execPath,
+      ...(values['cpu-prof'] && count > 0
+        ? ['--cpu-prof', `--cpu-prof-dir=${join(values['cpu-prof'], mode.replace(/\W+/g, ''))}`]
+        : []),
+      CLI,
+      'worker',
+      '--exit-when-idle',
+    ],
     {
       stdio: ['ignore', 'ignore', 'inherit'],
       env: {

@@ -1,3 +1,4 @@
+import { trace } from '@opentelemetry/api';
 import { PgInstrumentation } from '@opentelemetry/instrumentation-pg';
 import { PinoInstrumentation } from '@opentelemetry/instrumentation-pino';
 import { UndiciInstrumentation } from '@opentelemetry/instrumentation-undici';
@@ -31,6 +32,8 @@ export function instrumentations() {
     new UndiciInstrumentation({
       requireParentforSpans: true,
       startSpanHook: (request) => {
+        // A request of an unsampled sync gets no span: nothing to rewrite.
+        if (trace.getActiveSpan()?.isRecording() === false) return {};
         const url = new URL(request.path, request.origin);
         return { 'url.full': redactUrl(url.toString()), 'url.path': redactUrl(url.pathname) };
       },

@@ -21,3 +21,8 @@ export function tracingWanted(env: Readonly<Record<string, string | undefined>>)
     Boolean(env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT?.trim())
   );
 }
+
+/** A variable of the OpenTelemetry specification (read by its SDK, not by cards-sync's config). */
+export function isOtelVariable(name: string): boolean {
+  return /^OTEL_[A-Z0-9_]+$/.test(name);
+}
