@@ -116,7 +116,13 @@ describe('docker-compose.yml', () => {
     }
     expect(Object.keys(demo.services.worker!.depends_on ?? {})).toEqual(['mock-api', 'otel-collector']);
     // Only the services it adds or points elsewhere: nothing else of the stack changes.
-    expect(Object.keys(demo.services).sort()).toEqual(['admin', 'jaeger', 'mock-api', 'otel-collector', 'worker']);
+    expect(Object.keys(demo.services).sort()).toEqual([
+      'admin',
+      'jaeger',
+      'mock-api',
+      'otel-collector',
+      'worker',
+    ]);
   });
 
   it('the demo traces: worker and admin export OTLP to the Collector, which sends it on to Jaeger', () => {
@@ -130,7 +136,9 @@ describe('docker-compose.yml', () => {
     const collector = demo.services['otel-collector']!;
     const mount = collector.volumes!.find((v) => v.startsWith('./deploy/otel-collector/config.yaml:'))!;
     expect(collector.command).toEqual([`--config=${mount.split(':')[1]}`]);
-    const config = parse(readFileSync(new URL('../deploy/otel-collector/config.yaml', import.meta.url), 'utf8'));
+    const config = parse(
+      readFileSync(new URL('../deploy/otel-collector/config.yaml', import.meta.url), 'utf8'),
+    );
     expect(config.receivers.otlp.protocols.http.endpoint).toBe('0.0.0.0:4318');
     expect(config.service.pipelines.traces).toEqual({
       receivers: ['otlp'],
