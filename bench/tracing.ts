@@ -38,6 +38,10 @@ const { values } = parseFlags({
         'postgres://postgres:postgres@127.0.0.1:5432/cards_sync_bench_tracing',
     },
     'redis-url': { type: 'string' },
+    /** The built `bin/cards-sync.js` of another revision (e.g. a copy of main), run as mode `baseline`. */
+    baseline: { type: 'string' },
+    /** Also run tracing on with no trace sampled (`on 0%`). */
+    'with-zero': { type: 'boolean', default: false },
     /** Write a V8 CPU profile of each worker that syncs into DIR/<mode>/ (bench/profile-diff.ts reads them). */
     'cpu-prof': { type: 'string' },
   },
@@ -50,15 +54,28 @@ const databaseUrl = values['database-url']!;
 const bench = benchRedis(values['redis-url']);
 const KEY = 'bench-key-0d9c2f1e';
 
-type Mode = 'off' | 'on 10%' | 'on 100%';
-const MODES: Mode[] = ['off', 'on 10%', 'on 100%'];
+/**
+ * `baseline`: another build's CLI (`--baseline`, e.g. main's), tracing off: what "off" must equal.
+ * `on 0%`: tracing on, no trace kept: the cost of being ready to trace (context propagation, the
+ * instrumentations' hooks) without a span exported.
+ */
+type Mode = 'baseline' | 'off' | 'on 0%' | 'on 10%' | 'on 100%';
+const RATIO: Partial<Record<Mode, string>> = { 'on 0%': '0', 'on 10%': '0.1', 'on 100%': '1.0' };
+const MODES: Mode[] = [
+  ...(values.baseline ? (['baseline'] as const) : []),
+  'off',
+  ...(values['with-zero'] ? (['on 0%'] as const) : []),
+  'on 10%',
+  'on 100%',
+];
 
 function tracingEnv(mode: Mode, endpoint: string): Record<string, string> {
-  if (mode === 'off') return {};
+  const ratio = RATIO[mode];
+  if (ratio === undefined) return {};
   return {
     OTEL_EXPORTER_OTLP_ENDPOINT: endpoint,
     OTEL_TRACES_SAMPLER: 'parentbased_traceidratio',
-    OTEL_TRACES_SAMPLER_ARG: mode === 'on 10%' ? '0.1' : '1.0',
+    OTEL_TRACES_SAMPLER_ARG: ratio,
   };
 }
 
@@ -101,7 +118,7 @@ async function worker(mode: Mode, apiUrl: string, sinkUrl: string, count: number
       ...(values['cpu-prof'] && count > 0
         ? ['--cpu-prof', `--cpu-prof-dir=${join(values['cpu-prof'], mode.replace(/\W+/g, ''))}`]
         : []),
-      CLI,
+      mode === 'baseline' ? values.baseline! : CLI,
       'worker',
       '--exit-when-idle',
     ],

@@ -238,7 +238,7 @@ async function addSyncs(
       ...jobOptionsFor(target, emailKey, extra.refreshRunId, lane, claim),
       // A refresh's or a file's thousands of syncs are a trace each (found by their refresh run
       // id), not spans of one trace too large to read; a person's request is one trace.
-      ...(lane === 'ops' ? {} : { telemetry: { omitContext: true } }),
+      ...(lane !== 'ops' && queue.opts.telemetry ? { telemetry: { omitContext: true } } : {}),
     };
     return { name: JOB_NAME, data: { v: SYNC_PAYLOAD_VERSION, target, trigger, ...data }, opts };
   });

@@ -96,7 +96,7 @@ export async function startSyncWorker(
     async (job, token, signal) => {
       inFlight++;
       try {
-        return await processor(job, token, signal);
+        return await tracing().unlessSampled(() => processor(job, token, signal));
       } finally {
         inFlight--;
       }

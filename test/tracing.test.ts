@@ -2,6 +2,7 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { enqueueSyncs } from '../jobs/queue.js';
 import { cardsFor } from '../src/mock-api/data.js';
 import { tracingWanted } from '../src/tracing/wanted.js';
 import { API_KEY, CARD_TOKEN_KEYS, ok, useScriptedApi } from './fixtures.js';
@@ -92,6 +93,22 @@ describe('tracing off', () => {
     ).toEqual([]);
     // No trace_id in the logs either: nothing changed.
     expect(run.stderr).not.toContain('trace_id');
+  });
+
+  it('leaves the jobs as they were: no telemetry in any lane’s job options', async () => {
+    const q = setup();
+    for (const lane of ['ops', 'bulk'] as const) {
+      const { jobIds } = await enqueueSyncs(
+        q.queue,
+        [{ subscriberId: lane === 'ops' ? 62_010 : 62_011 }],
+        'manual',
+        {
+          lane,
+        },
+      );
+      const job = await q.queue.getJob(jobIds[0]!);
+      expect(job!.opts.telemetry, lane).toBeUndefined();
+    }
   });
 });
 

@@ -98,15 +98,15 @@ export function createGroupCommitter(
   }
 
   /**
-   * One batch's transaction, traced as a child of its first answer's span and linked to the
-   * others' (a span has one parent); each answer's span is told the batch size.
+   * One batch's transaction, traced as a child of its first traced answer's span and linked to the
+   * other traced ones' (a span has one parent); each traced answer's span is told the batch size.
    */
   function traced(batch: Pending[]): Promise<void> {
-    const [first, ...rest] = batch;
-    if (first?.span === undefined) return commit(batch);
-    for (const p of batch) p.span?.set({ 'cards_sync.batch_size': batch.length });
-    const parent = first.span.context();
-    const links = rest.flatMap((p) => p.span?.context() ?? []);
+    const [first, ...rest] = batch.flatMap((p) => p.span ?? []);
+    if (first === undefined) return commit(batch);
+    for (const span of [first, ...rest]) span.set({ 'cards_sync.batch_size': batch.length });
+    const parent = first.context();
+    const links = rest.flatMap((span) => span.context() ?? []);
     return tracing().inSpan(
       'db.group_commit',
       {

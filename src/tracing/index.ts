@@ -35,6 +35,11 @@ export interface ActiveSpan {
 export interface Tracing {
   /** Runs `fn` in a new span (a child of the active one); the span ends, with `fn`'s error if any, when it settles. */
   inSpan<T>(name: string, options: SpanOptions, fn: (span: ActiveSpan) => Promise<T>): Promise<T>;
+  /**
+   * Runs a job's work outside its span when the sampler left that span out: the instrumentations
+   * then skip its queries and requests at once instead of making spans that are dropped.
+   */
+  unlessSampled<T>(fn: () => Promise<T>): Promise<T>;
   /** Sets attributes on the active span (the job's, in a worker). */
   annotate(attributes: SpanAttributes): void;
   /** The active span, to annotate or parent later from elsewhere; undefined while tracing is off. */
@@ -51,6 +56,7 @@ const noSpan: ActiveSpan = { set: () => {}, context: () => undefined };
 
 const off: Tracing = {
   inSpan: (_name, _options, fn) => fn(noSpan),
+  unlessSampled: (fn) => fn(),
   annotate: () => {},
   current: () => undefined,
   record: () => {},

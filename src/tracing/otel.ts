@@ -2,6 +2,7 @@ import {
   type Attributes,
   type Context,
   context,
+  createContextKey,
   type Link,
   propagation,
   SpanKind,
@@ -35,6 +36,9 @@ function attributesOf(attributes: SpanAttributes | undefined): Attributes {
 
 const unsampled: ActiveSpan = { set: () => {}, context: () => undefined };
 
+/** Marks a context detached from an unsampled job's span: nothing under it makes spans. */
+const UNSAMPLED = createContextKey('cards-sync: unsampled');
+
 /** The tracing facade over the global OpenTelemetry API (the SDK registered by src/tracing/sdk.ts). */
 export function otelTracing(version: string, flush: () => Promise<void>): Tracing {
   const tracer = trace.getTracer('cards-sync', version);
@@ -45,7 +49,8 @@ export function otelTracing(version: string, flush: () => Promise<void>): Tracin
       if (options.headers) parent = propagation.extract(parent, options.headers);
       // Under a span the sampler left out (a job of the 90% at 10%), a child would be left out
       // too: no span, no context switch, so that an unsampled sync costs next to nothing.
-      if (trace.getSpan(parent)?.isRecording() === false) return fn(unsampled);
+      if (parent.getValue(UNSAMPLED) === true || trace.getSpan(parent)?.isRecording() === false)
+        return fn(unsampled);
       const links: Link[] = (options.links ?? []).map((l) => ({
         context: trace.getSpanContext((l as Carried).ctx)!,
       }));
@@ -74,6 +79,11 @@ export function otelTracing(version: string, flush: () => Promise<void>): Tracin
         span.end();
       }
     },
+    unlessSampled(fn) {
+      const active = context.active();
+      if (trace.getSpan(active)?.isRecording() !== false) return fn();
+      return context.with(trace.deleteSpan(active).setValue(UNSAMPLED, true), fn);
+    },
     annotate(attributes) {
       const span = trace.getActiveSpan();
       if (span?.isRecording()) span.setAttributes(attributesOf(attributes));
@@ -88,7 +98,8 @@ export function otelTracing(version: string, flush: () => Promise<void>): Tracin
       };
     },
     record(name, startMs, endMs, attributes) {
-      if (trace.getActiveSpan()?.isRecording() === false) return;
+      // Only under a span kept by the sampler: a record is a child, never a trace of its own.
+      if (trace.getActiveSpan()?.isRecording() !== true) return;
       tracer.startSpan(name, { startTime: startMs, attributes: attributesOf(attributes) }).end(endMs);
     },
     queueTelemetry: (): Telemetry => telemetry,

@@ -16,7 +16,8 @@ export function redactUrl(url: string): string {
  * The instrumentations of this project's own dependencies, configured so that no span holds a
  * secret or an e-mail:
  * - pg: query text (parameterised by Drizzle) but never the parameters' values
- *   (`enhancedDatabaseReporting` off), and only inside a trace: the background pollers start none;
+ *   (`enhancedDatabaseReporting` off), and only inside a trace: the background pollers and the
+ *   jobs the sampler left out make none;
  * - undici: the API attempts, their status code; the lookup-by-e-mail path without the address;
  *   no headers (the API key travels in `authorization`);
  * - pino: `trace_id`/`span_id`/`trace_flags` on every log line written inside a span; the lines
@@ -31,9 +32,10 @@ export function instrumentations() {
     }),
     new UndiciInstrumentation({
       requireParentforSpans: true,
+      // Outside a trace (an unsampled job runs outside its span: src/tracing/otel.ts) a request is
+      // left alone at once, before its URL is even parsed.
+      ignoreRequestHook: () => trace.getActiveSpan() === undefined,
       startSpanHook: (request) => {
-        // A request of an unsampled sync gets no span: nothing to rewrite.
-        if (trace.getActiveSpan()?.isRecording() === false) return {};
         const url = new URL(request.path, request.origin);
         return { 'url.full': redactUrl(url.toString()), 'url.path': redactUrl(url.pathname) };
       },
