@@ -5,9 +5,9 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { enqueueSyncs } from '../jobs/queue.js';
 import { cardsFor } from '../src/mock-api/data.js';
 import { tracingWanted } from '../src/tracing/wanted.js';
-import { API_KEY, CARD_TOKEN_KEYS, ok, useScriptedApi } from './fixtures.js';
+import { ADMIN_TOKEN, API_KEY, CARD_TOKEN_KEYS, ok, useScriptedApi } from './fixtures.js';
 import { useCleanups, useTestDatabase } from './helpers.js';
-import { runCli, testQueue, waitFor } from './queue-helpers.js';
+import { runCli, startCli, testQueue, waitFor } from './queue-helpers.js';
 import { type ReceivedSpan, startOtlpReceiver } from './tracing/otlp-receiver.js';
 
 // Tracing as an operator turns it on: the standard OTEL_* variables, a real OTLP/HTTP endpoint
@@ -268,5 +268,41 @@ describe('tracing on', () => {
     expect(synced.map((l) => [l.trace_id, l.span_id])).toEqual([[traceId, done.spanId]]);
     const retried = lines.find((l) => l.msg === 'job will be retried')!;
     expect(retried.trace_id).toBe(traceId);
+  });
+
+  it('POST /api/resync continues its caller’s trace (W3C traceparent)', async () => {
+    const q = setup();
+    const serve = startCli(['serve'], { ...q.env, ...tracingEnv(), ADMIN_PORT: '0', ADMIN_TOKEN });
+    cleanups.push(async () => {
+      if (serve.process.exitCode === null) serve.process.kill('SIGKILL');
+      await serve.done;
+    });
+    const url = await waitFor(
+      'the admin server',
+      async () => /admin server on (http:\/\/\S+)/.exec(serve.stdout())?.[1],
+    );
+    const traceId = '4bf92f3577b34da6a3ce929d0e0e4736';
+    const caller = '00f067aa0ba902b7';
+    const res = await fetch(`${url}/api/resync`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${ADMIN_TOKEN}`,
+        'content-type': 'application/json',
+        traceparent: `00-${traceId}-${caller}-01`,
+      },
+      body: JSON.stringify({ subscriberIds: [62_200] }),
+    });
+    expect(res.status).toBe(202);
+    serve.process.kill('SIGTERM');
+    await serve.done;
+    const server = await waitFor('the request span', async () =>
+      receiver.spans.find((s) => s.traceId === traceId && s.name === 'POST /api/resync'),
+    );
+    expect(server.parentSpanId).toBe(caller);
+    const enqueue = receiver.spans.find((s) => s.traceId === traceId && s.name === 'cards_sync.enqueue')!;
+    expect(enqueue.parentSpanId).toBe(server.spanId);
+    expect(enqueue.attributes).toMatchObject({ 'cards_sync.trigger': 'api', 'cards_sync.lane': 'ops' });
+    const [job] = await q.queue.getJobs(['waiting']);
+    expect(job!.opts.telemetry?.metadata).toContain(traceId);
   });
 });

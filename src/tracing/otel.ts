@@ -7,6 +7,7 @@ import {
   propagation,
   SpanKind,
   SpanStatusCode,
+  TraceFlags,
   trace,
 } from '@opentelemetry/api';
 import type { Telemetry } from 'bullmq';
@@ -36,6 +37,17 @@ function attributesOf(attributes: SpanAttributes | undefined): Attributes {
 
 const unsampled: ActiveSpan = { set: () => {}, context: () => undefined };
 
+/**
+ * Whether the sampler left out the span of `ctx`: neither recording here nor sampled by a caller
+ * (a remote parent's span does not record here, yet its trace is kept when its flags say so).
+ */
+function leftOut(ctx: Context): boolean {
+  const span = trace.getSpan(ctx);
+  return (
+    span !== undefined && !span.isRecording() && (span.spanContext().traceFlags & TraceFlags.SAMPLED) === 0
+  );
+}
+
 /** Marks a context detached from an unsampled job's span: nothing under it makes spans. */
 const UNSAMPLED = createContextKey('cards-sync: unsampled');
 
@@ -49,8 +61,7 @@ export function otelTracing(version: string, flush: () => Promise<void>): Tracin
       if (options.headers) parent = propagation.extract(parent, options.headers);
       // Under a span the sampler left out (a job of the 90% at 10%), a child would be left out
       // too: no span, no context switch, so that an unsampled sync costs next to nothing.
-      if (parent.getValue(UNSAMPLED) === true || trace.getSpan(parent)?.isRecording() === false)
-        return fn(unsampled);
+      if (parent.getValue(UNSAMPLED) === true || leftOut(parent)) return fn(unsampled);
       const links: Link[] = (options.links ?? []).map((l) => ({
         context: trace.getSpanContext((l as Carried).ctx)!,
       }));
@@ -81,7 +92,7 @@ export function otelTracing(version: string, flush: () => Promise<void>): Tracin
     },
     unlessSampled(fn) {
       const active = context.active();
-      if (trace.getSpan(active)?.isRecording() !== false) return fn();
+      if (!leftOut(active)) return fn();
       return context.with(trace.deleteSpan(active).setValue(UNSAMPLED, true), fn);
     },
     annotate(attributes) {
