@@ -1,8 +1,15 @@
 #!/usr/bin/env node
 try {
+  // Tracing is loaded only when the OTEL_* variables ask for it, and before the application, so
+  // that its instrumentations see pg and pino imported (src/tracing/preload.ts).
+  const { tracingWanted } = await import('../dist/src/tracing/wanted.js');
+  if (tracingWanted(process.env)) await import('../dist/src/tracing/preload.js');
   await import('../dist/src/main.js');
 } catch (error) {
-  if (error?.code === 'ERR_MODULE_NOT_FOUND' && String(error.message).includes('dist/src/main.js')) {
+  if (
+    error?.code === 'ERR_MODULE_NOT_FOUND' &&
+    /Cannot find module '[^']*\/dist\/src\//.test(error.message)
+  ) {
     process.stderr.write('cards-sync: not built yet; run `npm run build` first\n');
     process.exit(1);
   }

@@ -13,6 +13,7 @@ import {
   isBulkJob,
 } from './bulk-breaker.js';
 import { holdWorkers } from './hold.js';
+import { traceJobResult, traceJobStart } from './job-trace.js';
 import { type KeyRejectionDeps, keyRejectionHandler } from './key-rejected.js';
 import { isOpsJob, opsServedCounter } from './lanes.js';
 import { NEWER_PAYLOAD_HOLD_MS, newerPayload } from './payload-version.js';
@@ -192,6 +193,7 @@ export function createSyncProcessor(deps: ProcessorDeps) {
       );
     }
     const data = parsed.data;
+    traceJobStart(job, data);
     if (keys.stopping && token !== undefined) return keys.handBack(job, token);
     const bulk = isBulkJob(job);
     if (
@@ -228,6 +230,7 @@ export function createSyncProcessor(deps: ProcessorDeps) {
         ...(job.id !== undefined ? { jobId: job.id } : {}),
         ...(data.refreshRunId !== undefined ? { refreshRunId: data.refreshRunId } : {}),
         ...(signal ? { signal } : {}),
+        attempt: job.attemptsMade + 1,
         onRateLimited: async (ms) => {
           await holdWorkers(deps.queue, deps.redis, ms, 'api_429');
           limited = true;
@@ -241,6 +244,7 @@ export function createSyncProcessor(deps: ProcessorDeps) {
       throw new TransientSyncError(`db_error: ${redactExcerpt(root.message, [], 200)}`, 'db_error');
     }
     observe(deps.metrics, result);
+    traceJobResult(result);
     if (result.errorCode === 'db_unavailable') await hold(result.errorCode);
     if (data.refreshRunId !== undefined) await countForRefresh(deps, job, data.refreshRunId, result);
     if (bulk) await countForBulk(deps, result, () => bulkLane.tripped());

@@ -2,6 +2,7 @@ import { type JobsOptions, Queue } from 'bullmq';
 import { z } from 'zod';
 import { SYNC_TRIGGERS, type SyncTrigger } from '../db/schema.js';
 import type { Target } from '../src/api/client.js';
+import { tracing } from '../src/tracing/index.js';
 import { dedupKey, emailIdKey } from './job-ids.js';
 import { LANE_PRIORITY, type Lane, promoteRefreshJob } from './lanes.js';
 import { QUEUE_NAME } from './queue-name.js';
@@ -80,9 +81,13 @@ export function createSyncQueue(
   connection: RedisClient,
   options: SyncQueueOptions = {},
 ): Queue<SyncJobData, SyncJobResult> {
+  const telemetry = tracing().queueTelemetry();
   const queue = new Queue<SyncJobData, SyncJobResult>(QUEUE_NAME, {
     connection,
     prefix: options.prefix ?? 'bull',
+    // While tracing is on, each job carries its trace context in its options (not in `data`, whose
+    // shape is versioned): an older worker ignores it.
+    ...(telemetry ? { telemetry } : {}),
     defaultJobOptions: defaultJobOptions(options.attempts ?? 5, options.backoffDelayMs),
   });
   // Connection errors surface through the commands that fail; unheard, BullMQ prints each one
@@ -191,13 +196,50 @@ export async function enqueueSyncs(
 ): Promise<EnqueueCounts> {
   if (targets.length === 0) return { enqueued: 0, alreadyQueued: 0, promoted: 0, jobIds: [], refused: [] };
   const lane = extra.lane ?? (extra.refreshRunId !== undefined ? 'refresh' : 'ops');
+  // Starts each sync's trace (or continues the caller's: a resync request's); the jobs carry it.
+  return tracing().inSpan(
+    'cards_sync.enqueue',
+    {
+      kind: 'producer',
+      attributes: {
+        'cards_sync.trigger': trigger,
+        'cards_sync.lane': lane,
+        'cards_sync.targets': targets.length,
+        'cards_sync.refresh_run_id': extra.refreshRunId,
+      },
+    },
+    async (span) => {
+      const counts = await addSyncs(queue, targets, trigger, lane, extra);
+      span.set({
+        'cards_sync.enqueued': counts.enqueued,
+        'cards_sync.already_queued': counts.alreadyQueued,
+        'cards_sync.promoted': counts.promoted,
+        'cards_sync.refused': counts.refused.length,
+      });
+      return counts;
+    },
+  );
+}
+
+async function addSyncs(
+  queue: Queue<SyncJobData, SyncJobResult>,
+  targets: readonly Target[],
+  trigger: SyncTrigger,
+  lane: Lane,
+  extra: { refreshRunId?: number; firstClaim?: number },
+): Promise<EnqueueCounts> {
   const data = extra.refreshRunId !== undefined ? { refreshRunId: extra.refreshRunId } : {};
   const emailKey = targets.some((t) => 'email' in t)
     ? await emailIdKey(connectionOf(queue), queue.opts.prefix ?? 'bull')
     : Buffer.alloc(0);
   const jobs: NewJob[] = targets.map((target, i) => {
     const claim = extra.firstClaim !== undefined ? extra.firstClaim + i : undefined;
-    const opts = jobOptionsFor(target, emailKey, extra.refreshRunId, lane, claim);
+    const opts: JobsOptions = {
+      ...jobOptionsFor(target, emailKey, extra.refreshRunId, lane, claim),
+      // A refresh's or a file's thousands of syncs are a trace each (found by their refresh run
+      // id), not spans of one trace too large to read; a person's request is one trace.
+      ...(lane !== 'ops' && queue.opts.telemetry ? { telemetry: { omitContext: true } } : {}),
+    };
     return { name: JOB_NAME, data: { v: SYNC_PAYLOAD_VERSION, target, trigger, ...data }, opts };
   });
   const { added, refused } = await addEach(queue, jobs);

@@ -8,6 +8,7 @@ import type { Logger } from '../src/logger.js';
 import type { Metrics } from '../src/metrics.js';
 import { createGroupCommitter } from '../src/sync/group-commit.js';
 import type { CardTokens } from '../src/tokens/card-tokens.js';
+import { tracing } from '../src/tracing/index.js';
 import type { BulkBreakerOptions } from './bulk-breaker.js';
 import { createSyncProcessor, type ProcessorDeps } from './processor.js';
 import { QUEUE_NAME, type SyncJobData, type SyncJobResult } from './queue.js';
@@ -89,12 +90,13 @@ export async function startSyncWorker(
   });
   // Jobs running in this process: shutdown waits for these, not for Redis to say goodbye.
   let inFlight = 0;
+  const telemetry = tracing().queueTelemetry();
   const worker = new Worker<SyncJobData, SyncJobResult>(
     QUEUE_NAME,
     async (job, token, signal) => {
       inFlight++;
       try {
-        return await processor(job, token, signal);
+        return await tracing().unlessSampled(() => processor(job, token, signal));
       } finally {
         inFlight--;
       }
@@ -111,6 +113,8 @@ export async function startSyncWorker(
       stalledInterval: Math.max(1000, Math.round((apiTimeoutMs + 5000) / 2)),
       maxStalledCount: options.maxStalledCount ?? 2,
       autorun: true,
+      // While tracing is on, each job's `process` span continues the trace its producer started.
+      ...(telemetry ? { telemetry } : {}),
     },
   );
   worker.on('error', (error) =>

@@ -1,5 +1,6 @@
 import { rootCause } from '../db/errors.js';
 import { run } from './cli.js';
+import { tracing } from './tracing/index.js';
 
 // The process entry point: the only module with side effects at import time.
 process.on('uncaughtException', (error) => {
@@ -29,4 +30,6 @@ const code = await run(process.argv.slice(2), {
   isTTY: process.stderr.isTTY === true,
   stdoutIsTTY: process.stdout.isTTY === true,
 });
+// Spans still buffered are exported before the process ends (a no-op while tracing is off).
+await tracing().flush();
 process.exitCode = code;

@@ -1,3 +1,5 @@
+import { tracing } from './tracing/index.js';
+
 /**
  * Runs `stop` once on the first SIGINT or SIGTERM, then exits with its result code; a second
  * signal while stopping exits at once. A stop that outlives `deadlineMs` is cut short (exit 1).
@@ -14,9 +16,14 @@ export function onShutdown(
     stopping = true;
     const timer = setTimeout(() => process.exit(1), deadlineMs);
     timer.unref();
+    // Spans still buffered are exported before the exit (a no-op while tracing is off).
+    const exit = (code: number) =>
+      void tracing()
+        .flush()
+        .finally(() => process.exit(code));
     stop(signal).then(
-      (code) => process.exit(code ?? 0),
-      () => process.exit(1),
+      (code) => exit(code ?? 0),
+      () => exit(1),
     );
   };
   process.on('SIGINT', handler);

@@ -6,6 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { buildProgram } from '../src/cli.js';
 import { CONFIG_VARIABLES } from '../src/config/index.js';
+import { isOtelVariable, tracingWanted } from '../src/tracing/wanted.js';
 
 // No Docker engine runs here, so the stack is checked by reading it: every cards-sync service
 // runs a real command with real flags, and every variable it sets is one cards-sync reads.
@@ -19,6 +20,7 @@ interface Service {
   depends_on?: Record<string, { condition: string }>;
   secrets?: string[];
   volumes?: string[];
+  ports?: string[];
 }
 
 const compose = parse(readFileSync(new URL('../docker-compose.yml', import.meta.url), 'utf8'), {
@@ -74,7 +76,7 @@ describe('docker-compose.yml', () => {
 
   it.each(ours)('service %s sets only variables cards-sync reads', (_name, service) => {
     for (const name of Object.keys(service.environment ?? {})) {
-      expect(CONFIG_VARIABLES as string[], name).toContain(name);
+      if (!isOtelVariable(name)) expect(CONFIG_VARIABLES as string[], name).toContain(name);
     }
   });
 
@@ -112,9 +114,39 @@ describe('docker-compose.yml', () => {
       expect(merged.CARDS_API_BASE_URL).toBe(`http://mock-api:${port}`);
       expect(merged.CARDS_API_KEY_FILE).toBe(mock.environment!.CARDS_API_KEY_FILE);
     }
-    expect(Object.keys(demo.services.worker!.depends_on ?? {})).toEqual(['mock-api']);
+    expect(Object.keys(demo.services.worker!.depends_on ?? {})).toEqual(['mock-api', 'otel-collector']);
     // Only the services it adds or points elsewhere: nothing else of the stack changes.
-    expect(Object.keys(demo.services).sort()).toEqual(['admin', 'mock-api', 'worker']);
+    expect(Object.keys(demo.services).sort()).toEqual([
+      'admin',
+      'jaeger',
+      'mock-api',
+      'otel-collector',
+      'worker',
+    ]);
+  });
+
+  it('the demo traces: worker and admin export OTLP to the Collector, which sends it on to Jaeger', () => {
+    for (const name of ['worker', 'admin']) {
+      const env = { ...compose.services[name]!.environment, ...demo.services[name]!.environment };
+      expect(tracingWanted(env)).toBe(true);
+      expect(env.OTEL_EXPORTER_OTLP_ENDPOINT).toBe('http://otel-collector:4318');
+      // The stack without the demo file does not trace.
+      expect(tracingWanted(compose.services[name]!.environment ?? {})).toBe(false);
+    }
+    const collector = demo.services['otel-collector']!;
+    const mount = collector.volumes!.find((v) => v.startsWith('./deploy/otel-collector/config.yaml:'))!;
+    expect(collector.command).toEqual([`--config=${mount.split(':')[1]}`]);
+    const config = parse(
+      readFileSync(new URL('../deploy/otel-collector/config.yaml', import.meta.url), 'utf8'),
+    );
+    expect(config.receivers.otlp.protocols.http.endpoint).toBe('0.0.0.0:4318');
+    expect(config.service.pipelines.traces).toEqual({
+      receivers: ['otlp'],
+      processors: ['batch'],
+      exporters: ['otlp/jaeger'],
+    });
+    expect(config.exporters['otlp/jaeger'].endpoint).toBe('jaeger:4317');
+    expect(demo.services.jaeger!.ports).toEqual(['127.0.0.1:16686:16686']);
   });
 
   it('gives every cards-sync process the key ring as a file secret, the database from .env, and time to finish its jobs', () => {

@@ -9,6 +9,7 @@ import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { buildProgram } from '../src/cli.js';
 import { CONFIG_VARIABLES } from '../src/config/index.js';
+import { isOtelVariable, tracingWanted } from '../src/tracing/wanted.js';
 
 // deploy/kubernetes (issue 29). No cluster runs here, so the manifests are checked by reading them:
 // every file is in the kustomization, every cards-sync container runs a real command with real
@@ -135,14 +136,32 @@ describe('deploy/kubernetes', () => {
       expect(cmd, `unknown command ${name}`).toBeDefined();
       const flags = new Set(cmd!.options.flatMap((o) => [o.long, o.short].filter(Boolean)));
       for (const arg of args.filter((a) => a.startsWith('-'))) expect(flags, `${name} ${arg}`).toContain(arg);
-      for (const e of c.env ?? []) expect(CONFIG_VARIABLES as string[], e.name).toContain(e.name);
+      // cards-sync's own variables, and the OpenTelemetry SDK's standard ones.
+      const known = (name: string) => CONFIG_VARIABLES.includes(name as never) || isOtelVariable(name);
+      for (const e of c.env ?? []) expect(known(e.name), e.name).toBe(true);
       for (const ref of c.envFrom ?? []) {
         const config = byKind('ConfigMap', ref.configMapRef!.name);
-        for (const key of Object.keys(config.data ?? {}))
-          expect(CONFIG_VARIABLES as string[], key).toContain(key);
+        for (const key of Object.keys(config.data ?? {})) expect(known(key), key).toBe(true);
       }
     },
   );
+
+  it('shows the tracing variables, and traces nothing until an OTLP endpoint is set', () => {
+    const config = byKind('ConfigMap', 'cards-sync');
+    expect(config.data).toMatchObject({
+      OTEL_TRACES_SAMPLER: 'parentbased_traceidratio',
+      OTEL_TRACES_SAMPLER_ARG: '0.1',
+    });
+    for (const [m, c] of containers) {
+      if (m.kind !== 'Deployment') continue;
+      const env = Object.fromEntries((c.env ?? []).map((e) => [e.name, e.value ?? '']));
+      expect(env.OTEL_SERVICE_NAME, m.metadata.name).toBe(m.metadata.name);
+      expect(tracingWanted({ ...config.data, ...env })).toBe(false);
+      expect(tracingWanted({ ...config.data, ...env, OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318' })).toBe(
+        true,
+      );
+    }
+  });
 
   it('takes every secret it uses from the Secret, as files where a *_FILE variable reads them', () => {
     const secret = byKind('Secret', 'cards-sync');

@@ -5,6 +5,7 @@ import { BULK_THRESHOLD } from '../../jobs/lanes.js';
 import { enqueueSyncs } from '../../jobs/queue.js';
 import type { Target } from '../api/client.js';
 import { parseEmail, parseSubscriberId, TargetError } from '../targets.js';
+import { tracing } from '../tracing/index.js';
 import type { AdminDeps } from './app.js';
 import { auditRequest } from './audit.js';
 import type { AdminEnv } from './auth.js';
@@ -70,7 +71,14 @@ export function registerApiRoutes(app: Hono<AdminEnv>, deps: AdminDeps): void {
       return c.json({ error: 'name at least one subscriber in subscriberIds or emails' }, 400);
     }
     const lane = targets.length > BULK_THRESHOLD ? 'bulk' : 'ops';
-    const { jobIds: _ids, refused, ...counts } = await enqueueSyncs(deps.syncQueue, targets, 'api', { lane });
+    // A caller's `traceparent` makes the syncs part of its trace.
+    const {
+      jobIds: _ids,
+      refused,
+      ...counts
+    } = await tracing().inSpan('POST /api/resync', { kind: 'server', headers: c.req.header() }, () =>
+      enqueueSyncs(deps.syncQueue, targets, 'api', { lane }),
+    );
     // One the queue refused is reported like one that failed validation; the others went in.
     for (const r of refused) rejected.push({ ...origins[r.index]!, reason: r.reason });
     // A request with nothing valid in it did nothing: no row, as for any refused request.

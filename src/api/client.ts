@@ -2,6 +2,7 @@ import { isUtf8 } from 'node:buffer';
 import { Agent, errors } from 'undici';
 import type { ApiConfig } from '../config/index.js';
 import { redactExcerpt } from '../redact.js';
+import { tracing } from '../tracing/index.js';
 import { apiKeyFingerprint } from './key-fingerprint.js';
 import { InvalidResponse, parseCards, type SavedCard } from './schema.js';
 
@@ -184,17 +185,27 @@ export function createApiClient(config: ApiConfig, options: ApiClientOptions = {
             durationMs: elapsed(),
           };
         }
+        const validating = performance.timeOrigin + performance.now();
+        let valid = false;
+        let count = 0;
         try {
           const cards = parseCards(
             body,
             'subscriberId' in target ? { subscriberId: target.subscriberId } : {},
           );
+          valid = true;
+          count = cards.length;
           return { kind: 'ok', status, cards, durationMs: elapsed() };
         } catch (error) {
           if (error instanceof InvalidResponse) {
             return { kind: 'invalid_response', status, message: error.message, durationMs: elapsed() };
           }
           throw error;
+        } finally {
+          tracing().record('api.validate', validating, performance.timeOrigin + performance.now(), {
+            'cards_sync.valid': valid,
+            'cards_sync.cards': count,
+          });
         }
       }
       if (status === 404) return { kind: 'not_found', status, durationMs: elapsed() };

@@ -2,6 +2,7 @@ import type { Db } from '../../db/client.js';
 import { isConnectionError, rootCause } from '../../db/errors.js';
 import type { PolicyParams } from '../freshness/index.js';
 import type { CardTokens } from '../tokens/card-tokens.js';
+import { type ActiveSpan, tracing } from '../tracing/index.js';
 import {
   type AppliedCards,
   applyCardsBatch,
@@ -39,6 +40,8 @@ export interface GroupCommitOptions {
 
 interface Pending {
   item: CardsToApply;
+  /** The caller's span while tracing is on: the batch's transaction is traced under it. */
+  span: ActiveSpan | undefined;
   resolve: (result: AppliedCards) => void;
   reject: (error: unknown) => void;
 }
@@ -94,6 +97,27 @@ export function createGroupCommitter(
     return { batch, keys };
   }
 
+  /**
+   * One batch's transaction, traced as a child of its first traced answer's span and linked to the
+   * other traced ones' (a span has one parent); each traced answer's span is told the batch size.
+   */
+  function traced(batch: Pending[]): Promise<void> {
+    const [first, ...rest] = batch.flatMap((p) => p.span ?? []);
+    if (first === undefined) return commit(batch);
+    for (const span of [first, ...rest]) span.set({ 'cards_sync.batch_size': batch.length });
+    const parent = first.context();
+    const links = rest.flatMap((span) => span.context() ?? []);
+    return tracing().inSpan(
+      'db.group_commit',
+      {
+        attributes: { 'cards_sync.batch_size': batch.length },
+        ...(parent ? { parent } : {}),
+        links,
+      },
+      () => commit(batch),
+    );
+  }
+
   async function commit(batch: Pending[]): Promise<void> {
     const started = performance.now();
     let results: AppliedCards[];
@@ -132,7 +156,7 @@ export function createGroupCommitter(
       if (batch.length === 0) return;
       inFlight++;
       // commit() settles every answer itself; nothing is left to reject here.
-      void commit(batch)
+      void traced(batch)
         .catch(() => {})
         .finally(() => {
           for (const k of keys) busy.delete(k);
@@ -152,7 +176,7 @@ export function createGroupCommitter(
   return {
     apply(item) {
       return new Promise<AppliedCards>((resolve, reject) => {
-        pending.push({ item, resolve, reject });
+        pending.push({ item, span: tracing().current(), resolve, reject });
         schedule();
       });
     },

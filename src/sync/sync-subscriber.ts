@@ -9,6 +9,7 @@ import type { Logger } from '../logger.js';
 import { redactExcerpt } from '../redact.js';
 import type { CardTokens } from '../tokens/card-tokens.js';
 import { TokenKeyError } from '../tokens/keyring.js';
+import { tracing } from '../tracing/index.js';
 import type { RunBase } from './apply-cards.js';
 import { SUPERSEDED } from './batch-plan.js';
 import { finishFailure, recordFailure } from './failure.js';
@@ -38,6 +39,8 @@ export interface SyncRequest {
   refreshRunId?: number;
   /** Cancels the HTTP request (the queue's abort signal). */
   signal?: AbortSignal;
+  /** Which attempt of its job this is (1 = the first), for the trace. */
+  attempt?: number;
   /**
    * Told of a 429 as soon as it arrives, before anything is recorded: the queue's rate limit
    * should hold every worker back without waiting for the database. Its failure is ignored.
@@ -99,9 +102,19 @@ export async function syncSubscriber(deps: SyncDeps, request: SyncRequest): Prom
     startedAt,
   };
 
-  const outcome: FetchOutcome = await api.fetchCards(
-    request.target,
-    request.signal ? { signal: request.signal } : {},
+  // One span per API attempt; the HTTP request itself is undici's span, its child.
+  const outcome: FetchOutcome = await tracing().inSpan(
+    'api.fetch_cards',
+    { attributes: { 'cards_sync.attempt': request.attempt } },
+    async (span) => {
+      const o = await api.fetchCards(request.target, request.signal ? { signal: request.signal } : {});
+      span.set({
+        'cards_sync.api.outcome': o.kind,
+        'cards_sync.api.code': o.kind === 'transient' && o.status === undefined ? o.code : String(o.status),
+        'cards_sync.api.retryable': o.kind === 'transient' || o.kind === 'rate_limited',
+      });
+      return o;
+    },
   );
   if (outcome.kind === 'rate_limited' && request.onRateLimited) {
     await request.onRateLimited(outcome.retryAfterMs).catch(() => {});
@@ -245,7 +258,12 @@ async function applyCards(
     subscriberId = (await findSubscriberIdByEmail(deps.db, email)) ?? null;
   }
   const writer = deps.writer ?? directWriter(deps.db, deps.tokens);
-  const applied = await writer.apply({ subscriberId, email, cards, run });
+  // The answer's wait for, and part in, a group commit (src/sync/group-commit.ts).
+  const applied = await tracing().inSpan(
+    'db.write_cards',
+    { attributes: { 'cards_sync.cards': cards.length } },
+    () => writer.apply({ subscriberId, email, cards, run }),
+  );
   if (applied.status === 'superseded') {
     return { ...applied, errorCode: 'superseded', errorMessage: SUPERSEDED, retryable: false };
   }

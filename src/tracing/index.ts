@@ -1,0 +1,77 @@
+import type { Telemetry } from 'bullmq';
+
+// The one door to tracing for the rest of the code. It imports no OpenTelemetry module: while
+// tracing is off (no `OTEL_*` variable) every call here is a no-op that costs a function call,
+// and only src/tracing/preload.ts, loaded by the entry point when tracing is on, installs the
+// OpenTelemetry implementation (src/tracing/otel.ts).
+
+/** Attribute values a span may carry. Never an e-mail, a token, a key or a card number. */
+export type SpanAttributes = Record<string, string | number | boolean | undefined>;
+
+/** The trace context of a span, opaque outside src/tracing/otel.ts. */
+export interface TraceContext {
+  readonly traceContext: true;
+}
+
+export interface SpanOptions {
+  /** Default `internal`. */
+  kind?: 'internal' | 'server' | 'client' | 'producer' | 'consumer';
+  attributes?: SpanAttributes;
+  /** Parent other than the active context (a batch's transaction under its first answer's span). */
+  parent?: TraceContext;
+  /** Spans this one serves besides its parent (the other answers of a group commit). */
+  links?: readonly TraceContext[];
+  /** An incoming request's headers: its `traceparent` continues the caller's trace. */
+  headers?: Record<string, string | undefined>;
+}
+
+/** The span a traced function runs in. */
+export interface ActiveSpan {
+  set(attributes: SpanAttributes): void;
+  /** Its context, to parent or link spans made elsewhere; undefined while tracing is off. */
+  context(): TraceContext | undefined;
+}
+
+export interface Tracing {
+  /** Runs `fn` in a new span (a child of the active one); the span ends, with `fn`'s error if any, when it settles. */
+  inSpan<T>(name: string, options: SpanOptions, fn: (span: ActiveSpan) => Promise<T>): Promise<T>;
+  /**
+   * Runs a job's work outside its span when the sampler left that span out: the instrumentations
+   * then skip its queries and requests at once instead of making spans that are dropped.
+   */
+  unlessSampled<T>(fn: () => Promise<T>): Promise<T>;
+  /** Sets attributes on the active span (the job's, in a worker). */
+  annotate(attributes: SpanAttributes): void;
+  /** The active span, to annotate or parent later from elsewhere; undefined while tracing is off. */
+  current(): ActiveSpan | undefined;
+  /** Records a span that already happened (a job's wait in the queue), under the active span. */
+  record(name: string, startMs: number, endMs: number, attributes?: SpanAttributes): void;
+  /** BullMQ's telemetry option: producer and consumer spans linked through the job. */
+  queueTelemetry(): Telemetry | undefined;
+  /** Exports every span still buffered; called before the process exits. */
+  flush(): Promise<void>;
+}
+
+const noSpan: ActiveSpan = { set: () => {}, context: () => undefined };
+
+const off: Tracing = {
+  inSpan: (_name, _options, fn) => fn(noSpan),
+  unlessSampled: (fn) => fn(),
+  annotate: () => {},
+  current: () => undefined,
+  record: () => {},
+  queueTelemetry: () => undefined,
+  flush: async () => {},
+};
+
+let current: Tracing = off;
+
+/** The process's tracing: the no-op one unless src/tracing/preload.ts installed OpenTelemetry. */
+export function tracing(): Tracing {
+  return current;
+}
+
+/** Installs an implementation (src/tracing/preload.ts; tests). */
+export function installTracing(impl: Tracing | undefined): void {
+  current = impl ?? off;
+}

@@ -1,0 +1,68 @@
+import { trace } from '@opentelemetry/api';
+import { PgInstrumentation } from '@opentelemetry/instrumentation-pg';
+import { PinoInstrumentation } from '@opentelemetry/instrumentation-pino';
+import { UndiciInstrumentation } from '@opentelemetry/instrumentation-undici';
+import { NodeSDK, resources } from '@opentelemetry/sdk-node';
+
+/** The API path of a lookup by e-mail: the address must never reach a span. */
+const EMAIL_PATH = /\/email\/[^/?#]*/;
+
+/** A URL or path with the e-mail of a lookup by e-mail replaced by `{email}`. */
+export function redactUrl(url: string): string {
+  return url.replace(EMAIL_PATH, '/email/{email}');
+}
+
+/**
+ * The instrumentations of this project's own dependencies, configured so that no span holds a
+ * secret or an e-mail:
+ * - pg: query text (parameterised by Drizzle) but never the parameters' values
+ *   (`enhancedDatabaseReporting` off), and only inside a trace: the background pollers and the
+ *   jobs the sampler left out make none;
+ * - undici: the API attempts, their status code; the lookup-by-e-mail path without the address;
+ *   no headers (the API key travels in `authorization`);
+ * - pino: `trace_id`/`span_id`/`trace_flags` on every log line written inside a span; the lines
+ *   themselves stay on standard error (no OpenTelemetry log export).
+ */
+export function instrumentations() {
+  return [
+    new PgInstrumentation({
+      enhancedDatabaseReporting: false,
+      requireParentSpan: true,
+      ignoreConnectSpans: true,
+    }),
+    new UndiciInstrumentation({
+      requireParentforSpans: true,
+      // Outside a trace (an unsampled job runs outside its span: src/tracing/otel.ts) a request is
+      // left alone at once, before its URL is even parsed.
+      ignoreRequestHook: () => trace.getActiveSpan() === undefined,
+      startSpanHook: (request) => {
+        const url = new URL(request.path, request.origin);
+        return { 'url.full': redactUrl(url.toString()), 'url.path': redactUrl(url.pathname) };
+      },
+    }),
+    new PinoInstrumentation({ disableLogSending: true }),
+  ];
+}
+
+/**
+ * The OpenTelemetry SDK as the standard variables configure it: `OTEL_EXPORTER_OTLP_ENDPOINT`,
+ * `OTEL_EXPORTER_OTLP_PROTOCOL` (`http/protobuf` by default, `http/json`, `grpc`),
+ * `OTEL_TRACES_SAMPLER(_ARG)`, `OTEL_SERVICE_NAME` (default `cards-sync`),
+ * `OTEL_RESOURCE_ATTRIBUTES`, `OTEL_BSP_*` and the rest.
+ *
+ * Choices where the specification leaves them open:
+ * - traces only: metrics stay with Prometheus (`/metrics`) and logs on standard error, unless
+ *   `OTEL_METRICS_EXPORTER` / `OTEL_LOGS_EXPORTER` ask for them;
+ * - the resource comes from the environment and the host, not from the process detector, which
+ *   would export the command line (`enqueue --email …` holds an address).
+ */
+export function createSdk(env: NodeJS.ProcessEnv, version: string): NodeSDK {
+  env.OTEL_METRICS_EXPORTER ??= 'none';
+  env.OTEL_LOGS_EXPORTER ??= 'none';
+  return new NodeSDK({
+    ...(env.OTEL_SERVICE_NAME ? {} : { serviceName: 'cards-sync' }),
+    resource: resources.resourceFromAttributes({ 'service.version': version }),
+    resourceDetectors: [resources.envDetector, resources.hostDetector],
+    instrumentations: instrumentations(),
+  });
+}
