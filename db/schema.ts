@@ -3,6 +3,7 @@
 
 export * from './schema/audit.js';
 export * from './schema/cards.js';
+export * from './schema/events.js';
 export * from './schema/fleet.js';
 export * from './schema/ledger.js';
 export * from './schema/refresh.js';

@@ -63,11 +63,12 @@ function setup() {
 }
 
 describe('breaking migrations', () => {
-  it('the database records 0010 and 0021 as breaking once migrated', async () => {
+  it('the database records 0010, 0021 and 0026 as breaking once migrated', async () => {
     const { rows } = await pool().query<{ tag: string }>('select tag from breaking_migrations order by tag');
     expect(rows.map((r) => r.tag)).toEqual([
       '0010_unchanged_answers_digest',
       '0021_history_added_from_cards',
+      '0026_change_events',
     ]);
   });
 
@@ -123,6 +124,7 @@ describe('breaking migrations', () => {
     expect(rows.map((r) => r.tag)).toEqual([
       '0010_unchanged_answers_digest',
       '0021_history_added_from_cards',
+      '0026_change_events',
       '0099_test_breaking',
     ]);
     await pool().query('drop table test_breaking_marker');

@@ -64,6 +64,7 @@ describe('defaults (DESIGN §2)', () => {
       refreshAuditShare: 0.02,
       refreshMaxWipeRatio: 0.2,
       syncRunsRetentionDays: 90,
+      changeEventsRetentionDays: 30,
       queuePrefix: 'bull',
       adminHost: '127.0.0.1',
       adminPort: 3000,
@@ -197,6 +198,7 @@ describe('accepted values', () => {
       refreshMaxAgeMs: 36 * 3_600_000,
       refreshAuditShare: 0.05,
       syncRunsRetentionDays: 30,
+      changeEventsRetentionDays: 30,
       queuePrefix: '{cards}',
       adminHost: '0.0.0.0',
       adminPort: 0,
@@ -360,6 +362,14 @@ describe('malformed values stop the command with one line naming the variable', 
     for (const bad of hostile) {
       const error = expectRefused({ SYNC_GONE_AFTER_NOT_FOUND: bad }, 'SYNC_GONE_AFTER_NOT_FOUND');
       expect(error.message, bad).toContain('a whole number of not_found answers from 0 (never) to 1000');
+    }
+  });
+
+  it('CHANGE_EVENTS_RETENTION_DAYS takes whole days, 30 by default', () => {
+    expect(loadConfig({}).changeEventsRetentionDays).toBe(30);
+    expect(loadConfig({ CHANGE_EVENTS_RETENTION_DAYS: '7' }).changeEventsRetentionDays).toBe(7);
+    for (const bad of ['0', '1.5', 'x', '-3']) {
+      expectRefused({ CHANGE_EVENTS_RETENTION_DAYS: bad }, 'CHANGE_EVENTS_RETENTION_DAYS');
     }
   });
 

@@ -150,6 +150,12 @@ export const variables = {
     echo: true,
     fleet: 'shared',
   },
+  CHANGE_EVENTS_RETENTION_DAYS: {
+    schema: whole(1, 36_500),
+    expect: 'a whole number of days from 1 to 36500',
+    echo: true,
+    fleet: 'shared',
+  },
   REFRESH_TZ: {
     schema: text.refine((v) => v === undefined || isTimeZone(v)),
     expect: 'an IANA time zone such as UTC or Europe/Istanbul',
