@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import type { CardToWrite } from '../../src/cards.js';
+import { writeChangeEvents } from '../../src/events/outbox.js';
 import type { ScheduleUpdate } from '../../src/freshness/index.js';
 import type { ChangeKind, SyncStatus, SyncTrigger } from '../schema.js';
 import type { CardOwner } from './batch-read.js';
@@ -76,6 +77,8 @@ export interface BatchWrite {
 /**
  * Writes a batch in one statement: cards upserted (ascending ids, so concurrent batches lock rows
  * in one order) and removed (an identical card is not written at all), one `sync_runs` row per run, history, and `subscribers`.
+ * A batch that may change a card sends its change events right behind it (src/events/outbox.ts),
+ * in the same round trip; an unchanged one sends nothing more.
  * Returns the run ids in the order of `runs` and the cards really marked removed.
  */
 export async function writeBatch(
@@ -84,7 +87,7 @@ export async function writeBatch(
 ): Promise<{ runIds: number[]; removed: CardOwner[] }> {
   const cards = [...w.upserts].sort((a, b) => a.id - b.id);
   const of = <T, V>(rows: readonly T[], pick: (row: T) => V) => rows.map(pick);
-  const result = await client.query<{ kind: 'run' | 'removed'; id: number; ref: number }>({
+  const writing = client.query<{ kind: 'run' | 'removed'; id: number; ref: number }>({
     name: 'cards-sync-write-batch',
     text: WRITE_BATCH,
     values: [
@@ -140,6 +143,20 @@ export async function writeBatch(
       }),
     ],
   });
+  const mayChange = cards.length > 0 || w.removals.length > 0 || w.changes.length > 0;
+  const [result] = await allInOrder([
+    writing,
+    mayChange
+      ? writeChangeEvents(client, {
+          subscriberIds: [
+            ...cards.map((c) => c.subscriberId),
+            ...w.removals.map((r) => r.subscriberId),
+            ...w.changes.map((c) => c.subscriberId),
+          ],
+          at: w.now,
+        })
+      : Promise.resolve(0),
+  ]);
   const runIds = new Array<number>(w.runs.length);
   const removed: CardOwner[] = [];
   for (const row of result.rows) {

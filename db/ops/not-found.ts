@@ -1,4 +1,5 @@
 import { sql } from 'drizzle-orm';
+import { writeChangeEventsIn } from '../../src/events/outbox.js';
 import type { Db, Tx } from '../client.js';
 import { recordSubscriberFailure } from './subscribers.js';
 import { insertSyncRun, type NewSyncRun } from './sync-runs.js';
@@ -68,6 +69,9 @@ export async function recordNotFound(db: Db, answer: NotFoundAnswer): Promise<No
     const count = state.consecutive_not_found + (counted ? 1 : 0);
     const remove = counted && answer.goneAfter > 0 && count >= answer.goneAfter;
     const { syncRunId, removed } = await insertRunAndRemove(tx, subscriberId, answer.run, remove);
+    // Each card marked removed is an event, in this transaction (src/events/outbox.ts).
+    if (removed > 0)
+      await writeChangeEventsIn(tx, { subscriberIds: [subscriberId], at: answer.run.finishedAt });
     // Cards first, then the subscriber's row, the order in which the write path locks them.
     await recordSubscriberFailure(tx, {
       subscriberId,

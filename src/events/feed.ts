@@ -1,0 +1,126 @@
+import type pg from 'pg';
+import type { ChangeEventType } from '../../db/schema.js';
+
+// The pull feed (DESIGN §7): events in (txid, seq) order, showing only the events of transactions
+// older than every transaction still running.
+//
+// Why not seq alone: seq is taken at insert, and a transaction that took seq 10 may commit after
+// one that took seq 11. A reader at 11 when 10 commits would never see it. Why this order: every
+// transaction below the horizon (the oldest one still running, as PgQ does) has ended, so no
+// event can appear below it any more; a reader that pages through (txid, seq) under that horizon never skips one.
+// Two syncs of one subscriber never overlap (they take its advisory lock before their first
+// write, which is what gives a transaction its id), so one subscriber's events come in the order
+// its syncs committed. The price: a transaction that stays open holds the feed back until it ends
+// (the feed never lies about order to go faster); syncs last milliseconds. Readers write nothing,
+// so a read-only token and a hot standby can read the feed.
+
+/** One event as the feed, the CLI and a webhook carry it (Standard Webhooks' shape). */
+export interface ChangeEvent {
+  /** `evt_` + the 32 hex digits of the row's uuid: stable across redeliveries. */
+  id: string;
+  type: ChangeEventType;
+  /** When the sync wrote it (its clock), ISO 8601 with milliseconds. */
+  timestamp: string;
+  data: Record<string, unknown>;
+}
+
+export interface FeedPage {
+  events: ChangeEvent[];
+  /** The cursor to ask from next (the last event's, or the one asked from when none came). */
+  next: string;
+}
+
+/** The cursor before every event: the start of retention. */
+export const FEED_START = '0-0';
+/** Most events one page may hold. */
+export const MAX_LIMIT = 1000;
+
+/** A cursor that is not one of the feed's. */
+export class CursorError extends Error {
+  override readonly name = 'CursorError';
+  readonly code = 'bad_cursor';
+}
+
+interface Cursor {
+  txid: string;
+  seq: string;
+}
+
+/** `<txid>-<seq>`, both decimal: opaque to readers, but readable in a log. */
+export function parseCursor(text: string): Cursor {
+  const m = /^(\d{1,20})-(\d{1,19})$/.exec(text);
+  if (!m || BigInt(m[1]!) > 2n ** 64n - 1n || BigInt(m[2]!) > 2n ** 63n - 1n) {
+    throw new CursorError(`not a change feed cursor: use the "next" of an earlier answer, or ${FEED_START}`);
+  }
+  return { txid: m[1]!, seq: m[2]! };
+}
+
+type Queryable = Pick<pg.Pool, 'query'> | Pick<pg.ClientBase, 'query'>;
+
+// The horizon: the oldest transaction still running in this database, by the reader's snapshot
+// (its xmax when none runs). Transactions of other databases on the server never write here, so
+// they do not hold the feed back; one whose database is unknown (it ended since the snapshot, or
+// its row is not visible) is taken as this database's, which only delays.
+const HORIZON = `horizon as materialized (
+  select coalesce(
+    (select min(x) from pg_snapshot_xip(pg_current_snapshot()) x
+      where not exists (select 1 from pg_stat_activity a
+        where a.backend_xid = x::xid and a.datid is not null
+          and a.datid <> (select oid from pg_database where datname = current_database()))),
+    pg_snapshot_xmax(pg_current_snapshot())) as xmin
+)`;
+
+const READ = `
+with ${HORIZON}
+select e.id, e.seq::text as seq, e.txid::text as txid, e.created_at, e.type, e.payload
+from change_events e, horizon h
+where e.txid < h.xmin and (e.txid, e.seq) > ($1::xid8, $2::bigint)
+order by e.txid, e.seq
+limit $3`;
+
+// Events past the cursor that the horizon still holds back (a transaction older than theirs is
+// running): a long poll looks again soon rather than wait for a notification.
+const HELD_BACK = `
+with ${HORIZON}
+select exists (
+  select 1 from change_events, horizon h
+  where txid >= h.xmin and (txid, seq) > ($1::xid8, $2::bigint)
+) as held`;
+
+/** Reads one page after `after` (a cursor; FEED_START or null from the start). */
+export async function readFeed(
+  db: Queryable,
+  o: { after?: string | null; limit: number },
+): Promise<FeedPage> {
+  const after = o.after ?? FEED_START;
+  const cursor = parseCursor(after);
+  const { rows } = await db.query<{
+    id: string;
+    seq: string;
+    txid: string;
+    created_at: Date;
+    type: ChangeEventType;
+    payload: Record<string, unknown>;
+  }>({
+    name: 'cards-sync-read-feed',
+    text: READ,
+    values: [cursor.txid, cursor.seq, Math.min(Math.max(1, o.limit), MAX_LIMIT)],
+  });
+  const last = rows.at(-1);
+  return {
+    events: rows.map((r) => ({
+      id: `evt_${r.id.replaceAll('-', '')}`,
+      type: r.type,
+      timestamp: r.created_at.toISOString(),
+      data: r.payload,
+    })),
+    next: last ? `${last.txid}-${last.seq}` : after,
+  };
+}
+
+/** Whether events past `after` exist that a running transaction still holds back. */
+export async function feedHeldBack(db: Queryable, after: string | null | undefined): Promise<boolean> {
+  const cursor = parseCursor(after ?? FEED_START);
+  const { rows } = await db.query<{ held: boolean }>(HELD_BACK, [cursor.txid, cursor.seq]);
+  return rows[0]?.held === true;
+}

@@ -1,0 +1,91 @@
+import type pg from 'pg';
+import { CHANGES_CHANNEL } from './outbox-sql.js';
+
+// Wake-ups for long polls: one LISTEN connection per process, held only while someone waits. The
+// outbox statement NOTIFYs in the writer's transaction, so the notification arrives at its commit.
+
+export interface ChangeSignal {
+  /**
+   * Listens (resolved once LISTEN is in effect); `woken` resolves true at the next notification,
+   * false after `ms`, on `cancel()` or when `signal` aborts. Arm before reading the feed, so that
+   * an event committed between the read and the wait still wakes.
+   */
+  arm(ms: number, signal?: AbortSignal): Promise<{ woken: Promise<boolean>; cancel(): void }>;
+  /** Notifications received so far (tests check a wait ended because of one). */
+  readonly received: number;
+  close(): Promise<void>;
+}
+
+export function createChangeSignal(pool: pg.Pool): ChangeSignal {
+  let client: Promise<pg.PoolClient> | undefined;
+  let waiters = new Set<() => void>();
+  let received = 0;
+  const onNotification = (m: pg.Notification) => {
+    if (m.channel !== CHANGES_CHANNEL) return;
+    received++;
+    const woken = waiters;
+    waiters = new Set();
+    for (const wake of woken) wake();
+  };
+  const listen = () => {
+    client ??= pool.connect().then(async (c) => {
+      c.on('notification', onNotification);
+      // A broken listener is dropped; the next wait makes another.
+      c.on('error', () => {
+        client = undefined;
+      });
+      await c.query(`listen ${CHANGES_CHANNEL}`);
+      return c;
+    });
+    client.catch(() => {
+      client = undefined;
+    });
+    return client;
+  };
+  const release = async () => {
+    if (waiters.size > 0 || client === undefined) return;
+    const pending = client;
+    client = undefined;
+    const c = await pending.catch(() => undefined);
+    if (!c) return;
+    c.removeListener('notification', onNotification);
+    try {
+      await c.query(`unlisten ${CHANGES_CHANNEL}`);
+      c.release();
+    } catch (error) {
+      c.release(error as Error);
+    }
+  };
+  return {
+    get received() {
+      return received;
+    },
+    async arm(ms, signal) {
+      let wake!: (woken: boolean) => void;
+      const woken = new Promise<boolean>((resolve) => {
+        wake = resolve;
+      });
+      const onWake = () => finish(true);
+      const onAbort = () => finish(false);
+      const timer = setTimeout(() => finish(false), Math.max(0, ms));
+      const finish = (value: boolean) => {
+        clearTimeout(timer);
+        waiters.delete(onWake);
+        signal?.removeEventListener('abort', onAbort);
+        wake(value);
+        // Released once nobody waits; the next wait listens again.
+        setImmediate(() => void release());
+      };
+      waiters.add(onWake);
+      signal?.addEventListener('abort', onAbort, { once: true });
+      // Listening before the caller reads the feed: a commit after the read still wakes it. A
+      // listener that cannot connect leaves the wait to its timer.
+      await listen().catch(() => undefined);
+      return { woken, cancel: () => finish(false) };
+    },
+    async close() {
+      waiters.clear();
+      await release();
+    },
+  };
+}
