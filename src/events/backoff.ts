@@ -10,6 +10,8 @@ export interface RetrySchedule {
   baseMs: number;
   /** Largest ceiling a wait may reach. Default 6 h. */
   maxDelayMs: number;
+  /** Longest `Retry-After` honoured (a longer one is cut to it). Default 6 h. */
+  maxRetryAfterMs: number;
   /** Shortest wait, whatever the draw. Default 1 s. */
   minDelayMs: number;
   /** After this long since the first attempt a failure is final: the dead letter. Default 24 h. */
@@ -21,6 +23,7 @@ export interface RetrySchedule {
 export const DEFAULT_SCHEDULE: RetrySchedule = {
   baseMs: 5_000,
   maxDelayMs: 6 * 3_600_000,
+  maxRetryAfterMs: 6 * 3_600_000,
   minDelayMs: 1_000,
   giveUpAfterMs: 24 * 3_600_000,
   disableAfterMs: 5 * 86_400_000,
@@ -31,7 +34,7 @@ export type NextStep = { kind: 'retry'; at: Date } | { kind: 'dead' };
 /**
  * What follows failed attempt number `attempt` (1 = the first), made at `now` for a delivery
  * first tried at `firstAttemptAt`. `retryAfterMs` (the receiver's `Retry-After`) is honoured
- * up to `maxDelayMs` and never beyond the dead letter's moment.
+ * up to `maxRetryAfterMs` and never beyond the dead letter's moment.
  */
 export function nextStep(
   o: { attempt: number; firstAttemptAt: Date; now: Date; retryAfterMs: number | null },
@@ -41,8 +44,18 @@ export function nextStep(
   const deadline = o.firstAttemptAt.getTime() + schedule.giveUpAfterMs;
   const now = o.now.getTime();
   if (now >= deadline) return { kind: 'dead' };
-  const ceiling = Math.min(schedule.maxDelayMs, schedule.baseMs * 2 ** Math.min(o.attempt - 1, 40));
-  let wait = Math.max(schedule.minDelayMs, Math.floor(random() * ceiling));
-  if (o.retryAfterMs !== null) wait = Math.max(wait, Math.min(o.retryAfterMs, schedule.maxDelayMs));
+  const wait = retryWaitMs(o.attempt, o.retryAfterMs, schedule, random);
   return { kind: 'retry', at: new Date(Math.min(now + wait, deadline)) };
+}
+
+/** The wait after failed attempt `attempt`: a full-jitter draw, or `Retry-After` when longer (capped). */
+export function retryWaitMs(
+  attempt: number,
+  retryAfterMs: number | null,
+  schedule: RetrySchedule = DEFAULT_SCHEDULE,
+  random: () => number = Math.random,
+): number {
+  const ceiling = Math.min(schedule.maxDelayMs, schedule.baseMs * 2 ** Math.min(attempt - 1, 40));
+  const wait = Math.max(schedule.minDelayMs, Math.floor(random() * ceiling));
+  return retryAfterMs === null ? wait : Math.max(wait, Math.min(retryAfterMs, schedule.maxRetryAfterMs));
 }
