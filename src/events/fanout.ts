@@ -85,3 +85,21 @@ export async function insertDeliveries(
     ],
   );
 }
+
+/** The cursor just before the first event written at or after `time` (feed order follows commit time). */
+export async function feedCursorAt(db: Pick<pg.Pool, 'query'>, time: Date): Promise<string> {
+  const { rows } = await db.query<{ cursor: string }>(
+    `select txid::text || '-' || seq::text as cursor from change_events
+     where created_at < $1 and txid < pg_snapshot_xmin(pg_current_snapshot())
+     order by txid desc, seq desc limit 1`,
+    [time],
+  );
+  return rows[0]?.cursor ?? '0-0';
+}
+
+/** Orders two feed cursors (`<txid>-<seq>`). */
+export function compareCursors(a: string, b: string): number {
+  const [at, as] = a.split('-').map(BigInt) as [bigint, bigint];
+  const [bt, bs] = b.split('-').map(BigInt) as [bigint, bigint];
+  return at !== bt ? (at < bt ? -1 : 1) : as === bs ? 0 : as < bs ? -1 : 1;
+}
