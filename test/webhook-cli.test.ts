@@ -8,8 +8,8 @@ import { parseKeyRing } from '../src/tokens/keyring.js';
 import { CARD_TOKEN_KEYS } from './fixtures.js';
 import { captureLogger, useTestDatabase } from './helpers.js';
 import { archiveLog } from './log-archive.js';
-import { CLI } from './queue-helpers.js';
-import { emit, waitFor } from './webhook-events.js';
+import { CLI, waitFor } from './queue-helpers.js';
+import { emit } from './webhook-events.js';
 import { startReceiver } from './webhook-receiver.js';
 
 // `cards-sync webhooks …` as an operator runs it (issue 37 part 3).

@@ -1,5 +1,5 @@
 import { Webhook } from 'standardwebhooks';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { RetrySchedule } from '../src/events/backoff.js';
 import { createWebhookSender } from '../src/events/deliver-http.js';
 import { type DeliveryLoop, startDeliveryLoop } from '../src/events/delivery.js';
@@ -8,7 +8,8 @@ import { feedHead } from '../src/events/fanout.js';
 import { parseKeyRing } from '../src/tokens/keyring.js';
 import { CARD_TOKEN_KEYS } from './fixtures.js';
 import { captureLogger, useTestDatabase } from './helpers.js';
-import { emit, waitFor } from './webhook-events.js';
+import { waitFor } from './queue-helpers.js';
+import { emit } from './webhook-events.js';
 import { type Received, startReceiver } from './webhook-receiver.js';
 
 // Issue 37 part 3: the delivery loop against real receivers on loopback and a real Postgres.
@@ -42,6 +43,10 @@ beforeAll(() => {
     perEndpoint: 3,
     schedule,
   });
+});
+// A closed receiver's port may be handed to the next test's: endpoints live one test each.
+afterEach(async () => {
+  await pool().query('update webhook_endpoints set enabled = false');
 });
 afterAll(async () => {
   await loop.stop(2000);

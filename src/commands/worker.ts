@@ -16,6 +16,7 @@ import { createApiClient } from '../api/client.js';
 import { type Config, requireApi } from '../config/index.js';
 import { requireCardTokens } from '../config/tokens.js';
 import { CliError } from '../errors.js';
+import { startWebhookDelivery, type WebhookDelivery } from '../events/delivery-worker.js';
 import { type FleetMembership, joinFleet, liveFleet } from '../fleet/registry.js';
 import { thisProcess } from '../fleet/this-process.js';
 import { startLedgerMaintenance } from '../ledger/maintenance.js';
@@ -75,6 +76,7 @@ export async function cmdWorker(config: Config, io: Io, opts: WorkerCliOptions):
   let admin: Awaited<ReturnType<typeof startAdmin>> | undefined;
   let fleet: FleetMembership | undefined;
   let ledger: ReturnType<typeof startLedgerMaintenance> | undefined;
+  let webhooks: WebhookDelivery | undefined;
   let stopped: Promise<number> | undefined;
   /** Set when a breaking migration this release does not know was applied while it ran. */
   let tooOld: string | undefined;
@@ -90,6 +92,7 @@ export async function cmdWorker(config: Config, io: Io, opts: WorkerCliOptions):
       const [finished] = await Promise.all([
         sync?.close(opts.shutdownTimeoutMs) ?? true,
         refresh?.close(),
+        webhooks?.stop(opts.shutdownTimeoutMs),
         ledger ? settlesWithin(ledger.stop(), 5000) : undefined,
         fleet ? settlesWithin(fleet.leave(), 2000) : undefined,
       ]);
@@ -207,6 +210,8 @@ export async function cmdWorker(config: Config, io: Io, opts: WorkerCliOptions):
   ledger = startLedgerMaintenance(refreshHandle.pool, logger, {
     retentionDays: config.syncRunsRetentionDays,
   });
+  // Webhooks: claimed from Postgres, outside the sync queue and the API's rate limit.
+  webhooks = startWebhookDelivery(config, logger, fleet.id);
   if (opts.admin) {
     try {
       admin = await startAdmin(config, { logger, metrics });
