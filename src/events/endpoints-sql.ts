@@ -145,33 +145,43 @@ export async function endpointTarget(
   return { id, url: r.url, secrets };
 }
 
-/** Re-seals every endpoint's secrets under the ring's first key (`tokens rotate`); returns how many. */
-export async function resealEndpointSecrets(pool: pg.Pool, ring: KeyRing): Promise<number> {
+/**
+ * Re-seals every endpoint's secrets under the ring's first key (`tokens rotate`). A secret the
+ * ring cannot open is left as it is and named (by endpoint, never by value).
+ */
+export async function resealEndpointSecrets(
+  pool: pg.Pool,
+  ring: KeyRing,
+): Promise<{ resealed: number; unreadable: string[] }> {
   const client = await pool.connect();
+  const unreadable: string[] = [];
+  let resealed = 0;
   try {
     await client.query('begin');
     const { rows } = await client.query(
-      'select id, secret, previous_secret from webhook_endpoints for update',
+      'select id, secret, previous_secret from webhook_endpoints order by id for update',
     );
-    let changed = 0;
+    const current = (v: string | null) => v === null || v.startsWith(`ct1:${ring.primaryId}:`);
     for (const r of rows) {
       const id = Number(r.id);
+      if (current(r.secret) && current(r.previous_secret)) continue;
       const reseal = (v: string | null) =>
         v === null ? null : ring.sealSecret(context(id), ring.openSecret(context(id), v));
-      if (
-        r.secret.startsWith(`ct1:${ring.primaryId}:`) &&
-        (r.previous_secret?.startsWith(`ct1:${ring.primaryId}:`) ?? true)
-      )
+      let values: [string | null, string | null];
+      try {
+        values = [reseal(r.secret), reseal(r.previous_secret)];
+      } catch (error) {
+        unreadable.push(`webhook endpoint ${id}: ${(error as Error).message}`);
         continue;
+      }
       await client.query('update webhook_endpoints set secret = $2, previous_secret = $3 where id = $1', [
         id,
-        reseal(r.secret),
-        reseal(r.previous_secret),
+        ...values,
       ]);
-      changed++;
+      resealed++;
     }
     await client.query('commit');
-    return changed;
+    return { resealed, unreadable };
   } catch (error) {
     await client.query('rollback').catch(() => {});
     throw error;
