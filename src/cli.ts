@@ -5,6 +5,7 @@ import { intArg, parsedBy } from './commands/args.js';
 import type { Io } from './commands/common.js';
 import { parseColumn } from './commands/enqueue-lines.js';
 import type { MockApiCliOptions } from './commands/mock-api.js';
+import { registerChangesCommand } from './commands/register-changes.js';
 import { registerTokenCommands } from './commands/register-tokens.js';
 import { registerWebhookCommands } from './commands/register-webhooks.js';
 import { loadConfig } from './config/index.js';
@@ -262,6 +263,7 @@ export function buildProgram(io: Io, state: { exitCode: number }): Command {
     });
 
   registerTokenCommands(program, io, state);
+  registerChangesCommand(program, io, state);
   registerWebhookCommands(program, io, state);
 
   // A mistake in a command's options points at that command's help, not the program's.

@@ -1,6 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ApiClient, createApiClient } from '../src/api/client.js';
 import { type ChangeEvent, FEED_START, readFeed } from '../src/events/feed.js';
+import { maintainChangeEvents } from '../src/events/maintenance.js';
+import { applyCardsBatch } from '../src/sync/apply-cards.js';
 import { syncSubscriber } from '../src/sync/sync-subscriber.js';
 import { API_KEY, makeCard, ok, testTokens, useScriptedApi } from './fixtures.js';
 import { captureLogger, useTestDatabase } from './helpers.js';
@@ -52,7 +54,7 @@ describe('change events from real syncs', () => {
       ['card.added', other.id],
     ]);
     expect(events[0]).toEqual({
-      id: expect.stringMatching(/^evt_[0-9a-f]{32}$/),
+      id: expect.stringMatching(/^evt_[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/),
       type: 'card.added',
       timestamp: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/),
       data: {
@@ -154,5 +156,64 @@ describe('change events from real syncs', () => {
     } finally {
       await pool().query('drop trigger fail_3705 on saved_cards; drop function fail_3705()');
     }
+  });
+});
+
+describe('change events of a group commit', () => {
+  const answer = (subscriberId: number, cards: ReturnType<typeof makeCard>[]) => ({
+    subscriberId,
+    cards,
+    run: { email: null, trigger: 'manual' as const, jobId: null, refreshRunId: null, startedAt: new Date() },
+  });
+
+  it('a card one answer drops and another lists in the same batch: removed (moved) from one, changed for the other', async () => {
+    const card = makeCard(3711);
+    await applyCardsBatch(database.handle.db, testTokens, [answer(3711, [card])]);
+    const [a, b] = await applyCardsBatch(database.handle.db, testTokens, [
+      answer(3711, []),
+      answer(3712, [{ ...card, subscriberId: 3712 }]),
+    ]);
+    expect(
+      (await eventsOf(3711)).map((e) => [e.type, e.data.cardId, e.data.reason, e.data.syncRunId]),
+    ).toEqual([
+      ['card.added', card.id, null, expect.any(Number)],
+      ['card.removed', card.id, 'moved', b!.syncRunId],
+    ]);
+    expect((await eventsOf(3712)).map((e) => [e.type, e.data.changes, e.data.syncRunId])).toEqual([
+      ['card.changed', { subscriberId: { old: 3711, new: 3712 } }, b!.syncRunId],
+    ]);
+    expect(a!.status).toBe('succeeded');
+  });
+});
+
+describe('retention (CHANGE_EVENTS_RETENTION_DAYS)', () => {
+  it('drops whole days past the retention, and old strays of the default partition; the feed no longer has them', async () => {
+    await pool().query(`select change_events_add_partition(((now() at time zone 'UTC')::date - 40))`);
+    const old = `insert into change_events (subscriber_id, created_at, aggregatetype, aggregateid, type, payload)
+      values (3790, now() - make_interval(days => $1), 'subscriber', '3790', 'card.added', '{"subscriberId": 3790}')`;
+    await pool().query(old, [40]);
+    // No partition holds that day: the default one takes it.
+    await pool().query(old, [50]);
+    const parts = async () =>
+      (
+        await pool().query<{ name: string }>(
+          `select c.relname as name from pg_inherits i join pg_class c on c.oid = i.inhrelid
+           where i.inhparent = 'change_events'::regclass`,
+        )
+      ).rows.map((r) => r.name);
+    expect((await eventsOf(3790)).length).toBe(2);
+    const done = await maintainChangeEvents(pool(), { retentionDays: 30 });
+    expect(done.dropped).toHaveLength(1);
+    expect(done.dropped[0]).toMatch(/^change_events_p\d{8}$/);
+    expect(done.strays).toBe(1);
+    expect(await parts()).not.toContain(done.dropped[0]);
+    expect(await eventsOf(3790)).toEqual([]);
+    // Today's and the week ahead's partitions are there; a second pass has nothing to do.
+    expect((await parts()).length).toBeGreaterThanOrEqual(9);
+    expect(await maintainChangeEvents(pool(), { retentionDays: 30 })).toEqual({
+      created: [],
+      dropped: [],
+      strays: 0,
+    });
   });
 });

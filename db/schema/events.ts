@@ -29,7 +29,7 @@ const xid8 = customType<{ data: string; driverData: string }>({ dataType: () => 
 export const changeEvents = pgTable(
   'change_events',
   {
-    /** The event id: `evt_` + its 32 hex digits is the public id (stable across redeliveries). */
+    /** The event id: `evt_` + this uuid is the public id (stable across redeliveries). */
     id: uuid('id').notNull().defaultRandom(),
     /** Taken at insert, in the order the transaction wrote its events. */
     seq: bigint('seq', { mode: 'number' }).notNull().generatedAlwaysAsIdentity(),

@@ -22,6 +22,7 @@ import type { Metrics } from '../metrics.js';
 import { registerApiRoutes } from './api-routes.js';
 import { type AdminEnv, requireToken } from './auth.js';
 import { mountBoard } from './board.js';
+import { registerChangesRoute } from './changes-route.js';
 import { formToken } from './csrf.js';
 import { registerOpsRoutes } from './ops-routes.js';
 import { parseFlash, renderOverview } from './overview.js';
@@ -114,6 +115,7 @@ export function createAdminApp(deps: AdminDeps) {
   });
 
   registerApiRoutes(app, deps);
+  registerChangesRoute(app, deps);
 
   app.get('/admin', guard, async (c) => {
     const [queue, data, freshness, lastRefresh, actions, model, fleet] = await Promise.all([

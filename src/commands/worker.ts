@@ -17,6 +17,7 @@ import { type Config, requireApi } from '../config/index.js';
 import { requireCardTokens } from '../config/tokens.js';
 import { CliError } from '../errors.js';
 import { startWebhookDelivery, type WebhookDelivery } from '../events/delivery-worker.js';
+import { startChangeEventsMaintenance } from '../events/maintenance.js';
 import { type FleetMembership, joinFleet, liveFleet } from '../fleet/registry.js';
 import { thisProcess } from '../fleet/this-process.js';
 import { startLedgerMaintenance } from '../ledger/maintenance.js';
@@ -76,6 +77,7 @@ export async function cmdWorker(config: Config, io: Io, opts: WorkerCliOptions):
   let admin: Awaited<ReturnType<typeof startAdmin>> | undefined;
   let fleet: FleetMembership | undefined;
   let ledger: ReturnType<typeof startLedgerMaintenance> | undefined;
+  let events: ReturnType<typeof startChangeEventsMaintenance> | undefined;
   let webhooks: WebhookDelivery | undefined;
   let stopped: Promise<number> | undefined;
   /** Set when a breaking migration this release does not know was applied while it ran. */
@@ -94,6 +96,7 @@ export async function cmdWorker(config: Config, io: Io, opts: WorkerCliOptions):
         refresh?.close(),
         webhooks?.stop(opts.shutdownTimeoutMs),
         ledger ? settlesWithin(ledger.stop(), 5000) : undefined,
+        events ? settlesWithin(events.stop(), 5000) : undefined,
         fleet ? settlesWithin(fleet.leave(), 2000) : undefined,
       ]);
       await Promise.allSettled([
@@ -209,6 +212,9 @@ export async function cmdWorker(config: Config, io: Io, opts: WorkerCliOptions):
   // The ledger's days ahead and its retention (every worker: the passes take turns).
   ledger = startLedgerMaintenance(refreshHandle.pool, logger, {
     retentionDays: config.syncRunsRetentionDays,
+  });
+  events = startChangeEventsMaintenance(refreshHandle.pool, logger, {
+    retentionDays: config.changeEventsRetentionDays,
   });
   // Webhooks: claimed from Postgres, outside the sync queue and the API's rate limit.
   webhooks = startWebhookDelivery(config, logger, fleet.id);

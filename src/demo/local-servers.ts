@@ -114,8 +114,12 @@ const quoted = (value: string) => `'${value.replace(/'/g, "''")}'`;
  * A PostgreSQL cluster in a temporary directory; its URL names the maintenance database
  * `postgres`. Over TCP it asks for a random password (a local user cannot walk in as its
  * superuser); its socket is in the cluster's own directory, which only its owner can enter.
+ * `settings`: more postgresql.conf lines (a test's `wal_level = logical`).
  */
-export async function startLocalPostgres(binDir: string): Promise<LocalStarted> {
+export async function startLocalPostgres(
+  binDir: string,
+  settings: readonly string[] = [],
+): Promise<LocalStarted> {
   const user = serverUser();
   const dir = mkdtempSync(join(tmpdir(), 'cards-sync-demo-pg-'));
   const data = join(dir, 'data');
@@ -136,13 +140,14 @@ export async function startLocalPostgres(binDir: string): Promise<LocalStarted> 
     rmSync(pwfile);
     const port = await freePort();
     // Settings in the file, not on pg_ctl's command line, which goes through a shell.
-    const settings = [
+    const conf = [
       `port = ${port}`,
       "listen_addresses = '127.0.0.1'",
       `unix_socket_directories = ${quoted(dir)}`,
       'fsync = off',
+      ...settings,
     ];
-    appendFileSync(join(data, 'postgresql.conf'), `\n${settings.join('\n')}\n`);
+    appendFileSync(join(data, 'postgresql.conf'), `\n${conf.join('\n')}\n`);
     const forget = stopOnExit(emergency);
     try {
       run(binDir, 'pg_ctl', ['-D', data, '-l', join(dir, 'log'), '-w', 'start'], user);

@@ -12,11 +12,14 @@ import type { ChangeEventType } from '../../db/schema.js';
 // write, which is what gives a transaction its id), so one subscriber's events come in the order
 // its syncs committed. The price: a transaction that stays open holds the feed back until it ends
 // (the feed never lies about order to go faster); syncs last milliseconds. Readers write nothing,
-// so a read-only token and a hot standby can read the feed.
+// so a read-only token can read the feed.
 
 /** One event as the feed, the CLI and a webhook carry it (Standard Webhooks' shape). */
 export interface ChangeEvent {
-  /** `evt_` + the 32 hex digits of the row's uuid: stable across redeliveries. */
+  /**
+   * `evt_` + the row's uuid (Debezium's `id` header): stable across redeliveries. Not 32 bare hex
+   * digits, the shape of a card token.
+   */
   id: string;
   type: ChangeEventType;
   /** When the sync wrote it (its clock), ISO 8601 with milliseconds. */
@@ -109,7 +112,7 @@ export async function readFeed(
   const last = rows.at(-1);
   return {
     events: rows.map((r) => ({
-      id: `evt_${r.id.replaceAll('-', '')}`,
+      id: `evt_${r.id}`,
       type: r.type,
       timestamp: r.created_at.toISOString(),
       data: r.payload,

@@ -23,7 +23,8 @@ export interface WrittenChanges {
  * Sends the outbox statement on the writer's client, in its transaction, without waiting: a
  * pipelined caller sends it with the write it follows and the commit. Resolves to the number of
  * events written. Call it only for a write that changed something: an unchanged sync sends nothing,
- * and so writes no event byte.
+ * and so writes no event byte. Not inside a savepoint: rows written there carry the
+ * subtransaction's id as their xmin, which the statement would not recognise as its own.
  */
 export async function writeChangeEvents(client: pg.ClientBase, w: WrittenChanges): Promise<number> {
   const subscriberIds = [...new Set(w.subscriberIds)];

@@ -1,0 +1,32 @@
+import type { Hono } from 'hono';
+import { pollFeed } from '../events/long-poll.js';
+import { FeedParamError, parseFeedParams } from '../events/params.js';
+import { createChangeSignal } from '../events/signal.js';
+import type { AdminDeps } from './app.js';
+import type { AdminEnv } from './auth.js';
+import { requireToken } from './auth.js';
+
+/**
+ * `GET /api/changes?after=CURSOR&limit=N&wait=SECONDS` (operator or read token): a page of change
+ * events after the cursor, `{"events": [...], "next": CURSOR}` (DESIGN §7). With `wait`, an empty
+ * page is held until an event commits or the wait ends.
+ */
+export function registerChangesRoute(app: Hono<AdminEnv>, deps: AdminDeps): void {
+  const guard = requireToken({ operator: deps.adminToken, reader: deps.adminReadToken });
+  const signal = createChangeSignal(deps.db.$client);
+  app.get('/api/changes', guard, async (c) => {
+    let params: ReturnType<typeof parseFeedParams>;
+    try {
+      params = parseFeedParams({
+        after: c.req.query('after'),
+        limit: c.req.query('limit'),
+        wait: c.req.query('wait'),
+      });
+    } catch (error) {
+      if (!(error instanceof FeedParamError)) throw error;
+      return c.json({ error: error.message }, 400);
+    }
+    const page = await pollFeed(deps.db.$client, signal, { ...params, abort: c.req.raw.signal });
+    return c.json(page, 200, { 'cache-control': 'no-store' });
+  });
+}

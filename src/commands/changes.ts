@@ -1,0 +1,70 @@
+import { createDb } from '../../db/client.js';
+import type { Config } from '../config/index.js';
+import { type ChangeEvent, FEED_START, MAX_LIMIT, readFeed } from '../events/feed.js';
+import { pollFeed } from '../events/long-poll.js';
+import { createChangeSignal } from '../events/signal.js';
+import { describeDbError, type Io } from './common.js';
+
+/** How long one wait of `--follow` lasts before it asks again, ms. */
+const FOLLOW_WAIT_MS = 30_000;
+
+/** One line per event for a person: when, what, whose card, what changed. */
+export function formatEvent(e: ChangeEvent): string {
+  const d = e.data;
+  const changes = d.changes as Record<string, { old: unknown; new: unknown } | string> | null;
+  const what = changes
+    ? ` ${Object.entries(changes)
+        .map(([field, c]) =>
+          typeof c === 'string'
+            ? `${field} ${c}`
+            : `${field} ${JSON.stringify(c.old)} → ${JSON.stringify(c.new)}`,
+        )
+        .join(', ')}`
+    : '';
+  const reason = d.reason ? ` (${String(d.reason)})` : '';
+  return `${e.timestamp} ${e.type} subscriber ${String(d.subscriberId)} card ${String(d.cardId)} ${String(d.binNumber)}${what}${reason} ${e.id}`;
+}
+
+/**
+ * `cards-sync changes [--after CURSOR] [--follow] [--json]`: prints the feed's events in order;
+ * the cursor to go on from is printed on stderr at the end (`next: …`). `--follow` waits for new
+ * events until SIGINT or SIGTERM.
+ */
+export async function cmdChanges(
+  config: Config,
+  io: Io,
+  o: { after: string | undefined; follow: boolean; json: boolean },
+): Promise<number> {
+  const handle = createDb(config.databaseUrl, { max: 2, timeoutMs: config.databaseTimeoutMs });
+  const signal = createChangeSignal(handle.db.$client);
+  const stop = new AbortController();
+  const onSignal = () => stop.abort();
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  let after = o.after ?? FEED_START;
+  try {
+    for (;;) {
+      const page = o.follow
+        ? await pollFeed(handle.db.$client, signal, {
+            after,
+            limit: MAX_LIMIT,
+            waitMs: FOLLOW_WAIT_MS,
+            abort: stop.signal,
+          })
+        : await readFeed(handle.db.$client, { after, limit: MAX_LIMIT });
+      for (const e of page.events) io.out(o.json ? JSON.stringify(e) : formatEvent(e));
+      after = page.next;
+      if (stop.signal.aborted || (!o.follow && page.events.length < MAX_LIMIT)) break;
+    }
+    io.err(`next: ${after}`);
+    return 0;
+  } catch (error) {
+    io.err(`cards-sync: ${describeDbError(error, config.databaseUrl) ?? (error as Error).message}`);
+    return 1;
+  } finally {
+    process.removeListener('SIGINT', onSignal);
+    process.removeListener('SIGTERM', onSignal);
+    await signal.close();
+    await handle.close();
+  }
+}
