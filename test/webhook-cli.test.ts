@@ -1,9 +1,11 @@
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { Webhook } from 'standardwebhooks';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { collectGauges } from '../src/admin/scrape.js';
 import { createWebhookSender } from '../src/events/deliver-http.js';
 import { type DeliveryLoop, startDeliveryLoop } from '../src/events/delivery.js';
+import { createMetrics } from '../src/metrics.js';
 import { parseKeyRing } from '../src/tokens/keyring.js';
 import { CARD_TOKEN_KEYS } from './fixtures.js';
 import { captureLogger, useTestDatabase } from './helpers.js';
@@ -186,5 +188,54 @@ describe('cards-sync webhooks', () => {
       await loop.stop(2000);
       await sender.close();
     }
+  });
+
+  it('status --json has the webhooks block of DESIGN §6, and /metrics the lag and dead letters per endpoint', async () => {
+    const pool = database.handle.pool;
+    const dead = await pool.query('select id from webhook_endpoints order by id limit 1');
+    const endpointId = Number(dead.rows[0].id);
+    await pool.query(
+      `insert into webhook_deliveries (endpoint_id, event_id, subscriber_id, type, event_at, body, status, finished_at)
+       values ($1, 'evt_dead', 1, 'card.added', now() - interval '2 hours', '{}', 'dead', now()),
+              ($1, 'evt_waiting', 2, 'card.added', now() - interval '90 seconds', '{}', 'pending', null)`,
+      [endpointId],
+    );
+    const status = await cli(['status', '--json'], { REDIS_URL: inject('redisUrl') });
+    const block = JSON.parse(status.stdout).webhooks;
+    expect(block).toEqual([
+      {
+        id: endpointId,
+        url: `${receiver.url}/hook`,
+        enabled: true,
+        lagSeconds: expect.any(Number),
+        failing: false,
+        deadLetters: 1,
+      },
+    ]);
+    expect(block[0].lagSeconds).toBeGreaterThanOrEqual(89);
+    expect(status.stdout).not.toContain('token=abc');
+    const text = await cli(['status'], { REDIS_URL: inject('redisUrl') });
+    expect(text.stdout).toMatch(
+      new RegExp(`${endpointId} ${receiver.url}/hook: ok, lag \\d+s, dead letters 1`),
+    );
+
+    const metrics = createMetrics({ defaultMetrics: false });
+    const refuse = () => Promise.reject(new Error('no queue here'));
+    await collectGauges({
+      db: database.handle.db,
+      metrics,
+      redis: { exists: refuse } as never,
+      syncQueue: {
+        opts: { prefix: 'x' },
+        getJobCounts: refuse,
+        isPaused: refuse,
+        getWorkersCount: refuse,
+      } as never,
+    });
+    const exposed = await metrics.registry.metrics();
+    expect(exposed).toContain(`cards_sync_webhook_dead_letters{endpoint="${endpointId}"} 1`);
+    expect(exposed).toMatch(
+      new RegExp(`cards_sync_webhook_lag_seconds\\{endpoint="${endpointId}"\\} (89|9\\d)`),
+    );
   });
 });

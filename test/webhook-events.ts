@@ -31,7 +31,7 @@ export async function emit(
         },
       ],
     );
-    ids.push(`evt_${rows[0]!.id.replaceAll('-', '')}`);
+    ids.push(`evt_${rows[0]!.id}`);
   }
   return ids;
 }

@@ -217,7 +217,9 @@ export async function cmdWorker(config: Config, io: Io, opts: WorkerCliOptions):
     retentionDays: config.changeEventsRetentionDays,
   });
   // Webhooks: claimed from Postgres, outside the sync queue and the API's rate limit.
-  webhooks = startWebhookDelivery(config, logger, fleet.id);
+  webhooks = startWebhookDelivery(config, logger, fleet.id, {
+    onAttempt: (endpoint, outcome) => metrics.webhookDeliveries.inc({ endpoint: String(endpoint), outcome }),
+  });
   if (opts.admin) {
     try {
       admin = await startAdmin(config, { logger, metrics });

@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { type ChangeEvent, readFeed } from './feed.js';
+import { type ChangeEvent, FEED_START, MAX_LIMIT, readFeed } from './feed.js';
 
 // How an endpoint takes events from the change feed (src/events/feed.ts), and nothing else of the
 // sync: each endpoint keeps its place in the feed; a worker that holds the endpoint's row lock
@@ -11,13 +11,20 @@ export const FANOUT_PAGE = 500;
 
 /** The cursor of the feed's newest visible event: an endpoint added now starts after it. */
 export async function feedHead(db: Pick<pg.Pool, 'query'>): Promise<string> {
-  // The feed's own horizon (feed.ts): what lies below it never changes, so nothing is skipped.
+  // A cursor at or below the head: nothing at or below the oldest running transaction's can still
+  // appear. From there the feed itself is read to its end, so the head is the feed's, whatever
+  // horizon it keeps (feed.ts).
   const { rows } = await db.query<{ cursor: string | null }>(
     `select txid::text || '-' || seq::text as cursor from change_events
      where txid < pg_snapshot_xmin(pg_current_snapshot())
      order by txid desc, seq desc limit 1`,
   );
-  return rows[0]?.cursor ?? '0-0';
+  let head = rows[0]?.cursor ?? FEED_START;
+  for (;;) {
+    const page = await readFeed(db, { after: head, limit: MAX_LIMIT });
+    head = page.next;
+    if (page.events.length < MAX_LIMIT) return head;
+  }
 }
 
 /** The body of one delivery: the event as the feed carries it (DESIGN §7). */
@@ -94,7 +101,7 @@ export async function feedCursorAt(db: Pick<pg.Pool, 'query'>, time: Date): Prom
      order by txid desc, seq desc limit 1`,
     [time],
   );
-  return rows[0]?.cursor ?? '0-0';
+  return rows[0]?.cursor ?? FEED_START;
 }
 
 /** Orders two feed cursors (`<txid>-<seq>`). */
