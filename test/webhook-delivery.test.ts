@@ -3,6 +3,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { RetrySchedule } from '../src/events/backoff.js';
 import { createWebhookSender } from '../src/events/deliver-http.js';
 import { type DeliveryLoop, startDeliveryLoop } from '../src/events/delivery.js';
+import { pruneDeliveries } from '../src/events/delivery-sql.js';
 import { insertEndpoint, rotateEndpointSecret } from '../src/events/endpoints-sql.js';
 import { feedHead } from '../src/events/fanout.js';
 import { parseKeyRing } from '../src/tokens/keyring.js';
@@ -227,5 +228,50 @@ describe('webhook delivery', () => {
     await new Promise((r) => setTimeout(r, 300));
     expect(eventIds(receiver.received)).toEqual([removed]);
     await receiver.close();
+  });
+
+  it('a stopping loop gives an attempt in flight back untried, for another worker to send; old history is pruned', async () => {
+    const slow = await startReceiver(() => {});
+    const { id } = await endpoint(slow.url);
+    const ownSender = createWebhookSender({ timeoutMs: 10_000, allowPrivate: true });
+    const own = startDeliveryLoop({
+      pool: pool(),
+      ring,
+      sender: ownSender,
+      logger,
+      workerId: 'stopping-worker',
+      leaseMs: 60_000,
+      pollMs: 50,
+      schedule,
+    });
+    // The shared loop must not take it: only this endpoint's row, only the stopping loop.
+    await loop.stop(2000);
+    const [event] = await emit(pool(), ++subscriber);
+    await waitFor('the attempt in flight', async () => slow.received.length === 1);
+    await own.stop(200);
+    const { rows } = await pool().query(
+      'select status, attempts, locked_by, first_attempt_at from webhook_deliveries where endpoint_id = $1',
+      [id],
+    );
+    expect(rows).toEqual([{ status: 'pending', attempts: 0, locked_by: null, first_attempt_at: null }]);
+    const attempts = await pool().query(
+      'select count(*)::int as n from webhook_attempts where endpoint_id = $1',
+      [id],
+    );
+    expect(attempts.rows[0].n).toBe(0);
+    expect(event).toBeDefined();
+    await ownSender.close();
+    await slow.close();
+    // Finished deliveries past the retention go, with their attempts; pending ones stay.
+    await pool().query(
+      `insert into webhook_deliveries (endpoint_id, event_id, subscriber_id, type, event_at, body, status, finished_at)
+       values ($1, 'evt_old', 1, 'card.added', now(), '{}', 'delivered', now() - interval '31 days')`,
+      [id],
+    );
+    expect(await pruneDeliveries(pool(), 30)).toBe(1);
+    expect(
+      (await pool().query('select count(*)::int as n from webhook_deliveries where endpoint_id = $1', [id]))
+        .rows[0].n,
+    ).toBe(1);
   });
 });

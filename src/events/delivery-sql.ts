@@ -159,3 +159,18 @@ export async function enabledEndpointIds(db: Queryable): Promise<number[]> {
   );
   return rows.map((r) => Number(r.id));
 }
+
+/**
+ * Drops up to `limit` finished deliveries (and their attempts) older than `retentionDays`: the
+ * history of what was sent lives as long as the events themselves (`CHANGE_EVENTS_RETENTION_DAYS`).
+ */
+export async function pruneDeliveries(db: Queryable, retentionDays: number, limit = 10_000): Promise<number> {
+  const { rowCount } = await db.query(
+    `delete from webhook_deliveries where id in (
+       select id from webhook_deliveries
+       where status <> 'pending' and finished_at < now() - $1 * interval '1 day'
+       limit $2)`,
+    [retentionDays, limit],
+  );
+  return rowCount ?? 0;
+}

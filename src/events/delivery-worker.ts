@@ -41,6 +41,7 @@ export function startWebhookDelivery(
     logger,
     workerId,
     leaseMs: config.webhooks.timeoutMs + 30_000,
+    retentionDays: config.changeEventsRetentionDays,
     ...extra,
   });
   return {

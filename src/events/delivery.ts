@@ -8,6 +8,7 @@ import {
   claimDeliveries,
   enabledEndpointIds,
   finishAttempt,
+  pruneDeliveries,
   releaseDelivery,
 } from './delivery-sql.js';
 import { endpointTarget } from './endpoints-sql.js';
@@ -35,6 +36,8 @@ export interface DeliveryOptions {
   pollMs?: number;
   /** A lease outlives an attempt's deadline by this much; a crashed worker's work is free then. Default: timeout + 30 s. */
   leaseMs: number;
+  /** Finished deliveries older than this many days are dropped, hourly. Default 30 (`CHANGE_EVENTS_RETENTION_DAYS`). */
+  retentionDays?: number;
   /** Internal, for tests: a shorter retry schedule. Default {@link DEFAULT_SCHEDULE}. */
   schedule?: RetrySchedule;
   /** Called after each attempt is recorded (metrics). */
@@ -118,9 +121,16 @@ export function startDeliveryLoop(o: DeliveryOptions): DeliveryLoop {
     running.add(p);
   }
 
+  let prunedAt = 0;
+
   /** One pass over the endpoints; true when it started anything. */
   async function pass(): Promise<boolean> {
     let started = false;
+    if (Date.now() - prunedAt > 3_600_000) {
+      prunedAt = Date.now();
+      const dropped = await pruneDeliveries(o.pool, o.retentionDays ?? 30);
+      if (dropped > 0) o.logger.info({ dropped }, 'old webhook deliveries dropped');
+    }
     for (const endpointId of await enabledEndpointIds(o.pool)) {
       if (stopping) break;
       await takeEvents(o.pool, endpointId);
