@@ -274,4 +274,47 @@ describe('webhook delivery', () => {
         .rows[0].n,
     ).toBe(1);
   });
+
+  it('an endpoint that answers no 2xx for the whole disable period is disabled, with the reason and the way back', async () => {
+    await loop.stop(2000);
+    const down = await startReceiver((_r, res) => res.writeHead(503).end());
+    const { id } = await endpoint(down.url);
+    const ownSender = createWebhookSender({ timeoutMs: 1000, allowPrivate: true });
+    const { logger: own, lines } = captureLogger();
+    const disabling = startDeliveryLoop({
+      pool: pool(),
+      ring,
+      sender: ownSender,
+      logger: own,
+      workerId: 'disabling-worker',
+      leaseMs: 10_000,
+      pollMs: 50,
+      schedule: { ...schedule, giveUpAfterMs: 60_000, disableAfterMs: 400 },
+    });
+    try {
+      await emit(pool(), ++subscriber);
+      const row = await waitFor('the endpoint disabled', async () => {
+        const { rows } = await pool().query(
+          'select enabled, disabled_reason from webhook_endpoints where id = $1',
+          [id],
+        );
+        return rows[0].enabled === false && rows[0];
+      });
+      expect(row.disabled_reason).toMatch(
+        new RegExp(
+          `^no 2xx since \\d{4}-\\d\\d-\\d\\dT[\\d:]+Z: disabled after failing for 0\\.4 s; fix the receiver, then cards-sync webhooks enable ${id}$`,
+        ),
+      );
+      expect(lines.join('\n')).toMatch(/webhook endpoint disabled: no 2xx for days/);
+      // Disabled: no more attempts.
+      await new Promise((r) => setTimeout(r, 300));
+      const before = down.received.length;
+      await new Promise((r) => setTimeout(r, 300));
+      expect(down.received.length).toBe(before);
+    } finally {
+      await disabling.stop(1000);
+      await ownSender.close();
+      await down.close();
+    }
+  });
 });

@@ -124,7 +124,7 @@ export async function finishAttempt(
              disabled_reason = 'no 2xx since ' || to_char(failing_since at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
                || ': disabled after failing for ' || $2 || '; fix the receiver, then cards-sync webhooks enable ' || id
          where id = $1 and enabled and failing_since <= now() - $3 * interval '1 millisecond'`,
-        [d.endpointId, `${Math.round(o.disableAfterMs / 3_600_000)} h`, o.disableAfterMs],
+        [d.endpointId, spanText(o.disableAfterMs), o.disableAfterMs],
       );
       disabled = off.rowCount === 1;
     }
@@ -173,4 +173,11 @@ export async function pruneDeliveries(db: Queryable, retentionDays: number, limi
     [retentionDays, limit],
   );
   return rowCount ?? 0;
+}
+
+/** `5 days`, `36 h`, `0.4 s`: how long, for a reason a person reads. */
+function spanText(ms: number): string {
+  if (ms >= 86_400_000) return `${Math.round(ms / 86_400_000)} days`;
+  if (ms >= 3_600_000) return `${Math.round(ms / 3_600_000)} h`;
+  return `${ms / 1000} s`;
 }
