@@ -3,9 +3,10 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { RetrySchedule } from '../src/events/backoff.js';
 import { createWebhookSender } from '../src/events/deliver-http.js';
 import { type DeliveryLoop, startDeliveryLoop } from '../src/events/delivery.js';
-import { pruneDeliveries } from '../src/events/delivery-sql.js';
+import { claimDeliveries, finishAttempt, pruneDeliveries } from '../src/events/delivery-sql.js';
 import { insertEndpoint, rotateEndpointSecret } from '../src/events/endpoints-sql.js';
 import { feedHead } from '../src/events/fanout.js';
+import { replayEndpoint } from '../src/events/replay.js';
 import { parseKeyRing } from '../src/tokens/keyring.js';
 import { CARD_TOKEN_KEYS } from './fixtures.js';
 import { captureLogger, useTestDatabase } from './helpers.js';
@@ -227,6 +228,51 @@ describe('webhook delivery', () => {
     await waitFor('the removal', async () => receiver.received.length >= 1);
     await new Promise((r) => setTimeout(r, 300));
     expect(eventIds(receiver.received)).toEqual([removed]);
+    await receiver.close();
+  });
+
+  it('a worker that dies holding a delivery: another sends it once the lease ends, same webhook-id; the dead one’s late record is lost', async () => {
+    const receiver = await startReceiver();
+    const { id } = await endpoint(receiver.url);
+    // Resting (no loop serves it), it gets one delivery, which a worker claims and then dies.
+    await pool().query('update webhook_endpoints set enabled = false where id = $1', [id]);
+    const before = await feedHead(pool());
+    const [event] = await emit(pool(), ++subscriber);
+    await replayEndpoint(pool(), id, before);
+    const [claimed] = await claimDeliveries(pool(), {
+      endpointId: id,
+      limit: 1,
+      workerId: 'dead-worker',
+      leaseMs: 600,
+    });
+    await pool().query('update webhook_endpoints set enabled = true where id = $1', [id]);
+    expect(claimed?.eventId).toBe(event);
+    await waitFor('the delivery after the lease', async () => receiver.received.length >= 1, 10_000);
+    expect(receiver.received.map((r) => r.headers['webhook-id'])).toEqual([event]);
+    const { rows } = await waitFor('delivered', async () => {
+      const r = await pool().query('select status, attempts from webhook_deliveries where endpoint_id = $1', [
+        id,
+      ]);
+      return r.rows[0]?.status === 'delivered' && r;
+    });
+    expect(rows[0].attempts).toBe(2);
+    const late = await finishAttempt(pool(), claimed!, {
+      workerId: 'dead-worker',
+      result: {
+        delivered: false,
+        status: null,
+        latencyMs: 1,
+        errorCode: 'timeout',
+        excerpt: '',
+        retryAfterMs: null,
+      },
+      waitMs: 10,
+      giveUpAfterMs: 60_000,
+      disableAfterMs: 86_400_000,
+    });
+    expect(late.finish).toBe('lost');
+    const after = await pool().query('select status from webhook_deliveries where endpoint_id = $1', [id]);
+    expect(after.rows[0].status).toBe('delivered');
     await receiver.close();
   });
 
