@@ -7,6 +7,7 @@ import { claimDeliveries, finishAttempt, pruneDeliveries } from '../src/events/d
 import { insertEndpoint, rotateEndpointSecret } from '../src/events/endpoints-sql.js';
 import { feedHead } from '../src/events/fanout.js';
 import { replayEndpoint } from '../src/events/replay.js';
+import { createChangeSignal } from '../src/events/signal.js';
 import { parseKeyRing } from '../src/tokens/keyring.js';
 import { CARD_TOKEN_KEYS } from './fixtures.js';
 import { captureLogger, useTestDatabase } from './helpers.js';
@@ -361,6 +362,39 @@ describe('webhook delivery', () => {
       await disabling.stop(1000);
       await ownSender.close();
       await down.close();
+    }
+  });
+
+  it('an idle loop with the outbox notifications wakes at a new event, not at its next poll', async () => {
+    await loop.stop(2000);
+    const receiver = await startReceiver();
+    await endpoint(receiver.url);
+    const signal = createChangeSignal(pool());
+    const ownSender = createWebhookSender({ timeoutMs: 1000, allowPrivate: true });
+    const woken = startDeliveryLoop({
+      pool: pool(),
+      ring,
+      sender: ownSender,
+      logger,
+      workerId: 'woken',
+      leaseMs: 10_000,
+      pollMs: 60_000,
+      signal,
+      schedule,
+    });
+    try {
+      // Let it go idle, then write an event: a minute's poll would not see it within the test.
+      await new Promise((r) => setTimeout(r, 500));
+      const started = Date.now();
+      const [event] = await emit(pool(), ++subscriber);
+      await waitFor('the woken delivery', async () => receiver.received.length >= 1, 5_000);
+      expect(receiver.received[0]!.headers['webhook-id']).toBe(event);
+      expect(Date.now() - started).toBeLessThan(5_000);
+    } finally {
+      await woken.stop(1000);
+      await signal.close();
+      await ownSender.close();
+      await receiver.close();
     }
   });
 });

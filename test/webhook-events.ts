@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { CHANGES_CHANNEL } from '../src/events/outbox-sql.js';
 
 // Change events for the webhook tests, written straight into the outbox (change_events) the way
 // the sync writes them: one transaction each, so the feed's order is the order written here.
@@ -31,6 +32,8 @@ export async function emit(
         },
       ],
     );
+    // As the outbox writer does: a notification at commit wakes whoever waits for events.
+    await pool.query(`select pg_notify('${CHANGES_CHANNEL}', '')`);
     ids.push(`evt_${rows[0]!.id}`);
   }
   return ids;

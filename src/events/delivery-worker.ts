@@ -3,6 +3,7 @@ import type { Config } from '../config/index.js';
 import type { Logger } from '../logger.js';
 import { createWebhookSender } from './deliver-http.js';
 import { type DeliveryLoop, type DeliveryOptions, startDeliveryLoop } from './delivery.js';
+import { createChangeSignal } from './signal.js';
 
 // Webhook delivery as the worker command runs it: its own Postgres pool and HTTP agent beside the
 // sync worker's, so neither waits for the other's connections.
@@ -26,7 +27,8 @@ export function startWebhookDelivery(
     return undefined;
   }
   const handle = createDb(config.databaseUrl, {
-    max: 4,
+    // One more than the loop's statements need: the LISTEN connection of the wake-ups.
+    max: 5,
     applicationName: 'cards-sync webhooks',
     timeoutMs: config.databaseTimeoutMs,
   });
@@ -34,6 +36,7 @@ export function startWebhookDelivery(
     timeoutMs: config.webhooks.timeoutMs,
     allowPrivate: config.webhooks.allowPrivate,
   });
+  const signal = createChangeSignal(handle.pool);
   const loop: DeliveryLoop = startDeliveryLoop({
     pool: handle.pool,
     ring,
@@ -42,11 +45,13 @@ export function startWebhookDelivery(
     workerId,
     leaseMs: config.webhooks.timeoutMs + 30_000,
     retentionDays: config.changeEventsRetentionDays,
+    signal,
     ...extra,
   });
   return {
     async stop(timeoutMs) {
       await loop.stop(timeoutMs);
+      await signal.close().catch(() => {});
       await Promise.allSettled([sender.close(), handle.close()]);
     },
   };

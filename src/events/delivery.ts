@@ -13,6 +13,7 @@ import {
 } from './delivery-sql.js';
 import { endpointTarget } from './endpoints-sql.js';
 import { takeEvents } from './fanout.js';
+import type { ChangeSignal } from './signal.js';
 import { signedHeaders } from './signing.js';
 
 // The delivery loop each worker runs beside its sync jobs (DESIGN §7). It shares nothing with the
@@ -32,8 +33,10 @@ export interface DeliveryOptions {
   concurrency?: number;
   /** Attempts in flight in this worker for one endpoint. Default 4. */
   perEndpoint?: number;
-  /** How often the loop looks for work when there was none, ms. Default 250. */
+  /** How often the loop looks for work when there was none, ms. Default 250; 1000 with `signal`. */
   pollMs?: number;
+  /** The outbox's commit notifications: an idle loop wakes at a new event rather than at its next poll. */
+  signal?: ChangeSignal;
   /** A lease outlives an attempt's deadline by this much; a crashed worker's work is free then. Default: timeout + 30 s. */
   leaseMs: number;
   /** Finished deliveries older than this many days are dropped, hourly. Default 30 (`CHANGE_EVENTS_RETENTION_DAYS`). */
@@ -56,7 +59,7 @@ export interface DeliveryLoop {
 export function startDeliveryLoop(o: DeliveryOptions): DeliveryLoop {
   const concurrency = o.concurrency ?? 32;
   const perEndpoint = o.perEndpoint ?? 4;
-  const pollMs = o.pollMs ?? 250;
+  const pollMs = o.pollMs ?? (o.signal ? 1000 : 250);
   const schedule = o.schedule ?? DEFAULT_SCHEDULE;
   const inFlight = new Map<number, number>();
   const running = new Set<Promise<void>>();
@@ -153,22 +156,27 @@ export function startDeliveryLoop(o: DeliveryOptions): DeliveryLoop {
 
   const loop = (async () => {
     while (!stopping) {
+      // Armed before the pass: an event committed while it runs still wakes the wait after it.
+      const armed = await o.signal?.arm(pollMs).catch(() => undefined);
       let busy = false;
       try {
         busy = await pass();
       } catch (error) {
         o.logger.warn({ err: (error as Error).message }, 'webhook delivery pass failed; trying again');
       }
-      if (stopping) break;
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(done, busy ? 0 : pollMs);
-        function done() {
-          clearTimeout(timer);
-          wake = undefined;
-          resolve();
-        }
-        wake = done;
-      });
+      if (!stopping) {
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(done, busy ? 0 : pollMs);
+          void armed?.woken.then(done);
+          function done() {
+            clearTimeout(timer);
+            wake = undefined;
+            resolve();
+          }
+          wake = done;
+        });
+      }
+      armed?.cancel();
     }
   })();
 
