@@ -8,3 +8,4 @@ export * from './schema/fleet.js';
 export * from './schema/ledger.js';
 export * from './schema/refresh.js';
 export * from './schema/subscribers.js';
+export * from './schema/webhooks.js';

@@ -7,6 +7,7 @@ import { parseColumn } from './commands/enqueue-lines.js';
 import type { MockApiCliOptions } from './commands/mock-api.js';
 import { registerChangesCommand } from './commands/register-changes.js';
 import { registerTokenCommands } from './commands/register-tokens.js';
+import { registerWebhookCommands } from './commands/register-webhooks.js';
 import { loadConfig } from './config/index.js';
 import { CliError, ConfigError } from './errors.js';
 import { parseChanges, parseWakeUp } from './mock-api/changes.js';
@@ -263,6 +264,7 @@ export function buildProgram(io: Io, state: { exitCode: number }): Command {
 
   registerTokenCommands(program, io, state);
   registerChangesCommand(program, io, state);
+  registerWebhookCommands(program, io, state);
 
   // A mistake in a command's options points at that command's help, not the program's.
   for (const command of program.commands) {

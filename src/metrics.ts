@@ -35,6 +35,9 @@ export interface Metrics {
   pastMaxAge: Gauge;
   fleetProcesses: Gauge<'version' | 'role'>;
   fleetSettingsDiffer: Gauge;
+  webhookDeliveries: Counter<'endpoint' | 'outcome'>;
+  webhookLag: Gauge<'endpoint'>;
+  webhookDeadLetters: Gauge<'endpoint'>;
 }
 
 /** A subscriber counts as stale (`cards_sync_stale_subscribers`) with no successful sync for this long. */
@@ -195,6 +198,24 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
     fleetSettingsDiffer: new Gauge({
       name: 'cards_sync_fleet_settings_differ',
       help: 'Shared settings (every variable that docs/configuration.md marks shared) on which live workers disagree',
+      registers: [registry],
+    }),
+    webhookDeliveries: new Counter({
+      name: 'cards_sync_webhook_deliveries_total',
+      help: 'Webhook attempts this worker made, by endpoint id and outcome (delivered, retry, dead, lost)',
+      labelNames: ['endpoint', 'outcome'] as const,
+      registers: [registry],
+    }),
+    webhookLag: new Gauge({
+      name: 'cards_sync_webhook_lag_seconds',
+      help: 'Age of the oldest undelivered event of each webhook endpoint (0 when none waits; read at scrape time)',
+      labelNames: ['endpoint'] as const,
+      registers: [registry],
+    }),
+    webhookDeadLetters: new Gauge({
+      name: 'cards_sync_webhook_dead_letters',
+      help: 'Dead-lettered deliveries of each webhook endpoint (read at scrape time)',
+      labelNames: ['endpoint'] as const,
       registers: [registry],
     }),
     refreshOverrun: new Gauge({

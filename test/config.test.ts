@@ -70,6 +70,7 @@ describe('defaults (DESIGN §2)', () => {
       adminPort: 3000,
       adminToken: undefined,
       adminReadToken: undefined,
+      webhooks: { allowPrivate: false, timeoutMs: 10_000 },
       tokens: { encryption: 'on', ring: undefined },
       logLevel: 'info',
     };
@@ -170,6 +171,8 @@ describe('accepted values', () => {
       ADMIN_HOST: '0.0.0.0',
       ADMIN_PORT: '0',
       ADMIN_TOKEN: ADMIN_TOKEN,
+      WEBHOOK_ALLOW_PRIVATE: 'true',
+      WEBHOOK_TIMEOUT_MS: '2500',
       LOG_LEVEL: 'debug',
     });
     expect(config).toEqual({
@@ -201,6 +204,7 @@ describe('accepted values', () => {
       adminPort: 0,
       adminToken: ADMIN_TOKEN,
       adminReadToken: undefined,
+      webhooks: { allowPrivate: true, timeoutMs: 2500 },
       tokens: { encryption: 'on', ring: undefined },
       logLevel: 'debug',
     });

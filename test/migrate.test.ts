@@ -58,6 +58,52 @@ const DESIGN_COLUMNS: Record<string, string[]> = {
     'type',
     'payload',
   ],
+  // Webhooks (issue 37): endpoints, one delivery per event and endpoint, one row per attempt.
+  webhook_endpoints: [
+    'id',
+    'url',
+    'description',
+    'event_types',
+    'enabled',
+    'disabled_reason',
+    'disabled_at',
+    'secret',
+    'previous_secret',
+    'previous_secret_expires_at',
+    'feed_cursor',
+    'failing_since',
+    'created_at',
+  ],
+  webhook_deliveries: [
+    'id',
+    'endpoint_id',
+    'event_id',
+    'subscriber_id',
+    'type',
+    'event_at',
+    'body',
+    'status',
+    'attempts',
+    'next_attempt_at',
+    'first_attempt_at',
+    'locked_by',
+    'locked_until',
+    'finished_at',
+    'replay',
+    'created_at',
+  ],
+  webhook_attempts: [
+    'id',
+    'delivery_id',
+    'endpoint_id',
+    'attempt',
+    'at',
+    'outcome',
+    'status_code',
+    'error_code',
+    'latency_ms',
+    'excerpt',
+  ],
   card_conflicts: [
     'id',
     'card_id',
@@ -423,7 +469,7 @@ describe('five migrate processes at once on a missing database', () => {
       );
       return { tables: t.rows[0]!.n, migrations: m.rows };
     });
-    expect(tables).toBe(12);
+    expect(tables).toBe(15);
     expect(migrations).toHaveLength(migrationCount);
     expect(migrations.every((m) => m.n === 1)).toBe(true);
   });

@@ -6,6 +6,7 @@ import { inProgressRun } from '../../db/ops/refresh-runs.js';
 import { bulkPauseKey } from '../../jobs/bulk-breaker.js';
 import { readPauseReason } from '../../jobs/queue.js';
 import { progressOf } from '../../jobs/refresh-plan.js';
+import { readWebhooksStatus } from '../events/webhooks-status.js';
 import { fleetDisagreements } from '../fleet/format.js';
 import { fleetCounts, liveFleet } from '../fleet/registry.js';
 import { type Metrics, STALE_AFTER_HOURS } from '../metrics.js';
@@ -21,7 +22,7 @@ export async function collectGauges(
 ): Promise<void> {
   const m: Metrics = deps.metrics;
   const prefix = deps.syncQueue.opts.prefix ?? 'bull';
-  const [counts, lastRefresh, current, fresh, paused, workers, conflicts, bulkPause, model, fleet] =
+  const [counts, lastRefresh, current, fresh, paused, workers, conflicts, bulkPause, model, fleet, webhooks] =
     await Promise.all([
       deps.syncQueue
         .getJobCounts('waiting', 'active', 'delayed', 'prioritized', 'completed', 'failed')
@@ -36,12 +37,22 @@ export async function collectGauges(
       // REFRESH_MAX_AGE as the refresh's plan recorded it (7 days before there is one).
       readFreshness(deps.db.$client, 7 * 86_400_000).catch(() => undefined),
       liveFleet(deps.db.$client).catch(() => undefined),
+      readWebhooksStatus(deps.db.$client).catch(() => undefined),
     ]);
   if (fleet) {
     // Reset first: a release or role that left must not linger at its last count.
     m.fleetProcesses.reset();
     for (const c of fleetCounts(fleet)) m.fleetProcesses.set({ version: c.version, role: c.role }, c.count);
     m.fleetSettingsDiffer.set(fleetDisagreements(fleet).length);
+  }
+  if (webhooks) {
+    // Reset first: an endpoint deleted must not linger at its last value.
+    m.webhookLag.reset();
+    m.webhookDeadLetters.reset();
+    for (const e of webhooks) {
+      m.webhookLag.set({ endpoint: String(e.id) }, e.lagSeconds);
+      m.webhookDeadLetters.set({ endpoint: String(e.id) }, e.deadLetters);
+    }
   }
   if (model) {
     m.estimatedStaleRatio.set(model.estimatedStaleRatio);

@@ -14,6 +14,7 @@ import { createRedis } from '../../jobs/redis.js';
 import { progressOf } from '../../jobs/refresh-plan.js';
 import { actionJson, describeAction } from '../audit.js';
 import type { Config } from '../config/index.js';
+import { formatWebhooks, readWebhooksStatus, type WebhookStatus } from '../events/webhooks-status.js';
 import { formatFleet } from '../fleet/format.js';
 import { pauseDetailLines, rejectedKeyLines } from '../fleet/pause-lines.js';
 import { type FleetEntry, liveFleet } from '../fleet/registry.js';
@@ -206,6 +207,7 @@ export async function cmdStatus(config: Config, io: Io, opts: { json: boolean })
   let actions: RecentActions | undefined;
   let freshness: Freshness | null = null;
   let fleet: FleetEntry[] | null = null;
+  let webhooks: WebhookStatus[] | null = null;
   let continuous: ContinuousStatus | null = null;
   const handle = createDb(config.databaseUrl, { max: 1, timeoutMs: config.databaseTimeoutMs });
   try {
@@ -226,6 +228,7 @@ export async function cmdStatus(config: Config, io: Io, opts: { json: boolean })
     }
     // A database before migration 0017 has no fleet: say nothing of it rather than fail.
     fleet = await liveFleet(handle.pool).catch(() => null);
+    webhooks = await readWebhooksStatus(handle.pool).catch(() => null);
     actions = await recentAdminActions(handle.db, STATUS_ACTIONS).catch((error: unknown) => ({
       error: describeDbError(error, config.databaseUrl) ?? rootCause(error).message,
     }));
@@ -244,12 +247,22 @@ export async function cmdStatus(config: Config, io: Io, opts: { json: boolean })
         : progressOf(data.lastRefresh);
     const recentActions = actions === undefined || 'error' in actions ? null : actions.map(actionJson);
     io.out(
-      JSON.stringify({ queue, data, freshness, fleet, refreshProgress: refresh, continuous, recentActions }),
+      JSON.stringify({
+        queue,
+        data,
+        freshness,
+        fleet,
+        webhooks,
+        refreshProgress: refresh,
+        continuous,
+        recentActions,
+      }),
     );
   } else {
     for (const line of formatStatus(queue, data, continuous)) io.out(line);
     if (freshness) for (const line of formatFreshness(freshness)) io.out(line);
     if (fleet) for (const line of formatFleet(fleet)) io.out(line);
+    if (webhooks) for (const line of formatWebhooks(webhooks)) io.out(line);
     if (actions !== undefined) for (const line of formatActions(actions)) io.out(line);
   }
   return 'error' in data ? 1 : 0;

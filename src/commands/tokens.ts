@@ -7,6 +7,7 @@ import type { StoredToken } from '../cards.js';
 import type { Config } from '../config/index.js';
 import { requireCardTokens } from '../config/tokens.js';
 import { CliError, ConfigError } from '../errors.js';
+import { resealEndpointSecrets } from '../events/endpoints-sql.js';
 import { nameProcesses, workersLacking } from '../fleet/format.js';
 import { liveFleet } from '../fleet/registry.js';
 import { CardConflictError, CardNotFoundError, readCardToken } from '../read-card-token.js';
@@ -121,14 +122,28 @@ export async function cmdTokensRotate(config: Config, io: Io, opts: RotateOption
       if (remaining - unreadable.size > 0) await new Promise((r) => setTimeout(r, 200));
     }
     const busy = remaining - unreadable.size;
+    // Webhook signing secrets are sealed under the same ring (src/events/endpoints-sql.ts).
+    const secrets = await resealEndpointSecrets(handle.pool, ring);
+    for (const message of secrets.unreadable) unreadable.set(-unreadable.size - 1, message);
     await recordAdminAction(handle.db, {
       actor,
       source: 'cli',
       action: 'tokens_rotate',
-      detail: { state: 'finished', key: primary, rotated, plain, unreadable: unreadable.size, busy },
+      detail: {
+        state: 'finished',
+        key: primary,
+        rotated,
+        plain,
+        unreadable: unreadable.size,
+        busy,
+        webhookSecrets: secrets.resealed,
+      },
     });
     io.out(
-      `re-sealed ${rotated} token${rotated === 1 ? '' : 's'} under key ${primary} (${plain} had been stored in plain text)`,
+      `re-sealed ${rotated} token${rotated === 1 ? '' : 's'} under key ${primary} (${plain} had been stored in plain text)` +
+        (secrets.resealed > 0
+          ? ` and the signing secrets of ${secrets.resealed} webhook endpoint${secrets.resealed === 1 ? '' : 's'}`
+          : ''),
     );
     for (const message of [...unreadable.values()].slice(0, 10))
       io.err(`tokens rotate: left as it is: ${message}`);

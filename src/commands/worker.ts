@@ -16,6 +16,7 @@ import { createApiClient } from '../api/client.js';
 import { type Config, requireApi } from '../config/index.js';
 import { requireCardTokens } from '../config/tokens.js';
 import { CliError } from '../errors.js';
+import { startWebhookDelivery, type WebhookDelivery } from '../events/delivery-worker.js';
 import { startChangeEventsMaintenance } from '../events/maintenance.js';
 import { type FleetMembership, joinFleet, liveFleet } from '../fleet/registry.js';
 import { thisProcess } from '../fleet/this-process.js';
@@ -77,6 +78,7 @@ export async function cmdWorker(config: Config, io: Io, opts: WorkerCliOptions):
   let fleet: FleetMembership | undefined;
   let ledger: ReturnType<typeof startLedgerMaintenance> | undefined;
   let events: ReturnType<typeof startChangeEventsMaintenance> | undefined;
+  let webhooks: WebhookDelivery | undefined;
   let stopped: Promise<number> | undefined;
   /** Set when a breaking migration this release does not know was applied while it ran. */
   let tooOld: string | undefined;
@@ -92,6 +94,7 @@ export async function cmdWorker(config: Config, io: Io, opts: WorkerCliOptions):
       const [finished] = await Promise.all([
         sync?.close(opts.shutdownTimeoutMs) ?? true,
         refresh?.close(),
+        webhooks?.stop(opts.shutdownTimeoutMs),
         ledger ? settlesWithin(ledger.stop(), 5000) : undefined,
         events ? settlesWithin(events.stop(), 5000) : undefined,
         fleet ? settlesWithin(fleet.leave(), 2000) : undefined,
@@ -212,6 +215,10 @@ export async function cmdWorker(config: Config, io: Io, opts: WorkerCliOptions):
   });
   events = startChangeEventsMaintenance(refreshHandle.pool, logger, {
     retentionDays: config.changeEventsRetentionDays,
+  });
+  // Webhooks: claimed from Postgres, outside the sync queue and the API's rate limit.
+  webhooks = startWebhookDelivery(config, logger, fleet.id, {
+    onAttempt: (endpoint, outcome) => metrics.webhookDeliveries.inc({ endpoint: String(endpoint), outcome }),
   });
   if (opts.admin) {
     try {

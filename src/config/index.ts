@@ -24,6 +24,14 @@ export interface ApiConfig {
   timeoutMs: number;
 }
 
+/** Webhook delivery settings. */
+export interface WebhookConfig {
+  /** `WEBHOOK_ALLOW_PRIVATE`: endpoints may resolve to loopback, private or link-local addresses. Default false. */
+  allowPrivate: boolean;
+  /** `WEBHOOK_TIMEOUT_MS`: one delivery's whole deadline in ms. Default 10000. */
+  timeoutMs: number;
+}
+
 /** The whole validated configuration of a cards-sync process (DESIGN §2). */
 export interface Config {
   /** `DATABASE_URL`. Default `postgres://postgres:postgres@127.0.0.1:5432/cards_sync`. */
@@ -85,6 +93,8 @@ export interface Config {
   adminToken: string | undefined;
   /** `ADMIN_READ_TOKEN`: a token that may look (pages, reads, Bull Board read-only) but not act. */
   adminReadToken: string | undefined;
+  /** Webhook delivery (DESIGN §2, §7). */
+  webhooks: WebhookConfig;
   /** Card tokens at rest: `CARD_TOKEN_ENCRYPTION` and the key ring. */
   tokens: TokenConfig;
   /** `LOG_LEVEL`: pino level. Default `info`. */
@@ -203,6 +213,7 @@ export function loadConfig(env: Env, o: LoadOptions = {}): Config {
     adminPort: e.ADMIN_PORT ?? 3000,
     adminToken: e.ADMIN_TOKEN,
     adminReadToken: e.ADMIN_READ_TOKEN,
+    webhooks: { allowPrivate: e.WEBHOOK_ALLOW_PRIVATE === 'true', timeoutMs: e.WEBHOOK_TIMEOUT_MS ?? 10_000 },
     tokens: tokenConfig(e),
     logLevel: e.LOG_LEVEL ?? 'info',
   };

@@ -168,6 +168,19 @@ export const variables = {
     echo: true,
     fleet: 'shared',
   },
+  WEBHOOK_ALLOW_PRIVATE: {
+    schema: z.preprocess(blankToUndefined, z.enum(['true', 'false']).optional()),
+    expect: 'true or false',
+    echo: true,
+    // A fleet that disagrees delivers to a private endpoint from some workers and not others.
+    fleet: 'shared',
+  },
+  WEBHOOK_TIMEOUT_MS: {
+    schema: whole(100, 120_000),
+    expect: 'a whole number of milliseconds from 100 to 120000',
+    echo: true,
+    fleet: 'own',
+  },
   ADMIN_HOST: {
     schema: text.refine((v) => v === undefined || /^[\w.:[\]-]{1,253}$/.test(v)),
     expect: 'a host name or IP address',

@@ -43,6 +43,7 @@ const published: { [K in SharedVariable]: (c: Config) => SettingValue } = {
   REDIS_SENTINEL_NAME: (c) => c.redis.sentinelName ?? null,
   REDIS_CLUSTER_NODES: (c) => (c.redis.topology === 'cluster' ? 'set' : 'unset'),
   CARD_TOKEN_ENCRYPTION: (c) => c.tokens.encryption,
+  WEBHOOK_ALLOW_PRIVATE: (c) => String(c.webhooks.allowPrivate),
 };
 
 /** The shared variables, in the order they are compared and shown. */

@@ -80,32 +80,51 @@ export class KeyRing {
 
   /** Seals a token under the first key, with a fresh nonce, bound to its card id. */
   seal(cardId: number, token: string): SealedToken {
+    return { value: this.#seal(aad(cardId), token), fingerprint: fingerprint(this.#primary, token) };
+  }
+
+  /**
+   * Seals another secret (a webhook signing secret) under the first key, bound to `context` (what
+   * it is and whose, e.g. `webhook_secret ep_…`): a value moved to another row does not open.
+   */
+  sealSecret(context: string, secret: string): string {
+    return this.#seal(Buffer.from(`cards-sync ${context}`), secret);
+  }
+
+  /** The secret inside a value {@link sealSecret} made for the same `context`. */
+  openSecret(context: string, value: string): string {
+    return this.#open(Buffer.from(`cards-sync ${context}`), value, context);
+  }
+
+  #seal(additional: Buffer, plain: string): string {
     const k = this.#primary;
     const nonce = randomBytes(NONCE_BYTES);
     const cipher = createCipheriv('aes-256-gcm', k.key, nonce);
-    cipher.setAAD(aad(cardId));
-    const body = Buffer.concat([nonce, cipher.update(token, 'utf8'), cipher.final(), cipher.getAuthTag()]);
-    return { value: `ct1:${k.id}:${body.toString('base64url')}`, fingerprint: fingerprint(k, token) };
+    cipher.setAAD(additional);
+    const body = Buffer.concat([nonce, cipher.update(plain, 'utf8'), cipher.final(), cipher.getAuthTag()]);
+    return `ct1:${k.id}:${body.toString('base64url')}`;
   }
 
   /** The token inside a sealed value; refuses (TokenKeyError) an unknown key or an altered value. */
   open(cardId: number, value: string): string {
+    return this.#open(aad(cardId), value, `card ${cardId}`, cardId);
+  }
+
+  #open(additional: Buffer, value: string, what: string, cardId?: number): string {
     const m = SEALED.exec(value);
-    if (!m)
+    if (!m) {
       throw new TokenKeyError(
-        `card ${cardId}: the stored token is not a sealed value (ct1:…)`,
-        'token_malformed',
-      );
-    const k = this.#key(cardId, m[1]!);
-    const body = Buffer.from(m[2]!, 'base64url');
-    if (body.length < NONCE_BYTES + TAG_BYTES) {
-      throw new TokenKeyError(
-        `card ${cardId}: the stored token is too short to be sealed`,
+        `${what}: the stored ${cardId === undefined ? 'secret' : 'token'} is not a sealed value (ct1:…)`,
         'token_malformed',
       );
     }
+    const k = cardId === undefined ? this.#secretKey(what, m[1]!) : this.#key(cardId, m[1]!);
+    const body = Buffer.from(m[2]!, 'base64url');
+    if (body.length < NONCE_BYTES + TAG_BYTES) {
+      throw new TokenKeyError(`${what}: the stored value is too short to be sealed`, 'token_malformed');
+    }
     const decipher = createDecipheriv('aes-256-gcm', k.key, body.subarray(0, NONCE_BYTES));
-    decipher.setAAD(aad(cardId));
+    decipher.setAAD(additional);
     decipher.setAuthTag(body.subarray(body.length - TAG_BYTES));
     try {
       return Buffer.concat([
@@ -114,10 +133,23 @@ export class KeyRing {
       ]).toString('utf8');
     } catch {
       throw new TokenKeyError(
-        `card ${cardId}: the stored token failed authentication under key ${k.id} (altered, or sealed for another card); refusing to decrypt it`,
+        cardId === undefined
+          ? `${what}: the stored secret failed authentication under key ${k.id} (altered, or sealed for another row); refusing to decrypt it`
+          : `card ${cardId}: the stored token failed authentication under key ${k.id} (altered, or sealed for another card); refusing to decrypt it`,
         'token_tampered',
       );
     }
+  }
+
+  #secretKey(what: string, id: string): RingKey {
+    const k = this.#keys.get(id);
+    if (k === undefined) {
+      throw new TokenKeyError(
+        `${what}: sealed under key ${id}, which CARD_TOKEN_KEYS does not hold: add that key back (keep old keys in the ring until \`cards-sync tokens rotate\` has finished)`,
+        'token_key_unknown',
+      );
+    }
+    return k;
   }
 
   /**

@@ -1,0 +1,75 @@
+import type { Config } from '../config/index.js';
+import { CliError } from '../errors.js';
+import { listDeliveries } from '../events/deliveries-report.js';
+import { feedCursorAt } from '../events/fanout.js';
+import { replayEndpoint } from '../events/replay.js';
+import { formatTime } from '../time.js';
+import { auditCli } from './audit.js';
+import type { Io } from './common.js';
+import type { Since } from './webhook-args.js';
+import { withDb } from './webhooks.js';
+
+// `cards-sync webhooks deliveries ID [--failed] [--json]` and `webhooks replay ID --since …`.
+
+const missing = (id: number) =>
+  new CliError(`no webhook endpoint ${id}; \`cards-sync webhooks list\` shows them`, 2);
+
+async function endpointExists(pool: import('pg').Pool, id: number): Promise<boolean> {
+  const { rowCount } = await pool.query('select 1 from webhook_endpoints where id = $1', [id]);
+  return rowCount === 1;
+}
+
+export async function cmdWebhooksDeliveries(
+  config: Config,
+  io: Io,
+  o: { id: number; failed: boolean; json: boolean; limit: number },
+): Promise<number> {
+  const rows = await withDb(config, async (handle) => {
+    if (!(await endpointExists(handle.pool, o.id))) throw missing(o.id);
+    return listDeliveries(handle.pool, { endpointId: o.id, failed: o.failed, limit: o.limit });
+  });
+  if (o.json) {
+    io.out(JSON.stringify(rows));
+    return 0;
+  }
+  if (rows.length === 0) {
+    io.out(o.failed ? `no failed deliveries to endpoint ${o.id}` : `no deliveries to endpoint ${o.id} yet`);
+    return 0;
+  }
+  for (const d of rows) {
+    const last = d.last;
+    const answer =
+      last === null
+        ? 'not tried yet'
+        : `${last.statusCode ?? last.errorCode} in ${last.latencyMs} ms at ${formatTime(last.at)}${last.excerpt === '' ? '' : `: ${last.excerpt.slice(0, 120)}`}`;
+    const next = d.nextAttemptAt !== null && d.attempts > 0 ? `, next ${formatTime(d.nextAttemptAt)}` : '';
+    io.out(
+      `${d.id}  ${d.eventId}  ${d.type}  subscriber ${d.subscriberId}  ${d.status}${d.replay ? ' (replay)' : ''}  ${d.attempts} attempt${d.attempts === 1 ? '' : 's'}${next}  ${answer}`,
+    );
+  }
+  return 0;
+}
+
+export async function cmdWebhooksReplay(
+  config: Config,
+  io: Io,
+  o: { id: number; since: Since },
+): Promise<number> {
+  const outcome = await withDb(config, async (handle) => {
+    const cursor = 'cursor' in o.since ? o.since.cursor : await feedCursorAt(handle.pool, o.since.time);
+    const done = await replayEndpoint(handle.pool, o.id, cursor);
+    if (done === undefined) throw missing(o.id);
+    await auditCli(
+      config,
+      io,
+      'webhooks_replay',
+      { endpoint: o.id, from: done.from, to: done.to, replayed: done.replayed },
+      handle.db,
+    );
+    return done;
+  });
+  io.out(
+    `endpoint ${o.id}: ${outcome.replayed} event${outcome.replayed === 1 ? '' : 's'} queued again from ${outcome.from} (each with its own webhook-id, so a receiver can tell a repeat)`,
+  );
+  return 0;
+}

@@ -1,0 +1,183 @@
+import type pg from 'pg';
+import type { AttemptResult } from './deliver-http.js';
+
+// The database side of delivery: claiming due deliveries (FOR UPDATE SKIP LOCKED, so workers
+// share the work without waiting on each other) and recording what an attempt came to.
+
+type Queryable = Pick<pg.Pool, 'query'>;
+
+/** A claimed delivery: held by this worker until its lease ends. */
+export interface ClaimedDelivery {
+  id: number;
+  endpointId: number;
+  eventId: string;
+  subscriberId: number;
+  body: string;
+  /** This attempt's number, 1 for the first. */
+  attempt: number;
+}
+
+/**
+ * Claims up to `limit` due deliveries of one endpoint. A delivery is due when its time has come,
+ * no live lease holds it, and no earlier delivery of its (endpoint, subscriber) is still pending:
+ * one subscriber's events go out in feed order, a later one waiting while an earlier one is retried.
+ * A dead letter is no longer pending, so it stops holding the later ones back.
+ */
+export async function claimDeliveries(
+  db: Queryable,
+  o: { endpointId: number; limit: number; workerId: string; leaseMs: number },
+): Promise<ClaimedDelivery[]> {
+  const { rows } = await db.query(
+    `with due as (
+       select d.id from webhook_deliveries d
+       where d.endpoint_id = $1 and d.status = 'pending' and d.next_attempt_at <= now()
+         and (d.locked_until is null or d.locked_until < now())
+         and not exists (
+           select 1 from webhook_deliveries p
+           where p.endpoint_id = d.endpoint_id and p.subscriber_id = d.subscriber_id
+             and p.status = 'pending' and p.id < d.id)
+       order by d.next_attempt_at, d.id
+       limit $2
+       for update of d skip locked)
+     update webhook_deliveries d
+     set locked_by = $3, locked_until = now() + $4 * interval '1 millisecond',
+         attempts = d.attempts + 1, first_attempt_at = coalesce(d.first_attempt_at, now())
+     from due where d.id = due.id
+     returning d.id, d.endpoint_id, d.event_id, d.subscriber_id, d.body, d.attempts`,
+    [o.endpointId, o.limit, o.workerId, o.leaseMs],
+  );
+  return rows
+    .map((r) => ({
+      id: Number(r.id),
+      endpointId: Number(r.endpoint_id),
+      eventId: r.event_id,
+      subscriberId: Number(r.subscriber_id),
+      body: r.body,
+      attempt: Number(r.attempts),
+    }))
+    .sort((a, b) => a.id - b.id);
+}
+
+export type Finish = 'delivered' | 'retry' | 'dead' | 'lost';
+
+/**
+ * Records one attempt and what follows it, in one transaction: delivered; retried after `waitMs`
+ * (never later than the dead letter's moment, `giveUpAfterMs` after the first attempt); or dead.
+ * The database's clock decides. `lost` when the lease had passed to another worker meanwhile.
+ * Returns also whether the endpoint was disabled now for failing `disableAfterMs` on end.
+ */
+export async function finishAttempt(
+  pool: pg.Pool,
+  d: ClaimedDelivery,
+  o: {
+    workerId: string;
+    result: AttemptResult;
+    waitMs: number;
+    giveUpAfterMs: number;
+    disableAfterMs: number;
+  },
+): Promise<{ finish: Finish; disabled: boolean }> {
+  const r = o.result;
+  const client = await pool.connect();
+  try {
+    await client.query('begin');
+    await client.query(
+      `insert into webhook_attempts (delivery_id, endpoint_id, attempt, outcome, status_code, error_code, latency_ms, excerpt)
+       values ($1, $2, $3, $4, $5, $6, $7, $8)`,
+      [
+        d.id,
+        d.endpointId,
+        d.attempt,
+        r.delivered ? 'delivered' : 'failed',
+        r.status,
+        r.errorCode,
+        r.latencyMs,
+        r.excerpt,
+      ],
+    );
+    const { rows } = await client.query<{ status: string }>(
+      r.delivered
+        ? `update webhook_deliveries set status = 'delivered', finished_at = now(), locked_by = null, locked_until = null
+           where id = $1 and locked_by = $2 returning status`
+        : `update webhook_deliveries
+           set status = case when now() >= first_attempt_at + $4 * interval '1 millisecond' then 'dead' else 'pending' end,
+               finished_at = case when now() >= first_attempt_at + $4 * interval '1 millisecond' then now() end,
+               next_attempt_at = least(now() + $3 * interval '1 millisecond', first_attempt_at + $4 * interval '1 millisecond'),
+               locked_by = null, locked_until = null
+           where id = $1 and locked_by = $2 returning status`,
+      r.delivered ? [d.id, o.workerId] : [d.id, o.workerId, o.waitMs, o.giveUpAfterMs],
+    );
+    let disabled = false;
+    if (r.delivered) {
+      await client.query(
+        'update webhook_endpoints set failing_since = null where id = $1 and failing_since is not null',
+        [d.endpointId],
+      );
+    } else {
+      await client.query(
+        'update webhook_endpoints set failing_since = now() where id = $1 and failing_since is null',
+        [d.endpointId],
+      );
+      const off = await client.query(
+        `update webhook_endpoints
+         set enabled = false, disabled_at = now(),
+             disabled_reason = 'no 2xx since ' || to_char(failing_since at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
+               || ': disabled after failing for ' || $2 || '; fix the receiver, then cards-sync webhooks enable ' || id
+         where id = $1 and enabled and failing_since <= now() - $3 * interval '1 millisecond'`,
+        [d.endpointId, spanText(o.disableAfterMs), o.disableAfterMs],
+      );
+      disabled = off.rowCount === 1;
+    }
+    await client.query('commit');
+    const status = rows[0]?.status;
+    return {
+      finish: status === undefined ? 'lost' : status === 'pending' ? 'retry' : (status as Finish),
+      disabled,
+    };
+  } catch (error) {
+    await client.query('rollback').catch(() => {});
+    throw error;
+  } finally {
+    client.release();
+  }
+}
+
+/** Gives a claimed delivery back untried (the worker is stopping): the attempt is not counted. */
+export async function releaseDelivery(db: Queryable, d: ClaimedDelivery, workerId: string): Promise<void> {
+  await db.query(
+    `update webhook_deliveries set locked_by = null, locked_until = null, attempts = attempts - 1,
+       first_attempt_at = case when attempts = 1 then null else first_attempt_at end
+     where id = $1 and locked_by = $2`,
+    [d.id, workerId],
+  );
+}
+
+/** The endpoints that take events now. */
+export async function enabledEndpointIds(db: Queryable): Promise<number[]> {
+  const { rows } = await db.query<{ id: string }>(
+    'select id from webhook_endpoints where enabled order by id',
+  );
+  return rows.map((r) => Number(r.id));
+}
+
+/**
+ * Drops up to `limit` finished deliveries (and their attempts) older than `retentionDays`: the
+ * history of what was sent lives as long as the events themselves (`CHANGE_EVENTS_RETENTION_DAYS`).
+ */
+export async function pruneDeliveries(db: Queryable, retentionDays: number, limit = 10_000): Promise<number> {
+  const { rowCount } = await db.query(
+    `delete from webhook_deliveries where id in (
+       select id from webhook_deliveries
+       where status <> 'pending' and finished_at < now() - $1 * interval '1 day'
+       limit $2)`,
+    [retentionDays, limit],
+  );
+  return rowCount ?? 0;
+}
+
+/** `5 days`, `36 h`, `0.4 s`: how long, for a reason a person reads. */
+function spanText(ms: number): string {
+  if (ms >= 86_400_000) return `${Math.round(ms / 86_400_000)} days`;
+  if (ms >= 3_600_000) return `${Math.round(ms / 3_600_000)} h`;
+  return `${ms / 1000} s`;
+}

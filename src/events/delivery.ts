@@ -1,0 +1,194 @@
+import type pg from 'pg';
+import type { Logger } from '../logger.js';
+import type { KeyRing } from '../tokens/keyring.js';
+import { DEFAULT_SCHEDULE, type RetrySchedule, retryWaitMs } from './backoff.js';
+import type { WebhookSender } from './deliver-http.js';
+import {
+  type ClaimedDelivery,
+  claimDeliveries,
+  enabledEndpointIds,
+  finishAttempt,
+  pruneDeliveries,
+  releaseDelivery,
+} from './delivery-sql.js';
+import { endpointTarget } from './endpoints-sql.js';
+import { takeEvents } from './fanout.js';
+import type { ChangeSignal } from './signal.js';
+import { signedHeaders } from './signing.js';
+
+// The delivery loop each worker runs beside its sync jobs (DESIGN §7). It shares nothing with the
+// sync queue: no BullMQ slot, no API rate limiter, its own Postgres pool, so an ops re-sync never
+// waits behind a webhook. Work is claimed from Postgres (FOR UPDATE SKIP LOCKED), so any number of
+// workers share it. Each endpoint gets at most `perEndpoint` attempts in flight per worker, so a
+// slow endpoint takes its own slots and never the others'.
+
+export interface DeliveryOptions {
+  pool: pg.Pool;
+  ring: KeyRing;
+  sender: WebhookSender;
+  logger: Logger;
+  /** This worker's name in `locked_by` (its fleet id). */
+  workerId: string;
+  /** Attempts in flight in this worker, all endpoints together. Default 32. */
+  concurrency?: number;
+  /** Attempts in flight in this worker for one endpoint. Default 4. */
+  perEndpoint?: number;
+  /** How often the loop looks for work when there was none, ms. Default 250; 1000 with `signal`. */
+  pollMs?: number;
+  /** The outbox's commit notifications: an idle loop wakes at a new event rather than at its next poll. */
+  signal?: ChangeSignal;
+  /** A lease outlives an attempt's deadline by this much; a crashed worker's work is free then. Default: timeout + 30 s. */
+  leaseMs: number;
+  /** Finished deliveries older than this many days are dropped, hourly. Default 30 (`CHANGE_EVENTS_RETENTION_DAYS`). */
+  retentionDays?: number;
+  /** Internal, for tests: a shorter retry schedule. Default {@link DEFAULT_SCHEDULE}. */
+  schedule?: RetrySchedule;
+  /** Called after each attempt is recorded (metrics). */
+  onAttempt?: (
+    endpointId: number,
+    outcome: 'delivered' | 'retry' | 'dead' | 'lost',
+    latencyMs: number,
+  ) => void;
+}
+
+export interface DeliveryLoop {
+  /** Stops claiming, waits up to `timeoutMs` for attempts in flight, then cuts them (given back untried). */
+  stop(timeoutMs: number): Promise<void>;
+}
+
+export function startDeliveryLoop(o: DeliveryOptions): DeliveryLoop {
+  const concurrency = o.concurrency ?? 32;
+  const perEndpoint = o.perEndpoint ?? 4;
+  const pollMs = o.pollMs ?? (o.signal ? 1000 : 250);
+  const schedule = o.schedule ?? DEFAULT_SCHEDULE;
+  const inFlight = new Map<number, number>();
+  const running = new Set<Promise<void>>();
+  const abort = new AbortController();
+  let total = 0;
+  let stopping = false;
+  let wake: (() => void) | undefined;
+
+  async function attempt(d: ClaimedDelivery, target: { url: string; secrets: string[] }): Promise<void> {
+    const headers = signedHeaders(target.secrets, d.eventId, Math.floor(Date.now() / 1000), d.body);
+    const result = await o.sender.post(target.url, headers, d.body, abort.signal);
+    if (result.errorCode === 'stopped') {
+      await releaseDelivery(o.pool, d, o.workerId);
+      return;
+    }
+    const waitMs = retryWaitMs(d.attempt, result.retryAfterMs, schedule);
+    const { finish, disabled } = await finishAttempt(o.pool, d, {
+      workerId: o.workerId,
+      result,
+      waitMs,
+      giveUpAfterMs: schedule.giveUpAfterMs,
+      disableAfterMs: schedule.disableAfterMs,
+    });
+    o.onAttempt?.(d.endpointId, finish, result.latencyMs);
+    const about = { endpoint: d.endpointId, delivery: d.id, event: d.eventId, attempt: d.attempt };
+    if (finish === 'dead') {
+      o.logger.warn(
+        { ...about, status: result.status, error: result.errorCode },
+        'webhook delivery dead-lettered after a day of failures',
+      );
+    } else if (finish === 'retry') {
+      o.logger.info(
+        { ...about, status: result.status, error: result.errorCode, waitMs },
+        'webhook delivery failed; retrying',
+      );
+    }
+    if (disabled) {
+      o.logger.error(
+        { endpoint: d.endpointId },
+        'webhook endpoint disabled: no 2xx for days (cards-sync webhooks enable ID once fixed)',
+      );
+    }
+  }
+
+  function launch(d: ClaimedDelivery, target: { url: string; secrets: string[] }) {
+    total++;
+    inFlight.set(d.endpointId, (inFlight.get(d.endpointId) ?? 0) + 1);
+    const p = attempt(d, target)
+      .catch((error: unknown) => {
+        // The attempt's row stays leased; another worker takes it when the lease ends.
+        o.logger.error(
+          { endpoint: d.endpointId, delivery: d.id, err: (error as Error).message },
+          'webhook attempt could not be recorded',
+        );
+      })
+      .finally(() => {
+        total--;
+        inFlight.set(d.endpointId, (inFlight.get(d.endpointId) ?? 1) - 1);
+        running.delete(p);
+        wake?.();
+      });
+    running.add(p);
+  }
+
+  let prunedAt = 0;
+
+  /** One pass over the endpoints; true when it started anything. */
+  async function pass(): Promise<boolean> {
+    let started = false;
+    if (Date.now() - prunedAt > 3_600_000) {
+      prunedAt = Date.now();
+      const dropped = await pruneDeliveries(o.pool, o.retentionDays ?? 30);
+      if (dropped > 0) o.logger.info({ dropped }, 'old webhook deliveries dropped');
+    }
+    for (const endpointId of await enabledEndpointIds(o.pool)) {
+      if (stopping) break;
+      await takeEvents(o.pool, endpointId);
+      const free = Math.min(perEndpoint - (inFlight.get(endpointId) ?? 0), concurrency - total);
+      if (free <= 0) continue;
+      const claimed = await claimDeliveries(o.pool, {
+        endpointId,
+        limit: free,
+        workerId: o.workerId,
+        leaseMs: o.leaseMs,
+      });
+      if (claimed.length === 0) continue;
+      const target = await endpointTarget(o.pool, o.ring, endpointId);
+      if (target === undefined) continue;
+      for (const d of claimed) launch(d, target);
+      started = true;
+    }
+    return started;
+  }
+
+  const loop = (async () => {
+    while (!stopping) {
+      // Armed before the pass: an event committed while it runs still wakes the wait after it.
+      const armed = await o.signal?.arm(pollMs).catch(() => undefined);
+      let busy = false;
+      try {
+        busy = await pass();
+      } catch (error) {
+        o.logger.warn({ err: (error as Error).message }, 'webhook delivery pass failed; trying again');
+      }
+      if (!stopping) {
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(done, busy ? 0 : pollMs);
+          void armed?.woken.then(done);
+          function done() {
+            clearTimeout(timer);
+            wake = undefined;
+            resolve();
+          }
+          wake = done;
+        });
+      }
+      armed?.cancel();
+    }
+  })();
+
+  return {
+    async stop(timeoutMs) {
+      stopping = true;
+      wake?.();
+      await loop;
+      const all = Promise.allSettled([...running]);
+      const cut = setTimeout(() => abort.abort(), timeoutMs);
+      await all;
+      clearTimeout(cut);
+    },
+  };
+}

@@ -1,0 +1,191 @@
+import type pg from 'pg';
+import type { KeyRing } from '../tokens/keyring.js';
+import { newWebhookSecret } from './signing.js';
+
+// The database operations on webhook endpoints (db/schema/webhooks.ts). Secrets are sealed under
+// the card-token key ring, bound to their endpoint; the plain secret leaves only through
+// `webhooks add` / `rotate-secret` (printed once) and the signer.
+
+type Queryable = Pick<pg.Pool, 'query'> | Pick<pg.ClientBase, 'query'>;
+
+/** How long a rotated-out secret keeps signing beside the new one (DESIGN §3). */
+export const ROTATION_GRACE_MS = 24 * 3_600_000;
+
+const context = (endpointId: number) => `webhook_secret ${endpointId}`;
+
+export interface EndpointRow {
+  id: number;
+  url: string;
+  description: string;
+  eventTypes: string[] | null;
+  enabled: boolean;
+  disabledReason: string | null;
+  createdAt: Date;
+  failingSince: Date | null;
+  pending: number;
+  deadLetters: number;
+  /** Age in seconds of the oldest undelivered event; 0 when none waits. */
+  lagSeconds: number;
+}
+
+/** Adds an endpoint that takes events after `feedCursor`; returns its id and its secret (shown once). */
+export async function insertEndpoint(
+  pool: pg.Pool,
+  ring: KeyRing,
+  o: { url: string; description: string; eventTypes: string[] | null; feedCursor: string },
+): Promise<{ id: number; secret: string }> {
+  const client = await pool.connect();
+  try {
+    await client.query('begin');
+    // The sealed secret names its endpoint: the id comes first, the secret right after.
+    const { rows } = await client.query<{ id: number }>(
+      `insert into webhook_endpoints (url, description, event_types, secret, feed_cursor)
+       values ($1, $2, $3, '', $4) returning id`,
+      [o.url, o.description, o.eventTypes, o.feedCursor],
+    );
+    const id = Number(rows[0]!.id);
+    const secret = newWebhookSecret();
+    await client.query('update webhook_endpoints set secret = $2 where id = $1', [
+      id,
+      ring.sealSecret(context(id), secret),
+    ]);
+    await client.query('commit');
+    return { id, secret };
+  } catch (error) {
+    await client.query('rollback').catch(() => {});
+    throw error;
+  } finally {
+    client.release();
+  }
+}
+
+export async function listEndpoints(db: Queryable): Promise<EndpointRow[]> {
+  const { rows } = await db.query(
+    `select e.id, e.url, e.description, e.event_types, e.enabled, e.disabled_reason, e.created_at,
+            e.failing_since,
+            (select count(*) from webhook_deliveries d where d.endpoint_id = e.id and d.status = 'pending')::int as pending,
+            (select count(*) from webhook_deliveries d where d.endpoint_id = e.id and d.status = 'dead')::int as dead,
+            coalesce(extract(epoch from now() - (select min(d.event_at) from webhook_deliveries d
+              where d.endpoint_id = e.id and d.status = 'pending')), 0)::float8 as lag
+     from webhook_endpoints e order by e.id`,
+  );
+  return rows.map((r) => ({
+    id: Number(r.id),
+    url: r.url,
+    description: r.description,
+    eventTypes: r.event_types,
+    enabled: r.enabled,
+    disabledReason: r.disabled_reason,
+    createdAt: r.created_at,
+    failingSince: r.failing_since,
+    pending: r.pending,
+    deadLetters: r.dead,
+    lagSeconds: Math.max(0, Math.round(r.lag)),
+  }));
+}
+
+/** Enables or disables an endpoint; false when there is none with that id. */
+export async function setEndpointEnabled(
+  db: Queryable,
+  id: number,
+  enabled: boolean,
+  reason: string | null,
+): Promise<boolean> {
+  const { rowCount } = await db.query(
+    `update webhook_endpoints
+     set enabled = $2, disabled_reason = $3, disabled_at = case when $2 then null else now() end,
+         failing_since = case when $2 then null else failing_since end
+     where id = $1`,
+    [id, enabled, enabled ? null : reason],
+  );
+  return rowCount === 1;
+}
+
+/**
+ * A new secret for an endpoint; the current one keeps signing beside it for 24 h (a previous one
+ * still in its grace is dropped). Undefined when there is no such endpoint.
+ */
+export async function rotateEndpointSecret(
+  db: Queryable,
+  ring: KeyRing,
+  id: number,
+): Promise<string | undefined> {
+  const secret = newWebhookSecret();
+  const { rowCount } = await db.query(
+    `update webhook_endpoints
+     set previous_secret = secret, secret = $2,
+         previous_secret_expires_at = now() + $3 * interval '1 millisecond'
+     where id = $1`,
+    [id, ring.sealSecret(context(id), secret), ROTATION_GRACE_MS],
+  );
+  return rowCount === 1 ? secret : undefined;
+}
+
+/** What the signer needs of an endpoint: its URL and the secrets that sign now (current first). */
+export interface EndpointTarget {
+  id: number;
+  url: string;
+  secrets: string[];
+}
+
+export async function endpointTarget(
+  db: Queryable,
+  ring: KeyRing,
+  id: number,
+): Promise<EndpointTarget | undefined> {
+  const { rows } = await db.query(
+    `select url, secret, case when previous_secret_expires_at > now() then previous_secret end as previous
+     from webhook_endpoints where id = $1`,
+    [id],
+  );
+  const r = rows[0];
+  if (r === undefined) return undefined;
+  const secrets = [ring.openSecret(context(id), r.secret)];
+  if (r.previous !== null) secrets.push(ring.openSecret(context(id), r.previous));
+  return { id, url: r.url, secrets };
+}
+
+/**
+ * Re-seals every endpoint's secrets under the ring's first key (`tokens rotate`). A secret the
+ * ring cannot open is left as it is and named (by endpoint, never by value).
+ */
+export async function resealEndpointSecrets(
+  pool: pg.Pool,
+  ring: KeyRing,
+): Promise<{ resealed: number; unreadable: string[] }> {
+  const client = await pool.connect();
+  const unreadable: string[] = [];
+  let resealed = 0;
+  try {
+    await client.query('begin');
+    const { rows } = await client.query(
+      'select id, secret, previous_secret from webhook_endpoints order by id for update',
+    );
+    const current = (v: string | null) => v === null || v.startsWith(`ct1:${ring.primaryId}:`);
+    for (const r of rows) {
+      const id = Number(r.id);
+      if (current(r.secret) && current(r.previous_secret)) continue;
+      const reseal = (v: string | null) =>
+        v === null ? null : ring.sealSecret(context(id), ring.openSecret(context(id), v));
+      let values: [string | null, string | null];
+      try {
+        values = [reseal(r.secret), reseal(r.previous_secret)];
+      } catch (error) {
+        unreadable.push(`webhook endpoint ${id}: ${(error as Error).message}`);
+        continue;
+      }
+      await client.query('update webhook_endpoints set secret = $2, previous_secret = $3 where id = $1', [
+        id,
+        ...values,
+      ]);
+      resealed++;
+    }
+    await client.query('commit');
+    return { resealed, unreadable };
+  } catch (error) {
+    await client.query('rollback').catch(() => {});
+    throw error;
+  } finally {
+    client.release();
+  }
+}

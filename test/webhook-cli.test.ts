@@ -1,0 +1,241 @@
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { Webhook } from 'standardwebhooks';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { collectGauges } from '../src/admin/scrape.js';
+import { createWebhookSender } from '../src/events/deliver-http.js';
+import { type DeliveryLoop, startDeliveryLoop } from '../src/events/delivery.js';
+import { createMetrics } from '../src/metrics.js';
+import { parseKeyRing } from '../src/tokens/keyring.js';
+import { CARD_TOKEN_KEYS } from './fixtures.js';
+import { captureLogger, useTestDatabase } from './helpers.js';
+import { archiveLog } from './log-archive.js';
+import { CLI, waitFor } from './queue-helpers.js';
+import { emit } from './webhook-events.js';
+import { startReceiver } from './webhook-receiver.js';
+
+// `cards-sync webhooks …` as an operator runs it (issue 37 part 3).
+
+const database = useTestDatabase();
+const { logger } = captureLogger();
+let receiver: Awaited<ReturnType<typeof startReceiver>>;
+
+/** Runs the built CLI; stdout may hold a secret (printed once, on purpose), stderr never. */
+async function cli(args: string[], env: Record<string, string> = {}) {
+  const child = spawn(process.execPath, [CLI, ...args], {
+    env: {
+      PATH: process.env.PATH ?? '',
+      DATABASE_URL: database.url,
+      CARD_TOKEN_KEYS,
+      WEBHOOK_ALLOW_PRIVATE: 'true',
+      ...env,
+    },
+  });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (d) => {
+    stdout += d;
+  });
+  child.stderr.on('data', (d) => {
+    stderr += d;
+  });
+  const [code] = await once(child, 'exit');
+  archiveLog(`cards-sync ${args.join(' ')} (stderr)`, stderr);
+  return { code: code as number | null, stdout, stderr };
+}
+
+beforeAll(async () => {
+  receiver = await startReceiver();
+});
+afterAll(async () => {
+  await receiver.close();
+});
+
+describe('cards-sync webhooks', () => {
+  it('refuses every bad argument with exit 2 and a line that says what is right', async () => {
+    const cases: [string[], RegExp, Record<string, string>?][] = [
+      [['webhooks', 'add', 'ftp://x.example/'], /must be http\(s\)/],
+      [['webhooks', 'add', 'not a url'], /not a URL/],
+      [['webhooks', 'add', 'https://user:pw@x.example/'], /must not hold a user or password/],
+      [
+        ['webhooks', 'add', 'https://x.example/', '--types', 'card.added,card.eaten'],
+        /"card\.eaten" is none of them/,
+      ],
+      [
+        ['webhooks', 'add', 'https://x.example/', '--description', 'a\r\nwebhook-id: forged'],
+        /one line without control/,
+      ],
+      [['webhooks', 'disable', 'abc'], /an endpoint id is a whole number/],
+      [['webhooks', 'enable', '999999'], /no webhook endpoint 999999/],
+      [['webhooks', 'replay', '1', '--since', 'yesterday'], /--since takes a change-feed cursor/],
+      [['webhooks', 'replay', '1'], /required option '--since/],
+      [
+        ['webhooks', 'add', `${receiver.url}/x`],
+        /loopback, private, link-local or reserved: refused \(set WEBHOOK_ALLOW_PRIVATE=true/,
+        { WEBHOOK_ALLOW_PRIVATE: 'false' },
+      ],
+      [
+        ['webhooks', 'add', 'https://x.example/'],
+        /CARD_TOKEN_KEYS is not set: webhook signing secrets are sealed/,
+        { CARD_TOKEN_KEYS: '' },
+      ],
+    ];
+    for (const [args, message, env] of cases) {
+      const r = await cli(args, env);
+      expect({ args, code: r.code }).toEqual({ args, code: 2 });
+      expect(r.stderr).toMatch(message);
+    }
+    const { rows } = await database.handle.pool.query('select count(*)::int as n from webhook_endpoints');
+    expect(rows[0].n).toBe(0);
+  });
+
+  it('add prints the id and the secret once; list, disable, enable, rotate-secret, deliveries and replay do what they say', async () => {
+    const added = await cli([
+      'webhooks',
+      'add',
+      `${receiver.url}/hook?token=abc`,
+      '--types',
+      'card.added,card.removed',
+      '--description',
+      'fraud scoring',
+    ]);
+    expect(added.code).toBe(0);
+    const id = Number(/webhook endpoint (\d+) added/.exec(added.stdout)?.[1]);
+    const secret = /(whsec_[A-Za-z0-9+/=]+)/.exec(added.stdout)?.[1];
+    expect(secret).toBeDefined();
+    expect(added.stdout).not.toContain('token=abc');
+    // Sealed at rest, and in no audit row.
+    const stored = await database.handle.pool.query('select secret from webhook_endpoints where id = $1', [
+      id,
+    ]);
+    expect(stored.rows[0].secret).toMatch(/^ct1:test1:/);
+    const audit = await database.handle.pool.query(
+      "select detail::text from admin_actions where action like 'webhooks_%'",
+    );
+    expect(JSON.stringify(audit.rows)).not.toContain(secret!.slice(6, 20));
+
+    const listed = await cli(['webhooks', 'list', '--json']);
+    expect(JSON.parse(listed.stdout)).toMatchObject([
+      {
+        id,
+        url: `${receiver.url}/hook?…`,
+        types: ['card.added', 'card.removed'],
+        enabled: true,
+        deadLetters: 0,
+        description: 'fraud scoring',
+      },
+    ]);
+    expect(listed.stdout).not.toContain('whsec_');
+
+    // Deliveries, sent by a delivery loop beside the commands.
+    const ring = parseKeyRing(CARD_TOKEN_KEYS);
+    const sender = createWebhookSender({ timeoutMs: 2000, allowPrivate: true });
+    const loop: DeliveryLoop = startDeliveryLoop({
+      pool: database.handle.pool,
+      ring,
+      sender,
+      logger,
+      workerId: 'cli-test',
+      leaseMs: 10_000,
+      pollMs: 50,
+    });
+    try {
+      const [first] = await emit(database.handle.pool, 7, 1);
+      await waitFor('the first delivery', async () => receiver.received.length >= 1);
+      expect(
+        new Webhook(secret!).verify(
+          receiver.received[0]!.body,
+          receiver.received[0]!.headers as Record<string, string>,
+        ),
+      ).toMatchObject({ id: first });
+
+      const rotated = await cli(['webhooks', 'rotate-secret', String(id)]);
+      expect(rotated.code).toBe(0);
+      const fresh = /(whsec_[A-Za-z0-9+/=]+)/.exec(rotated.stdout)?.[1];
+      expect(fresh).not.toBe(secret);
+
+      expect((await cli(['webhooks', 'disable', String(id)])).code).toBe(0);
+      const [whileOff] = await emit(database.handle.pool, 7, 1);
+      await new Promise((r) => setTimeout(r, 300));
+      expect(receiver.received).toHaveLength(1);
+      expect((await cli(['webhooks', 'enable', String(id)])).code).toBe(0);
+      await waitFor('the delivery that waited', async () => receiver.received.length >= 2);
+      const second = receiver.received[1]!;
+      expect(JSON.parse(second.body).id).toBe(whileOff);
+      for (const s of [secret!, fresh!])
+        expect(new Webhook(s).verify(second.body, second.headers as Record<string, string>)).toBeTruthy();
+
+      const deliveries = await cli(['webhooks', 'deliveries', String(id), '--json']);
+      const shown = JSON.parse(deliveries.stdout);
+      expect(shown.map((d: { eventId: string }) => d.eventId)).toEqual([whileOff, first]);
+      expect(shown[0]).toMatchObject({ status: 'delivered', attempts: 1, last: { statusCode: 200 } });
+      expect(
+        JSON.parse((await cli(['webhooks', 'deliveries', String(id), '--failed', '--json'])).stdout),
+      ).toEqual([]);
+
+      const replay = await cli([
+        'webhooks',
+        'replay',
+        String(id),
+        '--since',
+        new Date(Date.now() - 3_600_000).toISOString(),
+      ]);
+      expect(replay.code).toBe(0);
+      expect(replay.stdout).toMatch(/2 events queued again/);
+      await waitFor('the replayed deliveries', async () => receiver.received.length >= 4);
+      expect(receiver.received.slice(2).map((r) => r.headers['webhook-id'])).toEqual([first, whileOff]);
+    } finally {
+      await loop.stop(2000);
+      await sender.close();
+    }
+  });
+
+  it('status --json has the webhooks block of DESIGN §6, and /metrics the lag and dead letters per endpoint', async () => {
+    const pool = database.handle.pool;
+    const dead = await pool.query('select id from webhook_endpoints order by id limit 1');
+    const endpointId = Number(dead.rows[0].id);
+    await pool.query(
+      `insert into webhook_deliveries (endpoint_id, event_id, subscriber_id, type, event_at, body, status, finished_at)
+       values ($1, 'evt_dead', 1, 'card.added', now() - interval '2 hours', '{}', 'dead', now()),
+              ($1, 'evt_waiting', 2, 'card.added', now() - interval '90 seconds', '{}', 'pending', null)`,
+      [endpointId],
+    );
+    const status = await cli(['status', '--json'], { REDIS_URL: inject('redisUrl') });
+    const block = JSON.parse(status.stdout).webhooks;
+    expect(block).toEqual([
+      {
+        id: endpointId,
+        url: `${receiver.url}/hook`,
+        enabled: true,
+        lagSeconds: expect.any(Number),
+        failing: false,
+        deadLetters: 1,
+      },
+    ]);
+    expect(block[0].lagSeconds).toBeGreaterThanOrEqual(89);
+    expect(status.stdout).not.toContain('token=abc');
+    const text = await cli(['status'], { REDIS_URL: inject('redisUrl') });
+    expect(text.stdout).toMatch(
+      new RegExp(`${endpointId} ${receiver.url}/hook: ok, lag \\d+s, dead letters 1`),
+    );
+
+    const metrics = createMetrics({ defaultMetrics: false });
+    const refuse = () => Promise.reject(new Error('no queue here'));
+    await collectGauges({
+      db: database.handle.db,
+      metrics,
+      redis: { exists: refuse } as never,
+      syncQueue: {
+        opts: { prefix: 'x' },
+        getJobCounts: refuse,
+        isPaused: refuse,
+        getWorkersCount: refuse,
+      } as never,
+    });
+    const exposed = await metrics.registry.metrics();
+    expect(exposed).toContain(`cards_sync_webhook_dead_letters{endpoint="${endpointId}"} 1`);
+    expect(exposed).toMatch(
+      new RegExp(`cards_sync_webhook_lag_seconds\\{endpoint="${endpointId}"\\} (89|9\\d)`),
+    );
+  });
+});
