@@ -4,6 +4,7 @@ import type { Db } from '../db/client.js';
 import { policyCache } from '../db/ops/refresh-policy.js';
 import type { ApiClient } from '../src/api/client.js';
 import type { RedisConfig } from '../src/config/redis.js';
+import { onEventsCommitted } from '../src/events/outbox.js';
 import type { Logger } from '../src/logger.js';
 import type { Metrics } from '../src/metrics.js';
 import { createGroupCommitter } from '../src/sync/group-commit.js';
@@ -74,6 +75,13 @@ export async function startSyncWorker(
     policy: plan.get,
     ...(deps.metrics ? { onBatch: (size: number) => deps.metrics?.writeBatchSize.observe(size) } : {}),
   });
+  // cards_sync_change_events_total: the events this process's syncs committed (src/events/outbox.ts).
+  const metrics = deps.metrics;
+  const stopCountingEvents = metrics
+    ? onEventsCommitted((counts) => {
+        for (const [type, n] of Object.entries(counts)) metrics.changeEvents.inc({ type }, n);
+      })
+    : () => {};
   const ownKeyRejected = deps.onOwnKeyRejected;
   const processor = createSyncProcessor({
     ...deps,
@@ -151,6 +159,7 @@ export async function startSyncWorker(
         await settlesWithin(graceful, 5000);
       }
       await settlesWithin(processor.flush(), 1000);
+      stopCountingEvents();
       await closeRedis(connection);
       return finished;
     })();

@@ -38,6 +38,10 @@ export interface Metrics {
   webhookDeliveries: Counter<'endpoint' | 'outcome'>;
   webhookLag: Gauge<'endpoint'>;
   webhookDeadLetters: Gauge<'endpoint'>;
+  /** 1 for an endpoint cards-sync disabled itself after it failed for days; 0 for the others. */
+  webhookAutoDisabled: Gauge<'endpoint'>;
+  /** Change events written with their change and committed, by type: `card.added`, … */
+  changeEvents: Counter<'type'>;
 }
 
 /** A subscriber counts as stale (`cards_sync_stale_subscribers`) with no successful sync for this long. */
@@ -216,6 +220,18 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
       name: 'cards_sync_webhook_dead_letters',
       help: 'Dead-lettered deliveries of each webhook endpoint (read at scrape time)',
       labelNames: ['endpoint'] as const,
+      registers: [registry],
+    }),
+    webhookAutoDisabled: new Gauge({
+      name: 'cards_sync_webhook_endpoint_auto_disabled',
+      help: 'Webhook endpoints cards-sync disabled after they failed for days (1), by endpoint id (read at scrape time)',
+      labelNames: ['endpoint'] as const,
+      registers: [registry],
+    }),
+    changeEvents: new Counter({
+      name: 'cards_sync_change_events_total',
+      help: "Change events this process's syncs wrote in the same transaction as their change, counted once committed, by type",
+      labelNames: ['type'] as const,
       registers: [registry],
     }),
     refreshOverrun: new Gauge({

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ApiClient, createApiClient } from '../src/api/client.js';
 import { type ChangeEvent, FEED_START, readFeed } from '../src/events/feed.js';
 import { maintainChangeEvents } from '../src/events/maintenance.js';
+import { onEventsCommitted } from '../src/events/outbox.js';
 import { applyCardsBatch } from '../src/sync/apply-cards.js';
 import { syncSubscriber } from '../src/sync/sync-subscriber.js';
 import { API_KEY, makeCard, ok, testTokens, useScriptedApi } from './fixtures.js';
@@ -155,6 +156,42 @@ describe('change events from real syncs', () => {
       expect(rows).toEqual([]);
     } finally {
       await pool().query('drop trigger fail_3705 on saved_cards; drop function fail_3705()');
+    }
+  });
+});
+
+describe('cards_sync_change_events_total', () => {
+  it('counts the events a sync committed, by type, and none of a transaction that rolled back', async () => {
+    const counted: Record<string, number> = {};
+    const stop = onEventsCommitted((counts) => {
+      for (const [type, n] of Object.entries(counts)) counted[type] = (counted[type] ?? 0) + n;
+    });
+    try {
+      const first = makeCard(3721);
+      upstream.script.set('id:3721', ok([first, makeCard(3721)]));
+      await sync(3721);
+      expect(counted).toEqual({ 'card.added': 2 });
+      upstream.script.set('id:3721', ok([{ ...first, cardBankName: 'ANOTHER BANK' }]));
+      await sync(3721);
+      expect(counted).toEqual({ 'card.added': 2, 'card.changed': 1, 'card.removed': 1 });
+      upstream.script.set('id:3721', { status: 404, body: { title: 'Not Found' } });
+      await sync(3721, { goneAfterNotFound: 1 });
+      expect(counted).toEqual({ 'card.added': 2, 'card.changed': 1, 'card.removed': 2 });
+
+      await pool().query(`
+        create function fail_3722() returns trigger language plpgsql as $$
+        begin raise exception 'test: no commit for 3722'; end $$;
+        create constraint trigger fail_3722 after insert on saved_cards deferrable initially deferred
+          for each row when (new.subscriber_id = 3722) execute function fail_3722();`);
+      try {
+        upstream.script.set('id:3722', ok([makeCard(3722)]));
+        expect(await sync(3722)).toMatchObject({ status: 'failed' });
+      } finally {
+        await pool().query('drop trigger fail_3722 on saved_cards; drop function fail_3722()');
+      }
+      expect(counted).toEqual({ 'card.added': 2, 'card.changed': 1, 'card.removed': 2 });
+    } finally {
+      stop();
     }
   });
 });

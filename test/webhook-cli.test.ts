@@ -210,6 +210,7 @@ describe('cards-sync webhooks', () => {
         lagSeconds: expect.any(Number),
         failing: false,
         deadLetters: 1,
+        disabledReason: null,
       },
     ]);
     expect(block[0].lagSeconds).toBeGreaterThanOrEqual(89);

@@ -1,5 +1,6 @@
 import { Webhook } from 'standardwebhooks';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { collectGauges } from '../src/admin/scrape.js';
 import type { RetrySchedule } from '../src/events/backoff.js';
 import { createWebhookSender } from '../src/events/deliver-http.js';
 import { type DeliveryLoop, startDeliveryLoop } from '../src/events/delivery.js';
@@ -8,6 +9,7 @@ import { insertEndpoint, rotateEndpointSecret } from '../src/events/endpoints-sq
 import { feedHead } from '../src/events/fanout.js';
 import { replayEndpoint } from '../src/events/replay.js';
 import { createChangeSignal } from '../src/events/signal.js';
+import { createMetrics } from '../src/metrics.js';
 import { parseKeyRing } from '../src/tokens/keyring.js';
 import { CARD_TOKEN_KEYS } from './fixtures.js';
 import { captureLogger, useTestDatabase } from './helpers.js';
@@ -353,6 +355,28 @@ describe('webhook delivery', () => {
         ),
       );
       expect(lines.join('\n')).toMatch(/webhook endpoint disabled: no 2xx for days/);
+      // The alert's gauge says it was cards-sync that disabled it; an operator's disable is not that.
+      const other = await endpoint(down.url);
+      await pool().query(
+        "update webhook_endpoints set enabled = false, disabled_reason = 'by an operator' where id = $1",
+        [other.id],
+      );
+      const metrics = createMetrics({ defaultMetrics: false });
+      const refuse = () => Promise.reject(new Error('no queue here'));
+      await collectGauges({
+        db: database.handle.db,
+        metrics,
+        redis: { exists: refuse } as never,
+        syncQueue: {
+          opts: { prefix: 'x' },
+          getJobCounts: refuse,
+          isPaused: refuse,
+          getWorkersCount: refuse,
+        } as never,
+      });
+      const exposed = await metrics.registry.metrics();
+      expect(exposed).toContain(`cards_sync_webhook_endpoint_auto_disabled{endpoint="${id}"} 1`);
+      expect(exposed).toContain(`cards_sync_webhook_endpoint_auto_disabled{endpoint="${other.id}"} 0`);
       // Disabled: no more attempts.
       await new Promise((r) => setTimeout(r, 300));
       const before = down.received.length;

@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import type { CardToWrite } from '../../src/cards.js';
-import { writeChangeEvents } from '../../src/events/outbox.js';
+import { type EventCounts, writeChangeEvents } from '../../src/events/outbox.js';
 import type { ScheduleUpdate } from '../../src/freshness/index.js';
 import type { ChangeKind, SyncStatus, SyncTrigger } from '../schema.js';
 import type { CardOwner } from './batch-read.js';
@@ -79,12 +79,13 @@ export interface BatchWrite {
  * in one order) and removed (an identical card is not written at all), one `sync_runs` row per run, history, and `subscribers`.
  * A batch that may change a card sends its change events right behind it (src/events/outbox.ts),
  * in the same round trip; an unchanged one sends nothing more.
- * Returns the run ids in the order of `runs` and the cards really marked removed.
+ * Returns the run ids in the order of `runs`, the cards really marked removed, and how many change
+ * events of each type the batch wrote (to be counted once the commit is known).
  */
 export async function writeBatch(
   client: pg.PoolClient,
   w: BatchWrite,
-): Promise<{ runIds: number[]; removed: CardOwner[] }> {
+): Promise<{ runIds: number[]; removed: CardOwner[]; events: EventCounts }> {
   const cards = [...w.upserts].sort((a, b) => a.id - b.id);
   const of = <T, V>(rows: readonly T[], pick: (row: T) => V) => rows.map(pick);
   const writing = client.query<{ kind: 'run' | 'removed'; id: number; ref: number }>({
@@ -144,7 +145,7 @@ export async function writeBatch(
     ],
   });
   const mayChange = cards.length > 0 || w.removals.length > 0 || w.changes.length > 0;
-  const [result] = await allInOrder([
+  const [result, events] = await allInOrder([
     writing,
     mayChange
       ? writeChangeEvents(client, {
@@ -155,7 +156,7 @@ export async function writeBatch(
           ],
           at: w.now,
         })
-      : Promise.resolve(0),
+      : Promise.resolve({}),
   ]);
   const runIds = new Array<number>(w.runs.length);
   const removed: CardOwner[] = [];
@@ -166,7 +167,7 @@ export async function writeBatch(
   if (runIds.some((id) => id === undefined) || result.rows.length - removed.length !== w.runs.length) {
     throw new Error('the batch write did not return one sync_runs id per run');
   }
-  return { runIds, removed };
+  return { runIds, removed, events };
 }
 
 /**

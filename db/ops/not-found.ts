@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm';
-import { writeChangeEventsIn } from '../../src/events/outbox.js';
+import { type EventCounts, eventsCommitted, writeChangeEventsIn } from '../../src/events/outbox.js';
 import type { Db, Tx } from '../client.js';
 import { recordSubscriberFailure } from './subscribers.js';
 import { insertSyncRun, type NewSyncRun } from './sync-runs.js';
@@ -52,7 +52,8 @@ export async function recordNotFound(db: Db, answer: NotFoundAnswer): Promise<No
     const syncRunId = await insertSyncRun(db, { ...answer.run, subscriberId: null });
     return { syncRunId, counted: false, consecutiveNotFound: null, removed: 0 };
   }
-  return db.transaction(async (tx) => {
+  let events: EventCounts = {};
+  const recorded = await db.transaction(async (tx) => {
     // The key of db/ops/batch-read.ts's lock statement, hashed the same way.
     await tx.execute(
       sql`select pg_advisory_xact_lock(hashtextextended(${`cards-sync:subscriber:${subscriberId}`}, 0))`,
@@ -71,7 +72,7 @@ export async function recordNotFound(db: Db, answer: NotFoundAnswer): Promise<No
     const { syncRunId, removed } = await insertRunAndRemove(tx, subscriberId, answer.run, remove);
     // Each card marked removed is an event, in this transaction (src/events/outbox.ts).
     if (removed > 0)
-      await writeChangeEventsIn(tx, { subscriberIds: [subscriberId], at: answer.run.finishedAt });
+      events = await writeChangeEventsIn(tx, { subscriberIds: [subscriberId], at: answer.run.finishedAt });
     // Cards first, then the subscriber's row, the order in which the write path locks them.
     await recordSubscriberFailure(tx, {
       subscriberId,
@@ -91,6 +92,8 @@ export async function recordNotFound(db: Db, answer: NotFoundAnswer): Promise<No
     }
     return { syncRunId, counted, consecutiveNotFound: count, removed };
   });
+  eventsCommitted(events);
+  return recorded;
 }
 
 async function readState(tx: Tx, subscriberId: number, run: RunToWrite): Promise<State | undefined> {

@@ -6,6 +6,7 @@ import { inProgressRun } from '../../db/ops/refresh-runs.js';
 import { bulkPauseKey } from '../../jobs/bulk-breaker.js';
 import { readPauseReason } from '../../jobs/queue.js';
 import { progressOf } from '../../jobs/refresh-plan.js';
+import { AUTO_DISABLED_REASON } from '../events/delivery-sql.js';
 import { readWebhooksStatus } from '../events/webhooks-status.js';
 import { fleetDisagreements } from '../fleet/format.js';
 import { fleetCounts, liveFleet } from '../fleet/registry.js';
@@ -49,9 +50,12 @@ export async function collectGauges(
     // Reset first: an endpoint deleted must not linger at its last value.
     m.webhookLag.reset();
     m.webhookDeadLetters.reset();
+    m.webhookAutoDisabled.reset();
     for (const e of webhooks) {
       m.webhookLag.set({ endpoint: String(e.id) }, e.lagSeconds);
       m.webhookDeadLetters.set({ endpoint: String(e.id) }, e.deadLetters);
+      const auto = e.disabledReason?.startsWith(AUTO_DISABLED_REASON) === true;
+      m.webhookAutoDisabled.set({ endpoint: String(e.id) }, auto ? 1 : 0);
     }
   }
   if (model) {

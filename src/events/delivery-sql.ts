@@ -1,6 +1,9 @@
 import type pg from 'pg';
 import type { AttemptResult } from './deliver-http.js';
 
+/** How the reason of an endpoint this loop disabled begins (`cards_sync_webhook_endpoint_auto_disabled`). */
+export const AUTO_DISABLED_REASON = 'no 2xx since ';
+
 // The database side of delivery: claiming due deliveries (FOR UPDATE SKIP LOCKED, so workers
 // share the work without waiting on each other) and recording what an attempt came to.
 
@@ -121,10 +124,10 @@ export async function finishAttempt(
       const off = await client.query(
         `update webhook_endpoints
          set enabled = false, disabled_at = now(),
-             disabled_reason = 'no 2xx since ' || to_char(failing_since at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
+             disabled_reason = $4 || to_char(failing_since at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
                || ': disabled after failing for ' || $2 || '; fix the receiver, then cards-sync webhooks enable ' || id
          where id = $1 and enabled and failing_since <= now() - $3 * interval '1 millisecond'`,
-        [d.endpointId, spanText(o.disableAfterMs), o.disableAfterMs],
+        [d.endpointId, spanText(o.disableAfterMs), o.disableAfterMs, AUTO_DISABLED_REASON],
       );
       disabled = off.rowCount === 1;
     }

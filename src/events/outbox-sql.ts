@@ -45,6 +45,7 @@ const oldValue = `case f when 'create_date' then to_jsonb(${utc("e.previous ->> 
  * Events follow the history's ids (an added card's `added_change_id` comes from the same
  * sequence), the order in which history reads. When it inserted any, the listeners of
  * CHANGES_CHANNEL are told at commit (a NOTIFY is delivered only if the transaction commits).
+ * Answers one row: `types`, how many events of each type it wrote.
  */
 export const WRITE_EVENTS = `
 with mine as (
@@ -79,7 +80,10 @@ with mine as (
         then jsonb_build_object('holderSubscriberId', e.previous -> 'subscriber_id') else '{}' end
     from mine e join saved_cards c on c.id = e.card_id
     order by e.ord
-    returning 1
+    returning type
+), counted as (
+  select type, count(*)::int as n from inserted group by type
 )
-select count(*)::int as events, case when count(*) > 0 then pg_notify('${CHANGES_CHANNEL}', '') end
-  from inserted`;
+-- How many of each type (for cards_sync_change_events_total, counted once the commit is known).
+select coalesce((select jsonb_object_agg(type, n) from counted), '{}') as types,
+  case when exists (select 1 from counted) then pg_notify('${CHANGES_CHANNEL}', '') end`;

@@ -19,32 +19,52 @@ export interface WrittenChanges {
   at: Date;
 }
 
+/** How many events of each type a write left, e.g. `{"card.added": 3}`. */
+export type EventCounts = Record<string, number>;
+
 /**
  * Sends the outbox statement on the writer's client, in its transaction, without waiting: a
- * pipelined caller sends it with the write it follows and the commit. Resolves to the number of
- * events written. Call it only for a write that changed something: an unchanged sync sends nothing,
+ * pipelined caller sends it with the write it follows and the commit. Resolves to how many events
+ * of each type it wrote: the caller tells {@link eventsCommitted} once its commit is known. Call it only for a write that changed something: an unchanged sync sends nothing,
  * and so writes no event byte. Not inside a savepoint: rows written there carry the
  * subtransaction's id as their xmin, which the statement would not recognise as its own.
  */
-export async function writeChangeEvents(client: pg.ClientBase, w: WrittenChanges): Promise<number> {
+export async function writeChangeEvents(client: pg.ClientBase, w: WrittenChanges): Promise<EventCounts> {
   const subscriberIds = [...new Set(w.subscriberIds)];
-  if (subscriberIds.length === 0) return 0;
-  const { rows } = await client.query<{ events: number }>({
+  if (subscriberIds.length === 0) return {};
+  const { rows } = await client.query<{ types: EventCounts }>({
     name: 'cards-sync-write-events',
     text: WRITE_EVENTS,
     values: [subscriberIds, w.at],
   });
-  return rows[0]?.events ?? 0;
+  return rows[0]?.types ?? {};
 }
 
 /** `writeChangeEvents` inside a Drizzle transaction (the `not_found` path's). */
-export async function writeChangeEventsIn(tx: Executor, w: WrittenChanges): Promise<number> {
+export async function writeChangeEventsIn(tx: Executor, w: WrittenChanges): Promise<EventCounts> {
   const subscriberIds = [...new Set(w.subscriberIds)];
-  if (subscriberIds.length === 0) return 0;
+  if (subscriberIds.length === 0) return {};
   const values: Record<string, unknown> = { $1: `{${subscriberIds.join(',')}}`, $2: w.at };
   const parts: SQL[] = WRITE_EVENTS.split(/(\$[12])(?!\d)/).map((part) =>
     Object.hasOwn(values, part) ? sql`${values[part]}` : sql.raw(part),
   );
-  const { rows } = await tx.execute<{ events: number }>(sql.join(parts));
-  return rows[0]?.events ?? 0;
+  const { rows } = await tx.execute<{ types: EventCounts }>(sql.join(parts));
+  return rows[0]?.types ?? {};
+}
+
+const committedListeners = new Set<(counts: EventCounts) => void>();
+
+/**
+ * Called by a writer once its transaction committed, with what {@link writeChangeEvents} answered:
+ * the listeners (a worker's `cards_sync_change_events_total`) count only events that exist.
+ */
+export function eventsCommitted(counts: EventCounts): void {
+  if (Object.keys(counts).length === 0) return;
+  for (const listener of committedListeners) listener(counts);
+}
+
+/** Listens to {@link eventsCommitted} in this process; returns the way to stop. */
+export function onEventsCommitted(listener: (counts: EventCounts) => void): () => void {
+  committedListeners.add(listener);
+  return () => committedListeners.delete(listener);
 }

@@ -13,6 +13,8 @@ export interface WebhookStatus {
   /** No 2xx since its last failure. */
   failing: boolean;
   deadLetters: number;
+  /** Why it is disabled (an operator's `webhooks disable`, or days without a 2xx); null while enabled. */
+  disabledReason: string | null;
 }
 
 export function urlWithoutQuery(url: string): string {
@@ -34,6 +36,7 @@ export async function readWebhooksStatus(db: Pick<pg.Pool, 'query'>): Promise<We
       lagSeconds: e.lagSeconds,
       failing: e.failingSince !== null,
       deadLetters: e.deadLetters,
+      disabledReason: e.enabled ? null : e.disabledReason,
     }));
   } catch (error) {
     if ((error as { code?: string }).code === '42P01') return null;

@@ -7,6 +7,7 @@ import { forgetDigestsOfTakenCards, recountActiveCards } from '../../db/ops/dige
 import { sentTogether } from '../../db/ops/pipeline.js';
 import type { SyncStatus, SyncTrigger } from '../../db/schema.js';
 import type { SavedCard } from '../cards.js';
+import { eventsCommitted } from '../events/outbox.js';
 import {
   afterSuccess,
   defaultPolicy,
@@ -238,7 +239,8 @@ export async function applyCardsBatch(
     if (written.status !== 'fulfilled' || committed.status !== 'fulfilled') throw new Error('unreachable');
     if (committed.value.command !== 'COMMIT')
       throw new Error('the batch transaction was rolled back, not committed');
-    const { runIds, removed } = written.value;
+    const { runIds, removed, events } = written.value;
+    eventsCommitted(events);
 
     // Count only what was really marked: a card may have moved to another subscriber meanwhile.
     const removedBy = new Map<number, number>();
