@@ -39,10 +39,16 @@ export function registerWebhooksRoutes(app: Hono<AdminEnv>, deps: AdminDeps): vo
       endpoints.map(async (endpoint) => {
         const [latest, failed, oldestDeadAt] = await Promise.all([
           listDeliveries(pool, { endpointId: endpoint.id, failed: false, limit: SHOWN_DELIVERIES }),
-          listDeliveries(pool, { endpointId: endpoint.id, failed: true, limit: SHOWN_DELIVERIES }),
+          // Failed ones are dead or retrying: read more to show up to SHOWN_DELIVERIES dead.
+          listDeliveries(pool, { endpointId: endpoint.id, failed: true, limit: 5 * SHOWN_DELIVERIES }),
           endpoint.deadLetters > 0 ? oldestDeadLetterAt(pool, endpoint.id) : Promise.resolve(null),
         ]);
-        return { endpoint, latest, dead: failed.filter((d) => d.status === 'dead'), oldestDeadAt };
+        return {
+          endpoint,
+          latest,
+          dead: failed.filter((d) => d.status === 'dead').slice(0, SHOWN_DELIVERIES),
+          oldestDeadAt,
+        };
       }),
     );
   }
