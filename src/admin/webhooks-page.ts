@@ -12,8 +12,14 @@ import { esc, layout, readOnlyNote, time } from './html.js';
 /** Characters of an answer's excerpt the page shows (the table keeps up to 1,024). */
 export const SHOWN_EXCERPT = 200;
 
-/** How far before the oldest dead letter a replay starts by default: events written in the same second are sent again rather than missed (receivers deduplicate on `webhook-id`). */
-export const REPLAY_MARGIN_MS = 1000;
+/**
+ * How far before the oldest dead letter's event time a replay starts by default. The feed is in
+ * commit order (txid, seq), and an event's time is taken before its transaction commits: a sync
+ * that took its time just before the dead letter's may commit just after it, and a point between
+ * the two would skip the dead letter. A minute covers any sync; the few events sent again are
+ * deduplicated by their `webhook-id`.
+ */
+export const REPLAY_MARGIN_MS = 60_000;
 
 export interface EndpointView {
   endpoint: EndpointRow;
