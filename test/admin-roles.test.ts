@@ -137,6 +137,8 @@ describe('the route table', () => {
       'POST /admin/resync-email',
       'POST /admin/pause',
       'POST /admin/resume',
+      'GET /admin/webhooks',
+      'POST /admin/webhooks/:id/replay',
       'GET /admin/queues/api/queues',
       'PUT /admin/queues/api/queues/:queueName/:jobId/retry',
       'PUT /admin/queues/api/queues/:queueName/clean/:queueStatus',

@@ -28,6 +28,7 @@ import { registerOpsRoutes } from './ops-routes.js';
 import { parseFlash, renderOverview } from './overview.js';
 import { noFraming } from './same-origin.js';
 import { collectGauges } from './scrape.js';
+import { registerWebhooksRoutes } from './webhooks-routes.js';
 
 /** Operator actions the overview lists. */
 export const RECENT_ACTIONS = 5;
@@ -153,6 +154,7 @@ export function createAdminApp(deps: AdminDeps) {
   });
 
   registerOpsRoutes(app, deps);
+  registerWebhooksRoutes(app, deps);
 
   mountBoard(app, '/admin/queues', [deps.syncQueue, deps.refreshQueue], guard, deps);
 

@@ -269,6 +269,8 @@ ${modelBlock(view.model)}
 ${refreshSection(view)}
 <h2>Fleet</h2>
 ${fleetBlock(view.fleet)}
+<h2>Webhooks</h2>
+<p><a id="webhooks-link" href="/admin/webhooks">Webhook endpoints: lag, latest deliveries, dead letters, replay →</a></p>
 <h2>Failed attempts in the last 24 hours (sync_runs)</h2>
 ${failures}
 <h2>Recent operator actions (admin_actions)</h2>

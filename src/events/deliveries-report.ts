@@ -62,3 +62,18 @@ export async function listDeliveries(
           },
   }));
 }
+
+/**
+ * When the event of an endpoint's oldest dead letter was written, or null when it has none: where
+ * a replay of its dead letters starts (the ops page's replay button).
+ */
+export async function oldestDeadLetterAt(
+  db: Pick<pg.Pool, 'query'>,
+  endpointId: number,
+): Promise<Date | null> {
+  const { rows } = await db.query<{ at: Date | null }>(
+    "select min(event_at) as at from webhook_deliveries where endpoint_id = $1 and status = 'dead'",
+    [endpointId],
+  );
+  return rows[0]?.at ?? null;
+}

@@ -1,0 +1,101 @@
+import type { Hono } from 'hono';
+import { parseEndpointId, parseSince } from '../commands/webhook-args.js';
+import { listDeliveries, oldestDeadLetterAt } from '../events/deliveries-report.js';
+import { listEndpoints } from '../events/endpoints-sql.js';
+import { feedCursorAt } from '../events/fanout.js';
+import { replayEndpoint } from '../events/replay.js';
+import type { AdminDeps } from './app.js';
+import { auditRequest } from './audit.js';
+import { type AdminEnv, requireToken } from './auth.js';
+import { formToken, readForm, requireForm } from './csrf.js';
+import { messagePage } from './html.js';
+import { type EndpointView, parseReplayFlash, renderWebhooksPage } from './webhooks-page.js';
+
+/** Deliveries the page lists per endpoint, in each of its two tables. */
+export const SHOWN_DELIVERIES = 10;
+
+const UNDEFINED_TABLE = '42P01';
+
+/**
+ * The webhooks view of the ops page and its replay form, with the data functions of `status`,
+ * `webhooks list`, `webhooks deliveries` and `webhooks replay`. The reader may look; the replay
+ * is the operator's, behind the same CSRF and origin checks as the other forms, and audited as
+ * `webhooks_replay` like the command's.
+ */
+export function registerWebhooksRoutes(app: Hono<AdminEnv>, deps: AdminDeps): void {
+  const guard = requireToken({ operator: deps.adminToken, reader: deps.adminReadToken });
+  const form = requireForm(deps.adminToken);
+  const pool = deps.db.$client;
+
+  async function readViews(): Promise<EndpointView[] | null> {
+    let endpoints: Awaited<ReturnType<typeof listEndpoints>>;
+    try {
+      endpoints = await listEndpoints(pool);
+    } catch (error) {
+      if ((error as { code?: string }).code === UNDEFINED_TABLE) return null;
+      throw error;
+    }
+    return Promise.all(
+      endpoints.map(async (endpoint) => {
+        const [latest, failed, oldestDeadAt] = await Promise.all([
+          listDeliveries(pool, { endpointId: endpoint.id, failed: false, limit: SHOWN_DELIVERIES }),
+          // Failed ones are dead or retrying: read more to show up to SHOWN_DELIVERIES dead.
+          listDeliveries(pool, { endpointId: endpoint.id, failed: true, limit: 5 * SHOWN_DELIVERIES }),
+          endpoint.deadLetters > 0 ? oldestDeadLetterAt(pool, endpoint.id) : Promise.resolve(null),
+        ]);
+        return {
+          endpoint,
+          latest,
+          dead: failed.filter((d) => d.status === 'dead').slice(0, SHOWN_DELIVERIES),
+          oldestDeadAt,
+        };
+      }),
+    );
+  }
+
+  app.get('/admin/webhooks', guard, async (c) =>
+    c.html(
+      renderWebhooksPage({
+        endpoints: await readViews(),
+        csrf: formToken(c.get('role'), deps.adminToken),
+        flash: parseReplayFlash(c.req.query()),
+      }),
+    ),
+  );
+
+  app.post('/admin/webhooks/:id/replay', guard, form, async (c) => {
+    const refuse = (title: string, message: string, status: 400 | 404) =>
+      c.html(messagePage(title, `${message}. Nothing was done.`), status);
+    let id: number;
+    let since: ReturnType<typeof parseSince>;
+    try {
+      id = parseEndpointId(c.req.param('id'));
+    } catch (error) {
+      return refuse('Not an endpoint id', (error as Error).message, 400);
+    }
+    try {
+      since = parseSince(((await readForm(c)).since ?? '').trim());
+    } catch (error) {
+      return refuse('Not a point to replay from', (error as Error).message.replace(/^--since/, 'since'), 400);
+    }
+    const cursor = 'cursor' in since ? since.cursor : await feedCursorAt(pool, since.time);
+    const done = await replayEndpoint(pool, id, cursor);
+    if (done === undefined) {
+      return refuse(
+        'No such endpoint',
+        `there is no webhook endpoint ${id}; /admin/webhooks lists them`,
+        404,
+      );
+    }
+    await auditRequest(deps, c, 'webhooks_replay', {
+      endpoint: id,
+      from: done.from,
+      to: done.to,
+      replayed: done.replayed,
+    });
+    return c.redirect(
+      `/admin/webhooks?done=replayed&endpoint=${id}&replayed=${done.replayed}#endpoint-${id}`,
+      303,
+    );
+  });
+}
