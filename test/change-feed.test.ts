@@ -1,3 +1,4 @@
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ApiClient, createApiClient } from '../src/api/client.js';
 import { FEED_START, readFeed } from '../src/events/feed.js';
@@ -7,7 +8,7 @@ import { syncSubscriber } from '../src/sync/sync-subscriber.js';
 import { READ_TOKEN, useAdminApp } from './admin-client.js';
 import { API_KEY, makeCard, ok, testTokens, useScriptedApi } from './fixtures.js';
 import { captureLogger, useTestDatabase } from './helpers.js';
-import { runCli, startCli } from './queue-helpers.js';
+import { runCli, startCli, waitFor } from './queue-helpers.js';
 
 // Issue 37 part 2: the pull feed never skips an event whose transaction committed late, and a
 // long poll is woken by the commit (DESIGN §7).
@@ -107,6 +108,32 @@ describe('the pull feed', () => {
     } finally {
       await signal.close();
     }
+  });
+
+  it('a long poll whose LISTEN connection breaks gives it back: the next wait listens again, the pool still ends', async () => {
+    const own = new pg.Pool({
+      connectionString: database.url,
+      max: 2,
+      application_name: 'signal break test',
+    });
+    const signal = createChangeSignal(own);
+    const first = await signal.arm(30_000);
+    expect(own.totalCount).toBe(1);
+    // A Postgres restart, as the listening connection sees it.
+    await pool().query(
+      "select pg_terminate_backend(pid) from pg_stat_activity where application_name = 'signal break test'",
+    );
+    await waitFor('the broken listener to leave the pool', async () => own.totalCount === 0, 10_000);
+    first.cancel();
+    const second = await signal.arm(50);
+    expect(own.totalCount).toBe(1);
+    expect(await second.woken).toBe(false);
+    await signal.close();
+    const ended = await Promise.race([
+      own.end().then(() => 'ended'),
+      new Promise((r) => setTimeout(() => r('still waiting'), 5000)),
+    ]);
+    expect(ended).toBe('ended');
   });
 
   it('GET /api/changes: pages with next, for the read token too; bad parameters are refused', async () => {

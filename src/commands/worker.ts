@@ -16,6 +16,7 @@ import { createApiClient } from '../api/client.js';
 import { type Config, requireApi } from '../config/index.js';
 import { requireCardTokens } from '../config/tokens.js';
 import { CliError } from '../errors.js';
+import type { RetrySchedule } from '../events/backoff.js';
 import { startWebhookDelivery, type WebhookDelivery } from '../events/delivery-worker.js';
 import { startChangeEventsMaintenance } from '../events/maintenance.js';
 import { type FleetMembership, joinFleet, liveFleet } from '../fleet/registry.js';
@@ -36,6 +37,11 @@ export interface WorkerCliOptions {
   admin?: boolean;
   /** How long SIGTERM waits for in-flight jobs, ms. Default 30000. */
   shutdownTimeoutMs: number;
+  /**
+   * Internal, for tests (no flag or variable reaches it): webhook delivery's retry schedule.
+   * Default `DEFAULT_SCHEDULE` (src/events/backoff.ts): about a day of retries, 5 s doubling.
+   */
+  webhookSchedule?: RetrySchedule;
 }
 
 /** `cards-sync worker`: processes sync jobs until signalled (or until idle with --exit-when-idle). */
@@ -219,6 +225,7 @@ export async function cmdWorker(config: Config, io: Io, opts: WorkerCliOptions):
   // Webhooks: claimed from Postgres, outside the sync queue and the API's rate limit.
   webhooks = startWebhookDelivery(config, logger, fleet.id, {
     onAttempt: (endpoint, outcome) => metrics.webhookDeliveries.inc({ endpoint: String(endpoint), outcome }),
+    ...(opts.webhookSchedule ? { schedule: opts.webhookSchedule } : {}),
   });
   if (opts.admin) {
     try {

@@ -16,8 +16,15 @@ export interface ChangeSignal {
   close(): Promise<void>;
 }
 
+/** The LISTEN connection: `drop` gives it back to the pool once (with the error that broke it, if any). */
+interface Listener {
+  client: pg.PoolClient;
+  dropped(): boolean;
+  drop(error?: Error): void;
+}
+
 export function createChangeSignal(pool: pg.Pool): ChangeSignal {
-  let client: Promise<pg.PoolClient> | undefined;
+  let client: Promise<Listener> | undefined;
   let waiters = new Set<() => void>();
   let received = 0;
   const onNotification = (m: pg.Notification) => {
@@ -28,32 +35,53 @@ export function createChangeSignal(pool: pg.Pool): ChangeSignal {
     for (const wake of woken) wake();
   };
   const listen = () => {
-    client ??= pool.connect().then(async (c) => {
-      c.on('notification', onNotification);
-      // A broken listener is dropped; the next wait makes another.
-      c.on('error', () => {
-        client = undefined;
+    if (client === undefined) {
+      const pending = pool.connect().then(async (c) => {
+        let dropped = false;
+        const listener: Listener = {
+          client: c,
+          dropped: () => dropped,
+          drop(error) {
+            if (dropped) return;
+            dropped = true;
+            c.removeListener('notification', onNotification);
+            c.release(error ?? false);
+          },
+        };
+        c.on('notification', onNotification);
+        // A broken listener goes back to the pool (which discards it) and is forgotten; the next
+        // wait makes another. Kept checked out, it would hold a pool slot for good and the pool's
+        // end() would wait for it forever (a worker that cannot stop after a Postgres restart).
+        c.on('error', (error: Error) => {
+          if (client === pending) client = undefined;
+          listener.drop(error);
+        });
+        try {
+          await c.query(`listen ${CHANGES_CHANNEL}`);
+        } catch (error) {
+          listener.drop(error as Error);
+          throw error;
+        }
+        return listener;
       });
-      await c.query(`listen ${CHANGES_CHANNEL}`);
-      return c;
-    });
-    client.catch(() => {
-      client = undefined;
-    });
+      client = pending;
+      pending.catch(() => {
+        if (client === pending) client = undefined;
+      });
+    }
     return client;
   };
   const release = async () => {
     if (waiters.size > 0 || client === undefined) return;
     const pending = client;
     client = undefined;
-    const c = await pending.catch(() => undefined);
-    if (!c) return;
-    c.removeListener('notification', onNotification);
+    const listener = await pending.catch(() => undefined);
+    if (!listener || listener.dropped()) return;
     try {
-      await c.query(`unlisten ${CHANGES_CHANNEL}`);
-      c.release();
+      await listener.client.query(`unlisten ${CHANGES_CHANNEL}`);
+      listener.drop();
     } catch (error) {
-      c.release(error as Error);
+      listener.drop(error as Error);
     }
   };
   return {
