@@ -67,6 +67,9 @@ export function startDeliveryLoop(o: DeliveryOptions): DeliveryLoop {
   let total = 0;
   let stopping = false;
   let wake: (() => void) | undefined;
+  // An attempt that ends while a pass runs finds no wait to end: it leaves this mark instead, so
+  // the loop passes again at once rather than sleeping a poll with a slot free.
+  let freed = false;
 
   async function attempt(d: ClaimedDelivery, target: { url: string; secrets: string[] }): Promise<void> {
     const headers = signedHeaders(target.secrets, d.eventId, Math.floor(Date.now() / 1000), d.body);
@@ -119,6 +122,7 @@ export function startDeliveryLoop(o: DeliveryOptions): DeliveryLoop {
         total--;
         inFlight.set(d.endpointId, (inFlight.get(d.endpointId) ?? 1) - 1);
         running.delete(p);
+        freed = true;
         wake?.();
       });
     running.add(p);
@@ -159,6 +163,7 @@ export function startDeliveryLoop(o: DeliveryOptions): DeliveryLoop {
       // Armed before the pass: an event committed while it runs still wakes the wait after it.
       const armed = await o.signal?.arm(pollMs).catch(() => undefined);
       let busy = false;
+      freed = false;
       try {
         busy = await pass();
       } catch (error) {
@@ -166,7 +171,7 @@ export function startDeliveryLoop(o: DeliveryOptions): DeliveryLoop {
       }
       if (!stopping) {
         await new Promise<void>((resolve) => {
-          const timer = setTimeout(done, busy ? 0 : pollMs);
+          const timer = setTimeout(done, busy || freed ? 0 : pollMs);
           void armed?.woken.then(done);
           function done() {
             clearTimeout(timer);
