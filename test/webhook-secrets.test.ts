@@ -6,6 +6,7 @@ import {
   rotateEndpointSecret,
 } from '../src/events/endpoints-sql.js';
 import { newKeyMaterial, parseKeyRing, TokenKeyError } from '../src/tokens/keyring.js';
+import { secretsIn } from './faults/secrets.js';
 import { CARD_TOKEN_KEYS } from './fixtures.js';
 import { useTestDatabase } from './helpers.js';
 import { runCli } from './queue-helpers.js';
@@ -61,5 +62,21 @@ describe('webhook secrets at rest', () => {
       resealed: 0,
       unreadable: [],
     });
+  });
+});
+
+describe("the run's secret search (test/setup/secret-search.ts)", () => {
+  it('finds a signing secret inside a log line or an error, not the line `webhooks add` prints for the operator', () => {
+    const secret = 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw';
+    expect(
+      secretsIn(
+        [
+          `{"level":30,"msg":"endpoint added","secret":"${secret}"}`,
+          `Error: could not sign with ${secret}`,
+          `signing secret (shown once): ${secret}`,
+        ],
+        {},
+      ),
+    ).toEqual(['log 1 line 1: a webhook signing secret', 'log 2 line 1: a webhook signing secret']);
   });
 });

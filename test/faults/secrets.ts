@@ -33,6 +33,10 @@ export function secretsIn(logs: readonly string[], secrets: Secrets): string[] {
       if (secrets.cardTokenShapes && /(?<![0-9a-z])(?:[0-9a-f]{32}|tok\d{29})(?![0-9a-z])/i.test(untraced)) {
         found.push(`${where}: something shaped like a card token`);
       }
+      // A webhook signing secret is printed once, as a line of its own, by `webhooks add` and
+      // `rotate-secret`; it must never be inside a log line (pino's JSON) or an error.
+      if (/^\{"level"|error|Error/.test(line) && /whsec_[A-Za-z0-9+/]{20,}/.test(line))
+        found.push(`${where}: a webhook signing secret`);
       if (secrets.cardTokens) {
         for (const word of line.match(/[0-9a-f]{32}/gi) ?? []) {
           if (secrets.cardTokens.has(word)) found.push(`${where}: a card token`);
