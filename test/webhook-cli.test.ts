@@ -2,11 +2,10 @@ import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { collectGauges } from '../src/admin/scrape.js';
 import { createWebhookSender } from '../src/events/deliver-http.js';
 import { type DeliveryLoop, startDeliveryLoop } from '../src/events/delivery.js';
-import { createMetrics } from '../src/metrics.js';
 import { parseKeyRing } from '../src/tokens/keyring.js';
+import { databaseGauges } from './admin-helpers.js';
 import { CARD_TOKEN_KEYS } from './fixtures.js';
 import { captureLogger, useTestDatabase } from './helpers.js';
 import { archiveLog } from './log-archive.js';
@@ -220,20 +219,7 @@ describe('cards-sync webhooks', () => {
       new RegExp(`${endpointId} ${receiver.url}/hook: ok, lag \\d+s, dead letters 1`),
     );
 
-    const metrics = createMetrics({ defaultMetrics: false });
-    const refuse = () => Promise.reject(new Error('no queue here'));
-    await collectGauges({
-      db: database.handle.db,
-      metrics,
-      redis: { exists: refuse } as never,
-      syncQueue: {
-        opts: { prefix: 'x' },
-        getJobCounts: refuse,
-        isPaused: refuse,
-        getWorkersCount: refuse,
-      } as never,
-    });
-    const exposed = await metrics.registry.metrics();
+    const exposed = await databaseGauges(database.handle.db);
     expect(exposed).toContain(`cards_sync_webhook_dead_letters{endpoint="${endpointId}"} 1`);
     expect(exposed).toMatch(
       new RegExp(`cards_sync_webhook_lag_seconds\\{endpoint="${endpointId}"\\} (89|9\\d)`),

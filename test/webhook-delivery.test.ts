@@ -1,6 +1,5 @@
 import { Webhook } from 'standardwebhooks';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { collectGauges } from '../src/admin/scrape.js';
 import type { RetrySchedule } from '../src/events/backoff.js';
 import { createWebhookSender } from '../src/events/deliver-http.js';
 import { type DeliveryLoop, startDeliveryLoop } from '../src/events/delivery.js';
@@ -9,8 +8,8 @@ import { insertEndpoint, rotateEndpointSecret } from '../src/events/endpoints-sq
 import { feedHead } from '../src/events/fanout.js';
 import { replayEndpoint } from '../src/events/replay.js';
 import { createChangeSignal } from '../src/events/signal.js';
-import { createMetrics } from '../src/metrics.js';
 import { parseKeyRing } from '../src/tokens/keyring.js';
+import { databaseGauges } from './admin-helpers.js';
 import { CARD_TOKEN_KEYS } from './fixtures.js';
 import { captureLogger, useTestDatabase } from './helpers.js';
 import { waitFor } from './queue-helpers.js';
@@ -361,20 +360,7 @@ describe('webhook delivery', () => {
         "update webhook_endpoints set enabled = false, disabled_reason = 'by an operator' where id = $1",
         [other.id],
       );
-      const metrics = createMetrics({ defaultMetrics: false });
-      const refuse = () => Promise.reject(new Error('no queue here'));
-      await collectGauges({
-        db: database.handle.db,
-        metrics,
-        redis: { exists: refuse } as never,
-        syncQueue: {
-          opts: { prefix: 'x' },
-          getJobCounts: refuse,
-          isPaused: refuse,
-          getWorkersCount: refuse,
-        } as never,
-      });
-      const exposed = await metrics.registry.metrics();
+      const exposed = await databaseGauges(database.handle.db);
       expect(exposed).toContain(`cards_sync_webhook_endpoint_auto_disabled{endpoint="${id}"} 1`);
       expect(exposed).toContain(`cards_sync_webhook_endpoint_auto_disabled{endpoint="${other.id}"} 0`);
       // Disabled: no more attempts.
