@@ -14,6 +14,7 @@ import { loadConfig } from './config/index.js';
 import { deleteKeysUnder } from './demo/cleanup.js';
 import { FIX, findServices, ServicesMissing } from './demo/services.js';
 import { summarize } from './demo/summary.js';
+import { type DemoWebhooks, startDemoWebhooks } from './demo/webhooks.js';
 import { ConfigError } from './errors.js';
 import { createLogger } from './logger.js';
 import { createMetrics } from './metrics.js';
@@ -23,9 +24,11 @@ import { cardTokens } from './tokens/card-tokens.js';
 import { newKeyMaterial, parseKeyRing } from './tokens/keyring.js';
 
 // `npm run demo`: the whole pipeline on this machine, in a database and under a queue prefix of
-// its own. Migrate, start the mock API, enqueue 1,000 subscribers, run the worker until the queue
-// is idle, start the admin server, print what this run did, and keep serving until Ctrl-C. On
-// exit it removes what it made: its queue keys and its database (unless --keep).
+// its own. Migrate, start the mock API and a webhook receiver registered as an endpoint, enqueue
+// 1,000 subscribers, run the worker (syncs and webhook delivery) until the queue is idle and the
+// run's events have arrived, start the admin server, print what this run did, and keep serving
+// until Ctrl-C. On exit it removes what it made: its queue keys and its database (unless --keep),
+// or in a database it was told to use, its endpoint.
 
 const USAGE = `usage: npm run demo -- [options]
 
@@ -147,7 +150,8 @@ async function main(): Promise<number> {
   console.log(`2. mock Saved Cards API on ${apiUrl} (every 97th subscriber is unknown to it)`);
 
   // Sealed as in production: under the configured keys, or a key made for this run.
-  const tokens = cardTokens(true, config.tokens.ring ?? parseKeyRing(`demo:${newKeyMaterial()}`));
+  const ring = config.tokens.ring ?? parseKeyRing(`demo:${newKeyMaterial()}`);
+  const tokens = cardTokens(true, ring);
   const logger = createLogger({ level: 'error' });
   const metrics = createMetrics();
   const handle = createDb(config.databaseUrl, { max: 20, timeoutMs: config.databaseTimeoutMs });
@@ -158,9 +162,11 @@ async function main(): Promise<number> {
   const jobIds: string[] = [];
   let admin: Awaited<ReturnType<typeof startAdmin>> | undefined;
   let worker: Awaited<ReturnType<typeof startSyncWorker>> | undefined;
+  let webhooks: DemoWebhooks | undefined;
   stopApp = async () => {
     await admin?.stop();
     await worker?.close(5000);
+    await webhooks?.stop({ deleteEndpoint: !ownDatabase }).catch(() => {});
     await Promise.allSettled([api.close(), mock.stop()]);
     // Only what this run made: with its own prefix every key under it, else the jobs it added.
     if (!ownPrefix) await Promise.allSettled(jobIds.map((id) => queue.remove(id)));
@@ -170,6 +176,8 @@ async function main(): Promise<number> {
     if (ownDatabase && !keep) await dropDatabase(config.databaseUrl).catch(() => {});
   };
 
+  webhooks = await startDemoWebhooks(config, ring, handle.pool, logger);
+  console.log(`   webhook receiver on ${webhooks.url}, registered as an endpoint for this run`);
   const since = new Date();
   for (let i = 0; i < ids.length; i += 500) {
     const added = await enqueueSyncs(
@@ -188,6 +196,8 @@ async function main(): Promise<number> {
 
   console.log('\n4. what landed (card tokens are never shown)');
   console.log(await summarize(handle.db, { firstId: FIRST_ID, lastId: FIRST_ID + SUBSCRIBERS - 1, since }));
+  console.log('');
+  console.log(await webhooks.summary(30_000));
 
   if (values['no-wait']) {
     // No address or password of a server that is gone by the time they are read.

@@ -10,8 +10,10 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createDb } from '../db/client.js';
 import { createSyncQueue } from '../jobs/queue.js';
+import { verifyDelivery } from '../src/demo/receiver.js';
 import { findServices, ServicesMissing } from '../src/demo/services.js';
 import { freshnessRows } from '../src/demo/summary.js';
+import { newWebhookSecret, signedHeaders } from '../src/events/signing.js';
 import { createTestDatabase } from './helpers.js';
 import { archiveLog } from './log-archive.js';
 import { waitFor } from './queue-helpers.js';
@@ -68,6 +70,30 @@ async function portOpen(port: number): Promise<boolean> {
 
 const succeeded = (out: string) => Number(/succeeded\s+(\d+)/.exec(out)?.[1]);
 
+/**
+ * The summary's webhooks line: how many events its receiver verified, and by type. Each type's count
+ * adds up to the total, and no delivery failed verification.
+ */
+function webhooksReceived(out: string): { events: number; byType: Record<string, number> } {
+  const line =
+    /webhooks: (\d+) events received at http:\/\/127\.0\.0\.1:\d+\/hook, all signatures verified(?:: (.*))?\n/.exec(
+      out,
+    );
+  expect(line, out).not.toBeNull();
+  const byType: Record<string, number> = Object.fromEntries(
+    (line?.[2] ?? '')
+      .split(', ')
+      .filter(Boolean)
+      .map((part) => {
+        const [type, n] = part.split(' ');
+        return [type, Number(n)];
+      }),
+  );
+  const events = Number(line?.[1]);
+  expect(Object.values(byType).reduce((a, b) => a + b, 0)).toBe(events);
+  return { events, byType };
+}
+
 describe('npm run demo', () => {
   it('without --no-wait: the admin address it prints answers, until Ctrl-C stops it and it cleans up', async () => {
     const child = spawn(process.execPath, [new URL('../dist/src/demo.js', import.meta.url).pathname], {
@@ -116,6 +142,10 @@ describe('npm run demo', () => {
       expect(out).toMatch(/not found upstream +11 *\n/);
       expect(out).toMatch(/total +1000 *\n/);
       expect(out).toContain('active cards per bank');
+      // Its receiver got this run's events, each signature verified: a first sync adds every card.
+      const hooks = webhooksReceived(out);
+      expect(hooks.events).toBeGreaterThan(0);
+      expect(hooks.byType['card.added']).toBeGreaterThan(0);
       // Not a terminal: no bar, so a last progress line with the total before "idle".
       expect(out).toMatch(/1000\/1000 jobs done\n\s+idle after/);
       // It exits at once: no address or password of a server already gone.
@@ -148,13 +178,22 @@ describe('npm run demo', () => {
     await redis.set(`${prefix}:someone-else`, 'theirs');
     const env = { DATABASE_URL: 'postgres://postgres@127.0.0.1:1/x', REDIS_URL: inject('redisUrl') };
     const args = ['--no-wait', '--database-url', db.url, '--prefix', prefix];
+    let received = 0;
     for (let run = 0; run < 2; run++) {
       const { code, out } = await demo(args, env);
       expect(code, out).toBe(0);
       expect(out).toContain(`database ${db.name}, as told`);
       expect(succeeded(out), out).toBe(989);
       expect(out).toContain("cleaned up: removed the demo's jobs");
+      received += webhooksReceived(out).events;
     }
+    // Every change event of the two runs arrived, once each (the foreign job's too: the demo's
+    // worker ran it, and its endpoint takes every event); the endpoint went with its run.
+    const [events] = await query<{ n: number }>(db.url, 'select count(*)::int as n from change_events');
+    expect(events?.n).toBeGreaterThan(0);
+    expect(received).toBe(events?.n);
+    expect(await query(db.url, 'select id from webhook_endpoints')).toEqual([]);
+    expect(await query(db.url, 'select id from webhook_deliveries')).toEqual([]);
     const [{ n } = { n: -1 }] = await query<{ n: number }>(
       db.url,
       `select count(*)::int as n from sync_runs where subscriber_id between 100001 and 101000`,
@@ -282,5 +321,20 @@ describe("the demo's summary", () => {
       await handle.pool.query('delete from subscribers where subscriber_id between 500001 and 500010');
       await handle.close();
     }
+  });
+});
+
+describe("the demo's receiver", () => {
+  it('verifies a signature under either secret of a rotation, and refuses a changed body, another secret or a stale timestamp', () => {
+    const [current, previous, other] = [newWebhookSecret(), newWebhookSecret(), newWebhookSecret()];
+    const now = Math.floor(Date.now() / 1000);
+    const body = '{"id":"evt_1","type":"card.added"}';
+    const headers = { ...signedHeaders([current, previous], 'evt_1', now, body) };
+    expect(verifyDelivery(current, headers, body, now)).toBe(true);
+    expect(verifyDelivery(previous, headers, body, now)).toBe(true);
+    expect(verifyDelivery(other, headers, body, now)).toBe(false);
+    expect(verifyDelivery(current, headers, body.replace('added', 'removed'), now)).toBe(false);
+    expect(verifyDelivery(current, headers, body, now + 301)).toBe(false);
+    expect(verifyDelivery(current, { ...headers, 'webhook-id': 'evt_2' }, body, now)).toBe(false);
   });
 });

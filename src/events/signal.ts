@@ -45,6 +45,10 @@ export function createChangeSignal(pool: pg.Pool): ChangeSignal {
             if (dropped) return;
             dropped = true;
             c.removeListener('notification', onNotification);
+            // A healthy client goes back to the pool for reuse: left on it, this handler would be
+            // one more on every later checkout (Node warns at 11). A broken one is discarded, and
+            // keeps it for any error still to come.
+            if (error === undefined) c.removeListener('error', onError);
             c.release(error ?? false);
           },
         };
@@ -52,10 +56,11 @@ export function createChangeSignal(pool: pg.Pool): ChangeSignal {
         // A broken listener goes back to the pool (which discards it) and is forgotten; the next
         // wait makes another. Kept checked out, it would hold a pool slot for good and the pool's
         // end() would wait for it forever (a worker that cannot stop after a Postgres restart).
-        c.on('error', (error: Error) => {
+        const onError = (error: Error) => {
           if (client === pending) client = undefined;
           listener.drop(error);
-        });
+        };
+        c.on('error', onError);
         try {
           await c.query(`listen ${CHANGES_CHANNEL}`);
         } catch (error) {
