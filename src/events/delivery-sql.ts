@@ -20,18 +20,8 @@ export interface ClaimedDelivery {
   attempt: number;
 }
 
-/**
- * Claims up to `limit` due deliveries of one endpoint. A delivery is due when its time has come,
- * no live lease holds it, and no earlier delivery of its (endpoint, subscriber) is still pending:
- * one subscriber's events go out in feed order, a later one waiting while an earlier one is retried.
- * A dead letter is no longer pending, so it stops holding the later ones back.
- */
-export async function claimDeliveries(
-  db: Queryable,
-  o: { endpointId: number; limit: number; workerId: string; leaseMs: number },
-): Promise<ClaimedDelivery[]> {
-  const { rows } = await db.query(
-    `with due as (
+/** The claim ($1 endpoint, $2 limit, $3 worker, $4 lease ms); exported for the plan's test. */
+export const CLAIM_DELIVERIES = `with due as (
        select d.id from webhook_deliveries d
        where d.endpoint_id = $1 and d.status = 'pending' and d.next_attempt_at <= now()
          and (d.locked_until is null or d.locked_until < now())
@@ -45,16 +35,29 @@ export async function claimDeliveries(
            where p.endpoint_id = d.endpoint_id and p.subscriber_id = d.subscriber_id
              and p.status = 'pending'
            order by p.id limit 1)
-       order by d.next_attempt_at, d.id
+       -- By the due index's own order, so the scan stops at the limit: with a tie-break on id
+       -- as well, every pending row of the endpoint was read and sorted first (37 ms a claim at
+       -- 20,000 pending, 0.3 ms this way; bench/RESULTS.md, issue 37). Ties keep insertion order.
+       order by d.next_attempt_at
        limit $2
        for update of d skip locked)
      update webhook_deliveries d
      set locked_by = $3, locked_until = now() + $4 * interval '1 millisecond',
          attempts = d.attempts + 1, first_attempt_at = coalesce(d.first_attempt_at, now())
      from due where d.id = due.id
-     returning d.id, d.endpoint_id, d.event_id, d.subscriber_id, d.body, d.attempts`,
-    [o.endpointId, o.limit, o.workerId, o.leaseMs],
-  );
+     returning d.id, d.endpoint_id, d.event_id, d.subscriber_id, d.body, d.attempts`;
+
+/**
+ * Claims up to `limit` due deliveries of one endpoint. A delivery is due when its time has come,
+ * no live lease holds it, and no earlier delivery of its (endpoint, subscriber) is still pending:
+ * one subscriber's events go out in feed order, a later one waiting while an earlier one is retried.
+ * A dead letter is no longer pending, so it stops holding the later ones back.
+ */
+export async function claimDeliveries(
+  db: Queryable,
+  o: { endpointId: number; limit: number; workerId: string; leaseMs: number },
+): Promise<ClaimedDelivery[]> {
+  const { rows } = await db.query(CLAIM_DELIVERIES, [o.endpointId, o.limit, o.workerId, o.leaseMs]);
   return rows
     .map((r) => ({
       id: Number(r.id),
@@ -87,56 +90,50 @@ export async function finishAttempt(
   },
 ): Promise<{ finish: Finish; disabled: boolean }> {
   const r = o.result;
+  if (r.delivered) return { finish: await finishDelivered(pool, d, o.workerId, r), disabled: false };
   const client = await pool.connect();
   try {
     await client.query('begin');
     await client.query(
       `insert into webhook_attempts (delivery_id, endpoint_id, attempt, outcome, status_code, error_code, latency_ms, excerpt)
-       values ($1, $2, $3, $4, $5, $6, $7, $8)`,
-      [
-        d.id,
-        d.endpointId,
-        d.attempt,
-        r.delivered ? 'delivered' : 'failed',
-        r.status,
-        r.errorCode,
-        r.latencyMs,
-        r.excerpt,
-      ],
+       values ($1, $2, $3, 'failed', $4, $5, $6, $7)`,
+      [d.id, d.endpointId, d.attempt, r.status, r.errorCode, r.latencyMs, r.excerpt],
     );
     const { rows } = await client.query<{ status: string }>(
-      r.delivered
-        ? `update webhook_deliveries set status = 'delivered', finished_at = now(), locked_by = null, locked_until = null
-           where id = $1 and locked_by = $2 returning status`
-        : `update webhook_deliveries
-           set status = case when now() >= first_attempt_at + $4 * interval '1 millisecond' then 'dead' else 'pending' end,
-               finished_at = case when now() >= first_attempt_at + $4 * interval '1 millisecond' then now() end,
-               next_attempt_at = least(now() + $3 * interval '1 millisecond', first_attempt_at + $4 * interval '1 millisecond'),
-               locked_by = null, locked_until = null
-           where id = $1 and locked_by = $2 returning status`,
-      r.delivered ? [d.id, o.workerId] : [d.id, o.workerId, o.waitMs, o.giveUpAfterMs],
+      `with head as (
+         update webhook_deliveries
+         set status = case when now() >= first_attempt_at + $4 * interval '1 millisecond' then 'dead' else 'pending' end,
+             finished_at = case when now() >= first_attempt_at + $4 * interval '1 millisecond' then now() end,
+             next_attempt_at = least(now() + $3 * interval '1 millisecond', first_attempt_at + $4 * interval '1 millisecond'),
+             locked_by = null, locked_until = null
+         where id = $1 and locked_by = $2 returning status, next_attempt_at
+       ), behind as (
+         -- The subscriber's later deliveries wait with it: due no sooner than its retry, they stay
+         -- out of the claim's scan (by next_attempt_at) instead of being read and passed over at
+         -- every claim until then. Behind a dead letter they are due at once.
+         update webhook_deliveries b
+         set next_attempt_at = case when head.status = 'pending' then head.next_attempt_at else now() end
+         from head
+         where b.endpoint_id = $5 and b.subscriber_id = $6 and b.status = 'pending' and b.id > $1
+           and case when head.status = 'pending' then b.next_attempt_at < head.next_attempt_at
+             else b.next_attempt_at > now() end
+       )
+       select status from head`,
+      [d.id, o.workerId, o.waitMs, o.giveUpAfterMs, d.endpointId, d.subscriberId],
     );
-    let disabled = false;
-    if (r.delivered) {
-      await client.query(
-        'update webhook_endpoints set failing_since = null where id = $1 and failing_since is not null',
-        [d.endpointId],
-      );
-    } else {
-      await client.query(
-        'update webhook_endpoints set failing_since = now() where id = $1 and failing_since is null',
-        [d.endpointId],
-      );
-      const off = await client.query(
-        `update webhook_endpoints
-         set enabled = false, disabled_at = now(),
-             disabled_reason = $4 || to_char(failing_since at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
-               || ': disabled after failing for ' || $2 || '; fix the receiver, then cards-sync webhooks enable ' || id
-         where id = $1 and enabled and failing_since <= now() - $3 * interval '1 millisecond'`,
-        [d.endpointId, spanText(o.disableAfterMs), o.disableAfterMs, AUTO_DISABLED_REASON],
-      );
-      disabled = off.rowCount === 1;
-    }
+    await client.query(
+      'update webhook_endpoints set failing_since = now() where id = $1 and failing_since is null',
+      [d.endpointId],
+    );
+    const off = await client.query(
+      `update webhook_endpoints
+       set enabled = false, disabled_at = now(),
+           disabled_reason = $4 || to_char(failing_since at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
+             || ': disabled after failing for ' || $2 || '; fix the receiver, then cards-sync webhooks enable ' || id
+       where id = $1 and enabled and failing_since <= now() - $3 * interval '1 millisecond'`,
+      [d.endpointId, spanText(o.disableAfterMs), o.disableAfterMs, AUTO_DISABLED_REASON],
+    );
+    const disabled = off.rowCount === 1;
     await client.query('commit');
     const status = rows[0]?.status;
     return {
@@ -149,6 +146,33 @@ export async function finishAttempt(
   } finally {
     client.release();
   }
+}
+
+/**
+ * The common case in one statement, one round trip (data-modifying CTEs all run, referenced or
+ * not): the attempt recorded, the delivery done if this worker still holds it, the endpoint no
+ * longer failing.
+ */
+async function finishDelivered(
+  db: Queryable,
+  d: ClaimedDelivery,
+  workerId: string,
+  r: AttemptResult,
+): Promise<Finish> {
+  const { rows } = await db.query<{ status: string | null }>(
+    `with attempt as (
+       insert into webhook_attempts (delivery_id, endpoint_id, attempt, outcome, status_code, error_code, latency_ms, excerpt)
+       values ($1, $2, $3, 'delivered', $4, $5, $6, $7)
+     ), done as (
+       update webhook_deliveries set status = 'delivered', finished_at = now(), locked_by = null, locked_until = null
+       where id = $1 and locked_by = $8 returning status
+     ), healthy as (
+       update webhook_endpoints set failing_since = null where id = $2 and failing_since is not null
+     )
+     select (select status from done) as status`,
+    [d.id, d.endpointId, d.attempt, r.status, r.errorCode, r.latencyMs, r.excerpt, workerId],
+  );
+  return rows[0]?.status === 'delivered' ? 'delivered' : 'lost';
 }
 
 /** Gives a claimed delivery back untried (the worker is stopping): the attempt is not counted. */

@@ -27,8 +27,9 @@ export function startWebhookDelivery(
     return undefined;
   }
   const handle = createDb(config.databaseUrl, {
-    // One more than the loop's statements need: the LISTEN connection of the wake-ups.
-    max: 5,
+    // The loop's pass, the attempts' finishes (one statement each when delivered), and the LISTEN
+    // connection of the wake-ups.
+    max: 8,
     applicationName: 'cards-sync webhooks',
     timeoutMs: config.databaseTimeoutMs,
   });

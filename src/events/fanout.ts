@@ -31,8 +31,9 @@ export async function feedHead(db: Pick<pg.Pool, 'query'>): Promise<string> {
 export const deliveryBody = (e: ChangeEvent) => JSON.stringify(e);
 
 /**
- * Moves one endpoint's place forward by up to `limit` events; returns how many deliveries it made
- * (0 when another worker holds the endpoint, or nothing is new).
+ * Moves one endpoint's place forward by up to `limit` events; returns how many events of the feed
+ * it read (0 when another worker holds the endpoint, or nothing is new; `limit` when more may wait),
+ * whether the endpoint wanted them or not.
  */
 export async function takeEvents(pool: pg.Pool, endpointId: number, limit = FANOUT_PAGE): Promise<number> {
   const client = await pool.connect();
@@ -59,7 +60,7 @@ export async function takeEvents(pool: pg.Pool, endpointId: number, limit = FANO
       ]);
     }
     await client.query('commit');
-    return wanted.length;
+    return page.events.length;
   } catch (error) {
     await client.query('rollback').catch(() => {});
     throw error;
