@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events';
 import type pg from 'pg';
 import type { Logger } from '../logger.js';
 import type { KeyRing } from '../tokens/keyring.js';
@@ -24,6 +25,12 @@ import { signedHeaders } from './signing.js';
 
 /** Finished deliveries dropped by one statement of the retention. */
 const PRUNE_BATCH = 10_000;
+/** Between attempts, the feed is read for an endpoint at most this often (unless a page was full). */
+const TAKE_GAP_MS = 50;
+/** Between attempts, the endpoints' list and secrets are read at most this often. */
+const ENDPOINTS_TTL_MS = 1000;
+
+type Target = { url: string; secrets: string[] } | undefined;
 
 export interface DeliveryOptions {
   pool: pg.Pool;
@@ -67,6 +74,8 @@ export function startDeliveryLoop(o: DeliveryOptions): DeliveryLoop {
   const inFlight = new Map<number, number>();
   const running = new Set<Promise<void>>();
   const abort = new AbortController();
+  // Every attempt in flight listens on it: more than Node's default of 10 is the plan, not a leak.
+  setMaxListeners(concurrency + 1, abort.signal);
   let total = 0;
   let stopping = false;
   let wake: (() => void) | undefined;
@@ -137,16 +146,36 @@ export function startDeliveryLoop(o: DeliveryOptions): DeliveryLoop {
   // the last read, that read took a full page, or a poll has passed (a commit heard while its
   // events were still under the feed's horizon, a notification lost to a reconnect). While the
   // loop delivers flat out this saves a transaction of five round trips before each claim.
+  // Between attempts (a pass because a slot came free), commits heard are gathered for up to
+  // TAKE_GAP_MS into one read rather than one read each.
   const took = new Map<number, { at: number; heard: number; full: boolean }>();
   const heard = () => o.signal?.received ?? -1;
-  function takeDue(endpointId: number): boolean {
+  function takeDue(endpointId: number, between: boolean): boolean {
     const last = took.get(endpointId);
     if (last === undefined || o.signal === undefined || last.full) return true;
-    return last.heard !== heard() || Date.now() - last.at >= pollMs;
+    const since = Date.now() - last.at;
+    return since >= pollMs || (last.heard !== heard() && (!between || since >= TAKE_GAP_MS));
   }
 
-  /** One pass over the endpoints; true when it started anything. */
-  async function pass(): Promise<boolean> {
+  // What a pass reads of the endpoints: which are enabled, and each one's URL and opened secrets.
+  // Read afresh by a pass after a wait; between attempts, kept for up to ENDPOINTS_TTL_MS, so a
+  // disabled endpoint, a new one or a rotated secret is seen within that.
+  let endpoints = { at: Number.NEGATIVE_INFINITY, ids: [] as number[], targets: new Map<number, Target>() };
+  async function enabledNow(between: boolean): Promise<number[]> {
+    if (!between || Date.now() - endpoints.at >= ENDPOINTS_TTL_MS) {
+      endpoints = { at: Date.now(), ids: await enabledEndpointIds(o.pool), targets: new Map() };
+    }
+    return endpoints.ids;
+  }
+  async function targetOf(endpointId: number): Promise<Target> {
+    if (!endpoints.targets.has(endpointId)) {
+      endpoints.targets.set(endpointId, await endpointTarget(o.pool, o.ring, endpointId));
+    }
+    return endpoints.targets.get(endpointId);
+  }
+
+  /** One pass over the endpoints (`between`: straight after an attempt, not after a wait); true when it started anything. */
+  async function pass(between: boolean): Promise<boolean> {
     let started = false;
     if (Date.now() - prunedAt > 3_600_000) {
       prunedAt = Date.now();
@@ -156,9 +185,9 @@ export function startDeliveryLoop(o: DeliveryOptions): DeliveryLoop {
       // second an hour makes 360,000, which one batch an hour would never catch up with.
       if (dropped === PRUNE_BATCH) prunedAt -= 3_590_000;
     }
-    for (const endpointId of await enabledEndpointIds(o.pool)) {
+    for (const endpointId of await enabledNow(between)) {
       if (stopping) break;
-      if (takeDue(endpointId)) {
+      if (takeDue(endpointId, between)) {
         const taken = await takeEvents(o.pool, endpointId);
         took.set(endpointId, { at: Date.now(), heard: heard(), full: taken >= FANOUT_PAGE });
       }
@@ -171,7 +200,7 @@ export function startDeliveryLoop(o: DeliveryOptions): DeliveryLoop {
         leaseMs: o.leaseMs,
       });
       if (claimed.length === 0) continue;
-      const target = await endpointTarget(o.pool, o.ring, endpointId);
+      const target = await targetOf(endpointId);
       if (target === undefined) continue;
       for (const d of claimed) launch(d, target);
       started = true;
@@ -180,26 +209,30 @@ export function startDeliveryLoop(o: DeliveryOptions): DeliveryLoop {
   }
 
   const loop = (async () => {
+    // Whether this pass comes straight after an attempt (busy, or woken by one ending) rather than
+    // after a wait that a commit or the poll ended.
+    let between = false;
     while (!stopping) {
       // Armed before the pass: an event committed while it runs still wakes the wait after it.
       const armed = await o.signal?.arm(pollMs).catch(() => undefined);
       let busy = false;
       freed = false;
       try {
-        busy = await pass();
+        busy = await pass(between);
       } catch (error) {
         o.logger.warn({ err: (error as Error).message }, 'webhook delivery pass failed; trying again');
       }
       if (!stopping) {
-        await new Promise<void>((resolve) => {
-          const timer = setTimeout(done, busy || freed ? 0 : pollMs);
-          void armed?.woken.then(done);
-          function done() {
+        between = await new Promise<boolean>((resolve) => {
+          const now = busy || freed;
+          const timer = setTimeout(() => done(now), now ? 0 : pollMs);
+          void armed?.woken.then(() => done(false));
+          function done(byAttempt: boolean) {
             clearTimeout(timer);
             wake = undefined;
-            resolve();
+            resolve(byAttempt);
           }
-          wake = done;
+          wake = () => done(true);
         });
       }
       armed?.cancel();
