@@ -149,12 +149,16 @@ export function startDeliveryLoop(o: DeliveryOptions): DeliveryLoop {
   // Between attempts (a pass because a slot came free), commits heard are gathered for up to
   // TAKE_GAP_MS into one read rather than one read each.
   const took = new Map<number, { at: number; heard: number; full: boolean }>();
+  let deferred = false;
   const heard = () => o.signal?.received ?? -1;
   function takeDue(endpointId: number, between: boolean): boolean {
     const last = took.get(endpointId);
     if (last === undefined || o.signal === undefined || last.full) return true;
     const since = Date.now() - last.at;
-    return since >= pollMs || (last.heard !== heard() && (!between || since >= TAKE_GAP_MS));
+    if (since >= pollMs || (last.heard !== heard() && (!between || since >= TAKE_GAP_MS))) return true;
+    // Put off: the loop comes back within the gap, not after a whole poll.
+    if (last.heard !== heard()) deferred = true;
+    return false;
   }
 
   // What a pass reads of the endpoints: which are enabled, and each one's URL and opened secrets.
@@ -217,6 +221,7 @@ export function startDeliveryLoop(o: DeliveryOptions): DeliveryLoop {
       const armed = await o.signal?.arm(pollMs).catch(() => undefined);
       let busy = false;
       freed = false;
+      deferred = false;
       try {
         busy = await pass(between);
       } catch (error) {
@@ -225,7 +230,7 @@ export function startDeliveryLoop(o: DeliveryOptions): DeliveryLoop {
       if (!stopping) {
         between = await new Promise<boolean>((resolve) => {
           const now = busy || freed;
-          const timer = setTimeout(() => done(now), now ? 0 : pollMs);
+          const timer = setTimeout(() => done(now), now ? 0 : deferred ? TAKE_GAP_MS : pollMs);
           void armed?.woken.then(() => done(false));
           function done(byAttempt: boolean) {
             clearTimeout(timer);
