@@ -1,7 +1,8 @@
 import { createDb } from '../../db/client.js';
 import { rootCause } from '../../db/errors.js';
 import { BreakingMigrationRefused, runMigrations } from '../../db/migrate.js';
-import { createApiClient, type Target } from '../api/client.js';
+import { createApiClient } from '../api/client.js';
+import type { Target } from '../api/lookup.js';
 import { type Config, requireApi } from '../config/index.js';
 import { requireCardTokens } from '../config/tokens.js';
 import { CliError } from '../errors.js';
