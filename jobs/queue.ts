@@ -1,7 +1,7 @@
 import { type JobsOptions, Queue } from 'bullmq';
 import { z } from 'zod';
 import { SYNC_TRIGGERS, type SyncTrigger } from '../db/schema.js';
-import type { Target } from '../src/api/client.js';
+import type { Target } from '../src/api/lookup.js';
 import { tracing } from '../src/tracing/index.js';
 import { dedupKey, emailIdKey } from './job-ids.js';
 import { LANE_PRIORITY, type Lane, promoteRefreshJob } from './lanes.js';

@@ -1,6 +1,6 @@
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import { rootCause } from '../db/errors.js';
-import type { Target } from './api/client.js';
+import type { Target } from './api/lookup.js';
 import { intArg, parsedBy } from './commands/args.js';
 import type { Io } from './commands/common.js';
 import { parseColumn } from './commands/enqueue-lines.js';

@@ -2,14 +2,9 @@ import { getEventListeners, once } from 'node:events';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import {
-  type ApiClient,
-  type ApiClientOptions,
-  createApiClient,
-  type FetchOutcome,
-  MAX_BODY_BYTES,
-  parseRetryAfter,
-} from '../src/api/client.js';
+import { type ApiClient, type ApiClientOptions, createApiClient, MAX_BODY_BYTES } from '../src/api/client.js';
+import type { FetchOutcome } from '../src/api/lookup.js';
+import { parseRetryAfter } from '../src/api/retry-after.js';
 import type { ApiConfig } from '../src/config/index.js';
 import { createMockApi, type MockApi, type MockLookup } from '../src/mock-api/server.js';
 import { API_KEY, makeCard } from './fixtures.js';

@@ -6,7 +6,7 @@ import { BreakingMigrationRefused, migrationsFolder, runMigrations } from '../db
 import { cmdMigrate } from '../src/commands/sync.js';
 import { loadConfig } from '../src/config/index.js';
 import { joinFleet, liveFleet, type ProcessInfo } from '../src/fleet/registry.js';
-import { useScriptedApi, workerEnv } from './fixtures.js';
+import { makeCard, ok, useScriptedApi, workerEnv } from './fixtures.js';
 import { useCleanups, useTestDatabase } from './helpers.js';
 import { runCli, startCli, testQueue, waitFor } from './queue-helpers.js';
 
@@ -48,6 +48,26 @@ const OLD: ProcessInfo = {
   settings: {},
 };
 
+/** Row counts of every table a sync or a rotation writes, to show that a refusal wrote none. */
+async function writtenRows(): Promise<Record<string, number>> {
+  const tables = [
+    'saved_cards',
+    'saved_card_change_log',
+    'card_conflicts',
+    'subscribers',
+    'subscriber_schedule',
+    'sync_runs',
+    'change_events',
+    'admin_actions',
+  ];
+  const out: Record<string, number> = {};
+  for (const table of tables) {
+    const { rows } = await pool().query<{ n: number }>(`select count(*)::int as n from ${table}`);
+    out[table] = rows[0]!.n;
+  }
+  return out;
+}
+
 function setup() {
   const q = testQueue();
   cleanups.push(q.cleanup);
@@ -84,6 +104,44 @@ describe('breaking migrations', () => {
       /^cards-sync: cards-sync \S+ knows migrations up to \d{4}_\w+, but the database has breaking migration 9999_future_change: start the newer release$/,
     );
     expect(await liveFleet(pool())).toEqual([]);
+  });
+
+  it('sync --id older than the newest breaking migration exits 3 with the same line, asks nothing, writes nothing', async () => {
+    await pool().query(`insert into breaking_migrations (tag) values ('9999_future_change')`);
+    cleanups.push(() => pool().query(`delete from breaking_migrations where tag = '9999_future_change'`));
+    upstream.script.set('id:27001', ok([makeCard(27_001)]));
+    cleanups.push(async () => upstream.script.delete('id:27001'));
+    const { env } = setup();
+    const before = await writtenRows();
+    const run = await runCli(['sync', '--id', '27001'], env);
+    expect(run.code).toBe(3);
+    const lines = run.stderr.trim().split('\n');
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatch(
+      /^cards-sync: cards-sync \S+ knows migrations up to \d{4}_\w+, but the database has breaking migration 9999_future_change: start the newer release$/,
+    );
+    expect(run.stdout).toBe('');
+    expect(upstream.calls.get('id:27001')).toBeUndefined();
+    expect(await writtenRows()).toEqual(before);
+    // The control: without the newer breaking migration, the same command asks and writes.
+    await pool().query(`delete from breaking_migrations where tag = '9999_future_change'`);
+    const synced = await runCli(['sync', '--id', '27001'], env);
+    expect(synced.code).toBe(0);
+    expect(upstream.calls.get('id:27001')).toBe(1);
+    expect((await writtenRows()).saved_cards).toBe(before.saved_cards! + 1);
+  });
+
+  it('tokens rotate older than the newest breaking migration exits 3 with the same line and re-seals nothing', async () => {
+    await pool().query(`insert into breaking_migrations (tag) values ('9999_future_change')`);
+    cleanups.push(() => pool().query(`delete from breaking_migrations where tag = '9999_future_change'`));
+    const { env } = setup();
+    const before = await writtenRows();
+    const run = await runCli(['tokens', 'rotate'], env);
+    expect(run.code).toBe(3);
+    expect(run.stderr.trim()).toMatch(
+      /^cards-sync: cards-sync \S+ knows migrations up to \d{4}_\w+, but the database has breaking migration 9999_future_change: start the newer release$/,
+    );
+    expect(await writtenRows()).toEqual(before);
   });
 
   it('a running worker that sees a newer breaking migration applied finishes what it runs and exits 3', async () => {

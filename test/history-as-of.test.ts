@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { SavedCard } from '../src/cards.js';
-import { applyCardsBatch, type CardsToApply } from '../src/sync/apply-cards.js';
+import { applyCardsBatch } from '../src/sync/apply-cards.js';
+import type { CardsToApply } from '../src/sync/cards-to-apply.js';
 import { testTokens } from './fixtures.js';
 import { useTestDatabase } from './helpers.js';
 

@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { type ApiClient, createApiClient, type Target } from '../src/api/client.js';
+import { type ApiClient, createApiClient } from '../src/api/client.js';
+import type { Target } from '../src/api/lookup.js';
 import { syncSubscriber } from '../src/sync/sync-subscriber.js';
 import { luhnNumber, prng, written } from './card-numbers.js';
 import { API_KEY, CARD_TOKEN_KEYS, makeCard, ok, testTokens, useScriptedApi } from './fixtures.js';

@@ -1,15 +1,19 @@
 import type pg from 'pg';
-import { rootCause } from '../errors.js';
+import { type DayPartitionedTable, detachAndDrop } from '../day-partitions.js';
 
 // The partitions of `change_events` (migration 0026): one per UTC day, and a default one for rows
 // of a day that has none (the upkeep stopped for a week). As for the ledger (db/ledger/
-// partitions.ts), each step is DDL in a short transaction of its own behind a lock_timeout, and
-// retention drops whole days: no DELETE, so Debezium sees no row leave.
+// partitions.ts, and with its code: db/day-partitions.ts), each step is DDL in a short transaction
+// of its own behind a lock_timeout, and retention drops whole days: no DELETE, so Debezium sees no
+// row leave.
 
-/** The advisory lock the event partitions' maintainers take turns on (0026's function takes it). */
-const MAINTAINERS = 7246118505;
-/** How long a detach may wait for its lock on `change_events` (writers queue behind it meanwhile). */
-export const DETACH_LOCK_TIMEOUT_MS = 50;
+/** `change_events` for the day partitions' shared upkeep (db/day-partitions.ts). */
+const CHANGE_EVENTS: DayPartitionedTable = {
+  parent: 'change_events',
+  // The advisory lock the event partitions' maintainers take turns on (0026's function takes it).
+  maintainersLock: 7246118505,
+  quote,
+};
 
 /** Creates the partitions of the UTC days from yesterday to `aheadDays` after today; returns their names. */
 export async function addEventPartitions(pool: pg.Pool, aheadDays: number): Promise<string[]> {
@@ -30,7 +34,8 @@ export interface DroppedEvents {
 /**
  * Retention: detaches and drops every day partition whose day ended more than `retentionDays`
  * ago; rows as old in the default partition are deleted. A detach that cannot have its lock
- * within DETACH_LOCK_TIMEOUT_MS is tried again, then left for the next pass.
+ * within DETACH_LOCK_TIMEOUT_MS is tried again, up to `attempts` times (default 20), then left for
+ * the next pass.
  */
 export async function dropExpiredEvents(
   pool: pg.Pool,
@@ -46,43 +51,13 @@ export async function dropExpiredEvents(
   );
   const partitions: string[] = [];
   for (const { name } of rows) {
-    for (let attempt = 1; ; attempt++) {
-      try {
-        if (await detach(pool, name)) partitions.push(name);
-        break;
-      } catch (error) {
-        if (rootCause(error).code !== '55P03' || attempt >= (o.attempts ?? 20)) throw error;
-        await new Promise((resolve) => setTimeout(resolve, Math.min(2000, 50 * 2 ** attempt)));
-      }
-    }
-    await pool.query(`drop table if exists ${quote(name)}`);
+    if (await detachAndDrop(pool, CHANGE_EVENTS, name, o)) partitions.push(name);
   }
   const strays = await pool.query(
     'delete from change_events_default where created_at < now() - make_interval(days => $1)',
     [retentionDays],
   );
   return { partitions, strays: strays.rowCount ?? 0 };
-}
-
-async function detach(pool: pg.Pool, name: string): Promise<boolean> {
-  const client = await pool.connect();
-  try {
-    await client.query('begin');
-    await client.query(`set local lock_timeout = '${DETACH_LOCK_TIMEOUT_MS}ms'`);
-    await client.query('select pg_advisory_xact_lock($1)', [MAINTAINERS]);
-    const { rows } = await client.query(
-      `select 1 from pg_inherits where inhrelid = to_regclass($1) and inhparent = 'public.change_events'::regclass`,
-      [`public.${name}`],
-    );
-    if (rows.length > 0) await client.query(`alter table change_events detach partition ${quote(name)}`);
-    await client.query('commit');
-    return rows.length > 0;
-  } catch (error) {
-    await client.query('rollback').catch(() => undefined);
-    throw error;
-  } finally {
-    client.release();
-  }
 }
 
 function quote(name: string): string {

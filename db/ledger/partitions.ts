@@ -1,5 +1,5 @@
 import pg from 'pg';
-import { rootCause } from '../errors.js';
+import { type DayPartitionedTable, detachAndDrop } from '../day-partitions.js';
 
 // The ledger's partitions (migration 0019): `sync_runs` holds one partition per UTC day, a default
 // partition for rows of a day that has none, and after an upgrade `sync_runs_legacy`, the ledger
@@ -9,10 +9,16 @@ import { rootCause } from '../errors.js';
 // Every step is DDL in a short transaction of its own, behind a lock_timeout: a step that would wait
 // for a lock gives up, so that the writers queued behind it wait no longer than that, and is tried
 // again later. Only retention takes a lock writers wait for (DETACH without CONCURRENTLY, which
-// PostgreSQL refuses while a default partition exists); it waits at most DETACH_LOCK_TIMEOUT_MS.
+// PostgreSQL refuses while a default partition exists); it waits at most DETACH_LOCK_TIMEOUT_MS
+// (db/day-partitions.ts, whose retention the change events' partitions share).
 
-/** How long a detach may wait for its lock on `sync_runs` (writers queue behind it meanwhile). */
-export const DETACH_LOCK_TIMEOUT_MS = 50;
+/** `sync_runs` for the day partitions' shared upkeep (db/day-partitions.ts). */
+const SYNC_RUNS: DayPartitionedTable = {
+  parent: 'sync_runs',
+  // The advisory lock the ledger's maintainers take turns on.
+  maintainersLock: 7246118504,
+  quote,
+};
 
 export interface LedgerPartition {
   name: string;
@@ -102,7 +108,7 @@ export async function rehomeDefaultRows(pool: pg.Pool): Promise<number> {
     try {
       await client.query('begin');
       await client.query(`set local lock_timeout = '1s'`);
-      await client.query('select pg_advisory_xact_lock(7246118504)');
+      await client.query('select pg_advisory_xact_lock($1)', [SYNC_RUNS.maintainersLock]);
       // Writes to the default wait (only stray rows go there); every other day's do not.
       await client.query('lock table sync_runs_default in share row exclusive mode');
       const name = `sync_runs_p${day.replaceAll('-', '')}`;
@@ -170,49 +176,10 @@ export async function dropExpiredPartitions(
   );
   const dropped: DroppedPartition[] = [];
   for (const r of rows) {
-    let detached = false;
-    for (let attempt = 1; ; attempt++) {
-      try {
-        detached = await detach(pool, r.name);
-        break;
-      } catch (error) {
-        if (rootCause(error).code !== '55P03' || attempt >= (o.attempts ?? 20)) throw error;
-        o.onRetry?.(r.name);
-        await new Promise((resolve) => setTimeout(resolve, Math.min(2000, 50 * 2 ** attempt)));
-      }
-    }
-    // Detached, it is a table of its own: dropping it waits for no one. Another worker's upkeep
-    // may have dropped it already.
-    await pool.query(`drop table if exists ${quote(r.name)}`);
-    if (detached)
+    if (await detachAndDrop(pool, SYNC_RUNS, r.name, o))
       dropped.push({ name: r.name, estimatedRows: Math.max(0, Number(r.rows)), bytes: Number(r.bytes) });
   }
   return dropped;
-}
-
-/**
- * Detaches one partition if it is still attached, waiting at most DETACH_LOCK_TIMEOUT_MS for each
- * lock (the maintainers' advisory lock, then sync_runs): false when another worker did it first.
- */
-async function detach(pool: pg.Pool, name: string): Promise<boolean> {
-  const client = await pool.connect();
-  try {
-    await client.query('begin');
-    await client.query(`set local lock_timeout = '${DETACH_LOCK_TIMEOUT_MS}ms'`);
-    await client.query('select pg_advisory_xact_lock(7246118504)');
-    const { rows } = await client.query(
-      `select 1 from pg_inherits where inhrelid = to_regclass($1) and inhparent = 'public.sync_runs'::regclass`,
-      [`public.${name}`],
-    );
-    if (rows.length > 0) await client.query(`alter table sync_runs detach partition ${quote(name)}`);
-    await client.query('commit');
-    return rows.length > 0;
-  } catch (error) {
-    await client.query('rollback').catch(() => undefined);
-    throw error;
-  } finally {
-    client.release();
-  }
 }
 
 async function withLockTimeout(

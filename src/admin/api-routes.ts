@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { subscriberDetail } from '../../db/ops/admin.js';
 import { BULK_THRESHOLD } from '../../jobs/lanes.js';
 import { enqueueSyncs } from '../../jobs/queue.js';
-import type { Target } from '../api/client.js';
+import type { Target } from '../api/lookup.js';
 import { parseEmail, parseSubscriberId, TargetError } from '../targets.js';
 import { tracing } from '../tracing/index.js';
 import type { AdminDeps } from './app.js';

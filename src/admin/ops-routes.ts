@@ -2,7 +2,7 @@ import type { Context, Hono } from 'hono';
 import { latestRunId, loadSubscriberPage, lookupEmail, type PageRun } from '../../db/ops/subscriber-page.js';
 import { pauseProcessing, resumeProcessing } from '../../jobs/control.js';
 import { type EnqueueCounts, enqueueSyncs } from '../../jobs/queue.js';
-import type { Target } from '../api/client.js';
+import type { Target } from '../api/lookup.js';
 import { pauseDetail, resumeAudit } from '../audit.js';
 import { parseEmail, parseSubscriberId, parseTarget, TargetError } from '../targets.js';
 import type { AdminDeps } from './app.js';

@@ -1,31 +1,16 @@
 import { isUtf8 } from 'node:buffer';
-import { Agent, errors } from 'undici';
+import { Agent } from 'undici';
 import type { ApiConfig } from '../config/index.js';
 import { redactExcerpt } from '../redact.js';
 import { tracing } from '../tracing/index.js';
 import { apiKeyFingerprint } from './key-fingerprint.js';
-import { InvalidResponse, parseCards, type SavedCard } from './schema.js';
+import type { FetchOutcome, Target } from './lookup.js';
+import { classifyNetworkError } from './network-error.js';
+import { parseRetryAfter } from './retry-after.js';
+import { InvalidResponse, parseCards } from './schema.js';
 
 /** The largest body accepted from the API (DESIGN §5). */
 export const MAX_BODY_BYTES = 10 * 1024 * 1024;
-
-/** Whom to look up: a subscriber id or an e-mail address. */
-export type Target = { subscriberId: number } | { email: string };
-
-/**
- * Every answer of the API as one typed outcome, one variant per row of DESIGN §5. The client
- * never retries: the queue owns retries.
- */
-export type FetchOutcome =
-  | { kind: 'ok'; status: number; cards: SavedCard[]; durationMs: number }
-  | { kind: 'not_found'; status: 404; durationMs: number }
-  | { kind: 'auth_rejected'; status: 401 | 403; message: string; durationMs: number }
-  | { kind: 'rate_limited'; status: 429; retryAfterMs: number; durationMs: number }
-  | { kind: 'transient'; code: TransientCode; status?: number; message: string; durationMs: number }
-  | { kind: 'rejected'; code: string; status: number; message: string; durationMs: number }
-  | { kind: 'invalid_response'; status: number; message: string; durationMs: number };
-
-export type TransientCode = 'http_5xx' | 'timeout' | 'connection' | 'aborted';
 
 /** Options of {@link createApiClient} beyond the API config. */
 export interface ApiClientOptions {
@@ -45,22 +30,6 @@ export interface ApiClient {
   /** The key's fingerprint (src/fleet/api-key.ts): which key this client sends, never the key. */
   keyFingerprint: string;
   close(): Promise<void>;
-}
-
-/** `Retry-After` as milliseconds: delta-seconds or an HTTP date; 1 s when absent or unreadable. */
-export function parseRetryAfter(value: string | string[] | undefined, now = Date.now()): number {
-  const raw = Array.isArray(value) ? value[0] : value;
-  if (raw === undefined || raw.trim() === '') return 1000;
-  const text = raw.trim();
-  if (/^\d+$/.test(text)) return Math.min(Number(text), 86_400) * 1000;
-  // Only an IMF-fixdate (`Wed, 21 Oct 2015 07:28:00 GMT`) or its obsolete cousins: Date.parse reads
-  // junk such as "-1" or "retry 2030" as dates.
-  const imf = /^[A-Za-z]{3,9},? +\d{1,2}[ -][A-Za-z]{3}[ -]\d{2,4} \d{2}:\d{2}:\d{2} GMT$/;
-  const asctime = /^[A-Za-z]{3} [A-Za-z]{3} +\d{1,2} \d{2}:\d{2}:\d{2} \d{4}$/;
-  if (!imf.test(text) && !asctime.test(text)) return 1000;
-  const date = Date.parse(asctime.test(text) ? `${text} GMT` : text);
-  if (Number.isNaN(date)) return 1000;
-  return Math.min(Math.max(date - now, 0), 86_400_000);
 }
 
 export function createApiClient(config: ApiConfig, options: ApiClientOptions = {}): ApiClient {
@@ -260,45 +229,5 @@ export function createApiClient(config: ApiConfig, options: ApiClientOptions = {
     pathFor,
     keyFingerprint: apiKeyFingerprint(config.apiKey),
     close: () => agent.close(),
-  };
-}
-
-function classifyNetworkError(
-  error: unknown,
-  ctx: {
-    status: number;
-    deadline: { aborted: boolean };
-    cancelled: boolean;
-    timeoutMs: number;
-    elapsed: number;
-  },
-): FetchOutcome {
-  const base = { durationMs: ctx.elapsed, ...(ctx.status ? { status: ctx.status } : {}) };
-  if (ctx.deadline.aborted) {
-    return {
-      kind: 'transient',
-      code: 'timeout',
-      message: `no complete answer within ${ctx.timeoutMs} ms`,
-      ...base,
-    };
-  }
-  if (
-    ctx.cancelled ||
-    error instanceof errors.RequestAbortedError ||
-    (error as Error)?.name === 'AbortError'
-  ) {
-    return { kind: 'transient', code: 'aborted', message: 'the request was cancelled', ...base };
-  }
-  if (error instanceof errors.HeadersTimeoutError || error instanceof errors.BodyTimeoutError) {
-    return { kind: 'transient', code: 'timeout', message: 'the API stopped answering mid-request', ...base };
-  }
-  const code =
-    (error as NodeJS.ErrnoException)?.code ?? (error as { cause?: NodeJS.ErrnoException })?.cause?.code;
-  // Only the error code travels on: a message could quote a URL, and the e-mail is in the URL.
-  return {
-    kind: 'transient',
-    code: 'connection',
-    message: `connection failed (${code ?? 'unknown error'})`,
-    ...base,
   };
 }

@@ -1,4 +1,4 @@
-import type { Target } from '../api/client.js';
+import type { Target } from '../api/lookup.js';
 import { type Line, MAX_LINE_BYTES } from '../lines.js';
 import { parseTarget, TargetError } from '../targets.js';
 

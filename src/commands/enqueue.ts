@@ -7,7 +7,7 @@ import { pipeline } from 'node:stream/promises';
 import cliProgress from 'cli-progress';
 import { createSyncQueue, enqueueSyncs } from '../../jobs/queue.js';
 import { createRedis } from '../../jobs/redis.js';
-import type { Target } from '../api/client.js';
+import type { Target } from '../api/lookup.js';
 import type { Config } from '../config/index.js';
 import { CliError } from '../errors.js';
 import { readLines } from '../lines.js';

@@ -1,7 +1,8 @@
 import { createDb } from '../../db/client.js';
 import { rootCause } from '../../db/errors.js';
 import { BreakingMigrationRefused, runMigrations } from '../../db/migrate.js';
-import { createApiClient, type Target } from '../api/client.js';
+import { createApiClient } from '../api/client.js';
+import type { Target } from '../api/lookup.js';
 import { type Config, requireApi } from '../config/index.js';
 import { requireCardTokens } from '../config/tokens.js';
 import { CliError } from '../errors.js';
@@ -9,6 +10,7 @@ import { createLogger } from '../logger.js';
 import { type SyncResult, syncSubscriber } from '../sync/sync-subscriber.js';
 import { auditCli } from './audit.js';
 import { describeDbError, type Io } from './common.js';
+import { refuseWhenBehind } from './release-check.js';
 
 export async function cmdMigrate(
   config: Config,
@@ -88,6 +90,9 @@ export async function cmdSync(
 ): Promise<number> {
   const apiConfig = requireApi(config);
   const tokens = requireCardTokens(config.tokens);
+  // Like the worker at start: a release older than the database's newest breaking migration
+  // writes nothing and exits 3 (not a sync failure's 1), before a request is spent.
+  await refuseWhenBehind(config, 'sync');
   const logger = createLogger({ level: config.logLevel });
   const api = createApiClient(apiConfig, { connections: 1 });
   const handle = createDb(config.databaseUrl, { max: 2, timeoutMs: config.databaseTimeoutMs });

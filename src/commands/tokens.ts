@@ -14,6 +14,7 @@ import { CardConflictError, CardNotFoundError, readCardToken } from '../read-car
 import { cardTokens } from '../tokens/card-tokens.js';
 import { TokenKeyError } from '../tokens/keyring.js';
 import { describeDbError, type Io } from './common.js';
+import { refuseWhenBehind } from './release-check.js';
 
 // `cards-sync token --card-id N` and `cards-sync tokens rotate` (DESIGN §3).
 
@@ -67,6 +68,8 @@ export async function cmdTokensRotate(config: Config, io: Io, opts: RotateOption
   const tokens = requireCardTokens(config.tokens);
   const ring = config.tokens.ring!;
   const primary = ring.primaryId;
+  // Re-sealing writes saved_cards: a release older than the newest breaking migration must not.
+  await refuseWhenBehind(config, 'tokens rotate');
   const handle = createDb(config.databaseUrl, { max: 2, timeoutMs: config.databaseTimeoutMs });
   // A token re-sealed under a key some live worker lacks fails that worker's syncs: refuse.
   const lacking = workersLacking(await liveFleet(handle.pool).catch(() => []), primary);

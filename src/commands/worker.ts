@@ -1,17 +1,11 @@
-import { setTimeout as sleep } from 'node:timers/promises';
 import { breakingAhead, tooOldMessage } from '../../db/breaking.js';
 import { createDb } from '../../db/client.js';
 import { knownMigration } from '../../db/migrate.js';
-import { createSyncQueue, readPauseReason } from '../../jobs/queue.js';
+import { createSyncQueue } from '../../jobs/queue.js';
 import { createRedis, settlesWithin } from '../../jobs/redis.js';
-import {
-  createRefreshQueue,
-  refreshIsIdle,
-  registerRefreshMode,
-  startRefreshWorker,
-} from '../../jobs/refresh.js';
+import { createRefreshQueue, registerRefreshMode, startRefreshWorker } from '../../jobs/refresh.js';
 import type { RefreshPlanSettings } from '../../jobs/refresh-policy.js';
-import { queueIsIdle, type SyncWorker, startSyncWorker } from '../../jobs/worker.js';
+import { type SyncWorker, startSyncWorker } from '../../jobs/worker.js';
 import { createApiClient } from '../api/client.js';
 import { type Config, requireApi } from '../config/index.js';
 import { requireCardTokens } from '../config/tokens.js';
@@ -29,6 +23,7 @@ import { packageVersion } from '../version.js';
 import { ensureRedis, type Io } from './common.js';
 import { startAdmin } from './serve.js';
 import { checkBeforeStart } from './worker-checks.js';
+import { untilIdle } from './worker-idle.js';
 
 export interface WorkerCliOptions {
   concurrency?: number;
@@ -257,34 +252,18 @@ export async function cmdWorker(config: Config, io: Io, opts: WorkerCliOptions):
   );
 
   if (opts.exitWhenIdle) {
-    // Idle must be seen twice in a row: a job moving between lists is briefly in none.
-    let idleSeen = 0;
-    let pausedSeen = 0;
-    while (stopped === undefined) {
-      await sleep(250);
-      const idle =
-        (await queueIsIdle(queue).catch(() => false)) &&
-        (await refreshIsIdle(refreshQueue).catch(() => false));
-      idleSeen = idle ? idleSeen + 1 : 0;
-      if (idleSeen >= 2) {
-        io.out('queue is idle: nothing waiting, delayed or active');
-        return stop('idle');
-      }
-      // Paused with work left: waiting for idle would wait forever, so say why and stop.
-      const paused = !idle && (await queue.isPaused().catch(() => false));
-      const active = paused ? (await queue.getJobCounts('active').catch(() => ({ active: 1 }))).active : 1;
-      pausedSeen = paused && active === 0 ? pausedSeen + 1 : 0;
-      if (pausedSeen >= 4) {
-        const reason = await readPauseReason(queue, redis).catch(() => undefined);
-        io.err(
-          `cards-sync: the queue is paused${reason ? ` (${reason.by}: ${reason.reason})` : ''}; ` +
-            'jobs are left waiting until `cards-sync resume`',
-        );
-        await stop('paused');
-        return 1;
-      }
+    const end = await untilIdle(
+      { sync: queue, refresh: refreshQueue, redis },
+      io,
+      () => stopped !== undefined,
+    );
+    if (end === 'idle') return stop('idle');
+    if (end === 'paused') {
+      await stop('paused');
+      return 1;
     }
-    const code = await stopped;
+    // Stopped meanwhile (a signal, a breaking migration, its own key rejected): stop() ran.
+    const code = await stopped!;
     return tooOld !== undefined ? 3 : code;
   }
   return new Promise<number>((resolve) => {

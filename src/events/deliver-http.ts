@@ -1,6 +1,6 @@
 import { isIP } from 'node:net';
 import { Agent } from 'undici';
-import { parseRetryAfter } from '../api/client.js';
+import { parseRetryAfter } from '../api/retry-after.js';
 import { redactExcerpt } from '../redact.js';
 import type { SignedHeaders } from './signing.js';
 import { guardedLookupWith, isPublicAddress, type Resolve, WebhookAddressError } from './ssrf.js';

@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import type { Logger } from 'pino';
 import { addEventPartitions, dropExpiredEvents, eventsTableExists } from '../../db/events/partitions.js';
+import { startUpkeep, type Upkeep } from '../upkeep.js';
 
 /** Days of event partitions kept ready ahead of the clock. */
 export const AHEAD_DAYS = 7;
@@ -32,38 +33,27 @@ export function startChangeEventsMaintenance(
   pool: pg.Pool,
   logger: Logger,
   o: { retentionDays: number; everyMs?: number },
-): { stop(): Promise<void> } {
+): Upkeep {
   const log = logger.child({ component: 'change-events' });
-  let running: Promise<void> | undefined;
-  const pass = () => {
-    running ??= maintainChangeEvents(pool, { retentionDays: o.retentionDays })
-      .then((r) => {
-        if (r.created.length > 0)
-          log.debug({ partitions: r.created }, 'change_events partitions created ahead');
-        if (r.dropped.length > 0 || r.strays > 0) {
-          log.info(
-            { partitions: r.dropped, strays: r.strays, retentionDays: o.retentionDays },
-            'old change events dropped',
-          );
-        }
-      })
-      .catch((error: unknown) =>
+  return startUpkeep(
+    async () => {
+      const r = await maintainChangeEvents(pool, { retentionDays: o.retentionDays });
+      if (r.created.length > 0)
+        log.debug({ partitions: r.created }, 'change_events partitions created ahead');
+      if (r.dropped.length > 0 || r.strays > 0) {
+        log.info(
+          { partitions: r.dropped, strays: r.strays, retentionDays: o.retentionDays },
+          'old change events dropped',
+        );
+      }
+    },
+    {
+      everyMs: o.everyMs ?? MAINTENANCE_EVERY_MS,
+      onError: (error) =>
         log.warn(
           { err: (error as Error).message },
           'change_events upkeep failed; trying again at the next pass',
         ),
-      )
-      .finally(() => {
-        running = undefined;
-      });
-  };
-  pass();
-  const timer = setInterval(pass, o.everyMs ?? MAINTENANCE_EVERY_MS);
-  timer.unref();
-  return {
-    async stop() {
-      clearInterval(timer);
-      await running;
     },
-  };
+  );
 }

@@ -9,6 +9,7 @@ import {
   ledgerIsPartitioned,
   rehomeDefaultRows,
 } from '../../db/ledger/partitions.js';
+import { startUpkeep, type Upkeep } from '../upkeep.js';
 
 /** Days of partitions kept ready ahead of the clock. */
 export const AHEAD_DAYS = 7;
@@ -51,47 +52,36 @@ export function startLedgerMaintenance(
   pool: pg.Pool,
   logger: Logger,
   o: { retentionDays: number; everyMs?: number },
-): { stop(): Promise<void> } {
+): Upkeep {
   const log = logger.child({ component: 'ledger' });
-  let running: Promise<void> | undefined;
-  const pass = () => {
-    running ??= maintainLedger(pool, {
-      retentionDays: o.retentionDays,
-      onRetry: (partition) =>
-        log.debug({ partition }, 'sync_runs busy: detaching the partition again shortly'),
-    })
-      .then((r) => {
-        if (r.rehomed > 0)
-          log.warn({ rows: r.rehomed }, 'sync_runs rows outside every day partition moved into their days');
-        if (r.created.length > 0) log.debug({ partitions: r.created }, 'sync_runs partitions created ahead');
-        if (r.compacted.length > 0)
-          log.debug({ partitions: r.compacted }, 'sync_runs days closed: indexes compacted');
-        if (r.dropped.length > 0) {
-          log.info(
-            {
-              partitions: r.dropped.map((d) => d.name),
-              rows: r.dropped.reduce((n, d) => n + d.estimatedRows, 0),
-              bytes: r.dropped.reduce((n, d) => n + d.bytes, 0),
-              retentionDays: o.retentionDays,
-            },
-            'old sync_runs dropped',
-          );
-        }
-      })
-      .catch((error: unknown) =>
-        log.warn({ err: (error as Error).message }, 'sync_runs upkeep failed; trying again at the next pass'),
-      )
-      .finally(() => {
-        running = undefined;
+  return startUpkeep(
+    async () => {
+      const r = await maintainLedger(pool, {
+        retentionDays: o.retentionDays,
+        onRetry: (partition) =>
+          log.debug({ partition }, 'sync_runs busy: detaching the partition again shortly'),
       });
-  };
-  pass();
-  const timer = setInterval(pass, o.everyMs ?? MAINTENANCE_EVERY_MS);
-  timer.unref();
-  return {
-    async stop() {
-      clearInterval(timer);
-      await running;
+      if (r.rehomed > 0)
+        log.warn({ rows: r.rehomed }, 'sync_runs rows outside every day partition moved into their days');
+      if (r.created.length > 0) log.debug({ partitions: r.created }, 'sync_runs partitions created ahead');
+      if (r.compacted.length > 0)
+        log.debug({ partitions: r.compacted }, 'sync_runs days closed: indexes compacted');
+      if (r.dropped.length > 0) {
+        log.info(
+          {
+            partitions: r.dropped.map((d) => d.name),
+            rows: r.dropped.reduce((n, d) => n + d.estimatedRows, 0),
+            bytes: r.dropped.reduce((n, d) => n + d.bytes, 0),
+            retentionDays: o.retentionDays,
+          },
+          'old sync_runs dropped',
+        );
+      }
     },
-  };
+    {
+      everyMs: o.everyMs ?? MAINTENANCE_EVERY_MS,
+      onError: (error) =>
+        log.warn({ err: (error as Error).message }, 'sync_runs upkeep failed; trying again at the next pass'),
+    },
+  );
 }

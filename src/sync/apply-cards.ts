@@ -1,12 +1,9 @@
-import type pg from 'pg';
 import type { Db } from '../../db/client.js';
 import { beginLockAndRead, type CardOwner, lockAndReread } from '../../db/ops/batch-read.js';
 import { type BatchWrite, learnEmails, writeBatch } from '../../db/ops/batch-write.js';
-import { claimKey, openClaims, resolveClaims, upsertClaims } from '../../db/ops/conflicts.js';
+import { resolveClaims, upsertClaims } from '../../db/ops/conflicts.js';
 import { forgetDigestsOfTakenCards, recountActiveCards } from '../../db/ops/digests.js';
 import { sentTogether } from '../../db/ops/pipeline.js';
-import type { SyncStatus, SyncTrigger } from '../../db/schema.js';
-import type { SavedCard } from '../cards.js';
 import { eventsCommitted } from '../events/outbox.js';
 import {
   afterSuccess,
@@ -16,47 +13,11 @@ import {
   type SubscriberSchedule,
 } from '../freshness/index.js';
 import type { CardTokens } from '../tokens/card-tokens.js';
-import {
-  indexStored,
-  isSuperseded,
-  knownChanges,
-  type Planned,
-  plan,
-  runRow,
-  toWrite,
-} from './batch-plan.js';
+import { conflictsOf } from './batch-conflicts.js';
+import { indexStored, isSuperseded, knownChanges, plan, runRow, toWrite } from './batch-plan.js';
+import { type AppliedCards, type CardsToApply, lockKey } from './cards-to-apply.js';
 import { answerDigest } from './digest.js';
-import { emptyCounts, type ReconcilePlan, type SyncCounts } from './reconcile.js';
-
-/** The `sync_runs` columns known before the answer is written. */
-export interface RunBase {
-  email: string | null;
-  trigger: SyncTrigger;
-  jobId: string | null;
-  refreshRunId: number | null;
-  /**
-   * When the fetch started, by Postgres's clock (db/ops/clock.ts): an answer fetched before a
-   * newer applied one is not written.
-   */
-  startedAt: Date;
-}
-
-/** One validated answer, ready to be written. */
-export interface CardsToApply {
-  /** Whose answer it is; null only for an unknown e-mail answered with no cards. */
-  subscriberId: number | null;
-  /** Set when the lookup was by e-mail. */
-  email?: string | undefined;
-  cards: readonly SavedCard[];
-  run: RunBase;
-}
-
-export interface AppliedCards {
-  status: Extract<SyncStatus, 'succeeded' | 'superseded'>;
-  subscriberId: number | null;
-  syncRunId: number;
-  counts: SyncCounts;
-}
+import { emptyCounts, type ReconcilePlan } from './reconcile.js';
 
 /**
  * The batch was committed, but a reply to one of its statements could not be read: its rows are
@@ -79,11 +40,6 @@ function answerChanged(plan: ReconcilePlan, removals: readonly CardOwner[], subs
     plan.updates.length > 0 ||
     removals.some((r) => r.subscriberId === subscriberId)
   );
-}
-
-/** The advisory-lock key of an answer: its subscriber, or the e-mail when nobody is known. */
-export function lockKey(item: CardsToApply): number | string {
-  return item.subscriberId ?? `email:${item.email?.toLowerCase() ?? ''}`;
 }
 
 /**
@@ -268,35 +224,4 @@ export async function applyCardsBatch(
     client.removeListener('error', onError);
     client.release(broken);
   }
-}
-
-/**
- * Which of the batch's claims open a conflict (the others are open already), and which of its
- * moves end one. Asked of Postgres only when the batch has a claim or a move (rare): one round
- * trip, under the batch's locks.
- */
-async function conflictsOf(
-  client: pg.PoolClient,
-  writing: readonly Planned[],
-): Promise<{ opening: Set<string>; resolving: Set<string> }> {
-  const claims = writing.flatMap((p) => p.claims);
-  const moves = writing.flatMap((p) =>
-    p.plan!.updates.flatMap((u) =>
-      u.previousSubscriberId !== undefined
-        ? [
-            {
-              cardId: u.card.id,
-              holderSubscriberId: u.previousSubscriberId,
-              claimantSubscriberId: p.item.subscriberId!,
-            },
-          ]
-        : [],
-    ),
-  );
-  if (claims.length === 0 && moves.length === 0) return { opening: new Set(), resolving: new Set() };
-  const open = await openClaims(client, [...claims, ...moves]);
-  return {
-    opening: new Set(claims.map(claimKey).filter((k) => !open.has(k))),
-    resolving: new Set(moves.map(claimKey).filter((k) => open.has(k))),
-  };
 }

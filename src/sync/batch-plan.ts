@@ -3,7 +3,7 @@ import type { KnownChange, RunRow } from '../../db/ops/batch-write.js';
 import { type CardClaim, claimKey } from '../../db/ops/conflicts.js';
 import type { CardToWrite, SavedCard, StoredCard } from '../cards.js';
 import type { CardTokens } from '../tokens/card-tokens.js';
-import type { CardsToApply } from './apply-cards.js';
+import type { CardsToApply } from './cards-to-apply.js';
 import { emptyCounts, type ReconcilePlan, reconcile } from './reconcile.js';
 
 // How a batch's answers turn into rows, once the stored ones are read (pure; apply-cards.ts writes).

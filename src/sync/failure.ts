@@ -4,7 +4,7 @@ import { insertSyncRun } from '../../db/ops/sync-runs.js';
 import type { SyncStatus } from '../../db/schema.js';
 import { maskCardNumbers } from '../card-number.js';
 import type { Logger } from '../logger.js';
-import type { RunBase } from './apply-cards.js';
+import type { RunBase } from './cards-to-apply.js';
 import { emptyCounts, type SyncCounts } from './reconcile.js';
 import type { SyncResult } from './sync-subscriber.js';
 

@@ -1,6 +1,6 @@
 import type { Db } from '../../db/client.js';
 import { recordNotFound } from '../../db/ops/not-found.js';
-import type { RunBase } from './apply-cards.js';
+import type { RunBase } from './cards-to-apply.js';
 import { emptyCounts, type SyncCounts } from './reconcile.js';
 
 /** `SYNC_GONE_AFTER_NOT_FOUND`'s default. */
