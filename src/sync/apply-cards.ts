@@ -25,6 +25,7 @@ import {
   runRow,
   toWrite,
 } from './batch-plan.js';
+import { CommittedUnreadError } from './committed-unread-error.js';
 import { answerDigest } from './digest.js';
 import { emptyCounts, type ReconcilePlan, type SyncCounts } from './reconcile.js';
 
@@ -56,17 +57,6 @@ export interface AppliedCards {
   subscriberId: number | null;
   syncRunId: number;
   counts: SyncCounts;
-}
-
-/**
- * The batch was committed, but a reply to one of its statements could not be read: its rows are
- * stored, its results are unknown. Not to be written again answer by answer.
- */
-export class CommittedUnreadError extends Error {
-  override readonly name = 'CommittedUnreadError';
-  constructor(cause: unknown) {
-    super('the batch was committed, but a reply to it could not be read', { cause });
-  }
 }
 
 const DEFAULT_POLICY = defaultPolicy();

@@ -3,13 +3,8 @@ import { isConnectionError, rootCause } from '../../db/errors.js';
 import type { PolicyParams } from '../freshness/index.js';
 import type { CardTokens } from '../tokens/card-tokens.js';
 import { type ActiveSpan, tracing } from '../tracing/index.js';
-import {
-  type AppliedCards,
-  applyCardsBatch,
-  type CardsToApply,
-  CommittedUnreadError,
-  lockKey,
-} from './apply-cards.js';
+import { type AppliedCards, applyCardsBatch, type CardsToApply, lockKey } from './apply-cards.js';
+import { CommittedUnreadError } from './committed-unread-error.js';
 
 /** Writes validated answers; resolves once the answer's rows are committed. */
 export interface CardWriter {
