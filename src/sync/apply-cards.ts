@@ -50,6 +50,8 @@ export interface CardsToApply {
   email?: string | undefined;
   cards: readonly SavedCard[];
   run: RunBase;
+  /** While tracing is on and its trace sampled: its sync's trace context, which its events carry. */
+  spanContext?: string | undefined;
 }
 
 export interface AppliedCards {
@@ -181,6 +183,11 @@ export async function applyCardsBatch(
           policy(),
         ),
       })),
+      spanContexts: new Map(
+        writing.flatMap((p) =>
+          p.item.spanContext ? [[p.item.subscriberId!, p.item.spanContext] as const] : [],
+        ),
+      ),
     };
     const emailOwners = writing.flatMap((p) =>
       p.item.email !== undefined ? [{ email: p.item.email, subscriberId: p.item.subscriberId! }] : [],
