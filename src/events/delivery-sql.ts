@@ -18,6 +18,8 @@ export interface ClaimedDelivery {
   body: string;
   /** This attempt's number, 1 for the first. */
   attempt: number;
+  /** The trace context of the sync that wrote the event (null while tracing was off for it). */
+  spanContext: string | null;
 }
 
 /**
@@ -52,7 +54,7 @@ export async function claimDeliveries(
      set locked_by = $3, locked_until = now() + $4 * interval '1 millisecond',
          attempts = d.attempts + 1, first_attempt_at = coalesce(d.first_attempt_at, now())
      from due where d.id = due.id
-     returning d.id, d.endpoint_id, d.event_id, d.subscriber_id, d.body, d.attempts`,
+     returning d.id, d.endpoint_id, d.event_id, d.subscriber_id, d.body, d.attempts, d.tracingspancontext`,
     [o.endpointId, o.limit, o.workerId, o.leaseMs],
   );
   return rows
@@ -63,6 +65,7 @@ export async function claimDeliveries(
       subscriberId: Number(r.subscriber_id),
       body: r.body,
       attempt: Number(r.attempts),
+      spanContext: r.tracingspancontext,
     }))
     .sort((a, b) => a.id - b.id);
 }

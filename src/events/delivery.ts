@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import type { Logger } from '../logger.js';
 import type { KeyRing } from '../tokens/keyring.js';
+import { type ActiveSpan, tracing } from '../tracing/index.js';
 import { DEFAULT_SCHEDULE, type RetrySchedule, retryWaitMs } from './backoff.js';
 import type { WebhookSender } from './deliver-http.js';
 import {
@@ -51,6 +52,9 @@ export interface DeliveryOptions {
   ) => void;
 }
 
+/** Where an endpoint's deliveries go, and the secrets that sign them. */
+type Target = { url: string; secrets: string[] };
+
 export interface DeliveryLoop {
   /** Stops claiming, waits up to `timeoutMs` for attempts in flight, then cuts them (given back untried). */
   stop(timeoutMs: number): Promise<void>;
@@ -71,10 +75,39 @@ export function startDeliveryLoop(o: DeliveryOptions): DeliveryLoop {
   // the loop passes again at once rather than sleeping a poll with a slot free.
   let freed = false;
 
-  async function attempt(d: ClaimedDelivery, target: { url: string; secrets: string[] }): Promise<void> {
+  /**
+   * One attempt. While tracing is on it runs in a span of its own trace, `webhook deliver`, linked
+   * to the span of the sync that wrote the event; undici's HTTP span is its child. The span holds
+   * ids, the attempt, the status and the outcome: never the URL, a secret or the body.
+   */
+  function attempt(d: ClaimedDelivery, target: Target): Promise<void> {
+    const sync = tracing().contextFromText(d.spanContext);
+    return tracing().inSpan(
+      'webhook deliver',
+      {
+        kind: 'producer',
+        root: true,
+        attributes: {
+          'cards_sync.webhook.endpoint_id': d.endpointId,
+          'cards_sync.webhook.delivery_id': d.id,
+          'cards_sync.event_id': d.eventId,
+          'cards_sync.attempt': d.attempt,
+        },
+        ...(sync ? { links: [sync] } : {}),
+      },
+      (span) => deliver(d, target, span),
+    );
+  }
+
+  async function deliver(d: ClaimedDelivery, target: Target, span: ActiveSpan): Promise<void> {
     const headers = signedHeaders(target.secrets, d.eventId, Math.floor(Date.now() / 1000), d.body);
     const result = await o.sender.post(target.url, headers, d.body, abort.signal);
+    span.set({
+      'http.response.status_code': result.status ?? undefined,
+      'cards_sync.webhook.error': result.errorCode ?? undefined,
+    });
     if (result.errorCode === 'stopped') {
+      span.set({ 'cards_sync.webhook.outcome': 'stopped' });
       await releaseDelivery(o.pool, d, o.workerId);
       return;
     }
@@ -86,6 +119,7 @@ export function startDeliveryLoop(o: DeliveryOptions): DeliveryLoop {
       giveUpAfterMs: schedule.giveUpAfterMs,
       disableAfterMs: schedule.disableAfterMs,
     });
+    span.set({ 'cards_sync.webhook.outcome': finish });
     o.onAttempt?.(d.endpointId, finish, result.latencyMs);
     const about = { endpoint: d.endpointId, delivery: d.id, event: d.eventId, attempt: d.attempt };
     if (finish === 'dead') {
@@ -107,7 +141,7 @@ export function startDeliveryLoop(o: DeliveryOptions): DeliveryLoop {
     }
   }
 
-  function launch(d: ClaimedDelivery, target: { url: string; secrets: string[] }) {
+  function launch(d: ClaimedDelivery, target: Target) {
     total++;
     inFlight.set(d.endpointId, (inFlight.get(d.endpointId) ?? 0) + 1);
     const p = attempt(d, target)
