@@ -57,6 +57,8 @@ const DESIGN_COLUMNS: Record<string, string[]> = {
     'aggregateid',
     'type',
     'payload',
+    // The writing sync's trace context, while tracing is on (issue 38, migration 0028).
+    'tracingspancontext',
   ],
   // Webhooks (issue 37): endpoints, one delivery per event and endpoint, one row per attempt.
   webhook_endpoints: [
@@ -91,6 +93,7 @@ const DESIGN_COLUMNS: Record<string, string[]> = {
     'finished_at',
     'replay',
     'created_at',
+    'tracingspancontext',
   ],
   webhook_attempts: [
     'id',

@@ -72,6 +72,8 @@ export interface BatchWrite {
   changes: readonly KnownChange[];
   /** Successful syncs; subscribers distinct. E-mails are learned afterwards (`learnEmails`). */
   successes: readonly Success[];
+  /** While tracing is on: each subscriber's sync's trace context, for its events (src/events/outbox.ts). */
+  spanContexts?: ReadonlyMap<number, string>;
 }
 
 /**
@@ -155,6 +157,7 @@ export async function writeBatch(
             ...w.changes.map((c) => c.subscriberId),
           ],
           at: w.now,
+          ...(w.spanContexts ? { spanContexts: w.spanContexts } : {}),
         })
       : Promise.resolve({}),
   ]);

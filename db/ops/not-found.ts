@@ -16,6 +16,8 @@ export interface NotFoundAnswer {
   error: string;
   /** `SYNC_GONE_AFTER_NOT_FOUND`: the count at which active cards are removed; 0 = never. */
   goneAfter: number;
+  /** While tracing is on: the sync's trace context, which the events of its removals carry. */
+  spanContext?: string | undefined;
 }
 
 /** What recording a `not_found` answer did. */
@@ -72,7 +74,11 @@ export async function recordNotFound(db: Db, answer: NotFoundAnswer): Promise<No
     const { syncRunId, removed } = await insertRunAndRemove(tx, subscriberId, answer.run, remove);
     // Each card marked removed is an event, in this transaction (src/events/outbox.ts).
     if (removed > 0)
-      events = await writeChangeEventsIn(tx, { subscriberIds: [subscriberId], at: answer.run.finishedAt });
+      events = await writeChangeEventsIn(tx, {
+        subscriberIds: [subscriberId],
+        at: answer.run.finishedAt,
+        ...(answer.spanContext ? { spanContexts: new Map([[subscriberId, answer.spanContext]]) } : {}),
+      });
     // Cards first, then the subscriber's row, the order in which the write path locks them.
     await recordSubscriberFailure(tx, {
       subscriberId,

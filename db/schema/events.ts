@@ -45,6 +45,13 @@ export const changeEvents = pgTable(
     type: text('type').$type<ChangeEventType>().notNull(),
     /** The event's `data` (DESIGN §7): never the token, never an e-mail. */
     payload: jsonb('payload').$type<Record<string, unknown>>().notNull(),
+    /**
+     * The trace context of the sync that wrote the event, while tracing was on and its trace
+     * sampled; null otherwise. The W3C `traceparent` (and `tracestate`) as java.util.Properties
+     * text (`traceparent=00-…-…-01`): the column and form Debezium's tracing integration reads by
+     * default (`tracing.span.context.field`; docs/events.md).
+     */
+    tracingspancontext: text('tracingspancontext'),
   },
   (t) => [
     check('change_events_type_valid', sql`${t.type} in (${inList(CHANGE_EVENT_TYPES)})`),

@@ -84,6 +84,11 @@ export const webhookDeliveries = pgTable(
     /** Made by `webhooks replay` rather than by the feed. */
     replay: boolean('replay').notNull().default(false),
     createdAt: tz('created_at').notNull().defaultNow(),
+    /**
+     * The event's `change_events.tracingspancontext`, copied by the fan-out: each attempt's span
+     * links to the sync that wrote the event. Null when tracing was off for that sync.
+     */
+    tracingspancontext: text('tracingspancontext'),
   },
   (t) => [
     foreignKey({ columns: [t.endpointId], foreignColumns: [webhookEndpoints.id] }).onDelete('cascade'),

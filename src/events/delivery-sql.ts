@@ -18,6 +18,8 @@ export interface ClaimedDelivery {
   body: string;
   /** This attempt's number, 1 for the first. */
   attempt: number;
+  /** The trace context of the sync that wrote the event (null while tracing was off for it). */
+  spanContext: string | null;
 }
 
 /** The claim ($1 endpoint, $2 limit, $3 worker, $4 lease ms); exported for the plan's test. */
@@ -45,7 +47,7 @@ export const CLAIM_DELIVERIES = `with due as (
      set locked_by = $3, locked_until = now() + $4 * interval '1 millisecond',
          attempts = d.attempts + 1, first_attempt_at = coalesce(d.first_attempt_at, now())
      from due where d.id = due.id
-     returning d.id, d.endpoint_id, d.event_id, d.subscriber_id, d.body, d.attempts`;
+     returning d.id, d.endpoint_id, d.event_id, d.subscriber_id, d.body, d.attempts, d.tracingspancontext`;
 
 /**
  * Claims up to `limit` due deliveries of one endpoint. A delivery is due when its time has come,
@@ -66,6 +68,7 @@ export async function claimDeliveries(
       subscriberId: Number(r.subscriber_id),
       body: r.body,
       attempt: Number(r.attempts),
+      spanContext: r.tracingspancontext,
     }))
     .sort((a, b) => a.id - b.id);
 }

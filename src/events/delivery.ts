@@ -2,6 +2,7 @@ import { setMaxListeners } from 'node:events';
 import type pg from 'pg';
 import type { Logger } from '../logger.js';
 import type { KeyRing } from '../tokens/keyring.js';
+import { type ActiveSpan, tracing } from '../tracing/index.js';
 import { DEFAULT_SCHEDULE, type RetrySchedule, retryWaitMs } from './backoff.js';
 import type { WebhookSender } from './deliver-http.js';
 import {
@@ -29,8 +30,6 @@ const PRUNE_BATCH = 10_000;
 const TAKE_GAP_MS = 50;
 /** Between attempts, the endpoints' list and secrets are read at most this often. */
 const ENDPOINTS_TTL_MS = 1000;
-
-type Target = { url: string; secrets: string[] } | undefined;
 
 export interface DeliveryOptions {
   pool: pg.Pool;
@@ -61,6 +60,9 @@ export interface DeliveryOptions {
   ) => void;
 }
 
+/** Where an endpoint's deliveries go, and the secrets that sign them. */
+type Target = { url: string; secrets: string[] };
+
 export interface DeliveryLoop {
   /** Stops claiming, waits up to `timeoutMs` for attempts in flight, then cuts them (given back untried). */
   stop(timeoutMs: number): Promise<void>;
@@ -83,10 +85,39 @@ export function startDeliveryLoop(o: DeliveryOptions): DeliveryLoop {
   // the loop passes again at once rather than sleeping a poll with a slot free.
   let freed = false;
 
-  async function attempt(d: ClaimedDelivery, target: { url: string; secrets: string[] }): Promise<void> {
+  /**
+   * One attempt. While tracing is on it runs in a span of its own trace, `webhook deliver`, linked
+   * to the span of the sync that wrote the event; undici's HTTP span is its child. The span holds
+   * ids, the attempt, the status and the outcome: never the URL, a secret or the body.
+   */
+  function attempt(d: ClaimedDelivery, target: Target): Promise<void> {
+    const sync = tracing().contextFromText(d.spanContext);
+    return tracing().inSpan(
+      'webhook deliver',
+      {
+        kind: 'producer',
+        root: true,
+        attributes: {
+          'cards_sync.webhook.endpoint_id': d.endpointId,
+          'cards_sync.webhook.delivery_id': d.id,
+          'cards_sync.event_id': d.eventId,
+          'cards_sync.attempt': d.attempt,
+        },
+        ...(sync ? { links: [sync] } : {}),
+      },
+      (span) => deliver(d, target, span),
+    );
+  }
+
+  async function deliver(d: ClaimedDelivery, target: Target, span: ActiveSpan): Promise<void> {
     const headers = signedHeaders(target.secrets, d.eventId, Math.floor(Date.now() / 1000), d.body);
     const result = await o.sender.post(target.url, headers, d.body, abort.signal);
+    span.set({
+      'http.response.status_code': result.status ?? undefined,
+      'cards_sync.webhook.error': result.errorCode ?? undefined,
+    });
     if (result.errorCode === 'stopped') {
+      span.set({ 'cards_sync.webhook.outcome': 'stopped' });
       await releaseDelivery(o.pool, d, o.workerId);
       return;
     }
@@ -98,6 +129,7 @@ export function startDeliveryLoop(o: DeliveryOptions): DeliveryLoop {
       giveUpAfterMs: schedule.giveUpAfterMs,
       disableAfterMs: schedule.disableAfterMs,
     });
+    span.set({ 'cards_sync.webhook.outcome': finish });
     o.onAttempt?.(d.endpointId, finish, result.latencyMs);
     const about = { endpoint: d.endpointId, delivery: d.id, event: d.eventId, attempt: d.attempt };
     if (finish === 'dead') {
@@ -119,7 +151,7 @@ export function startDeliveryLoop(o: DeliveryOptions): DeliveryLoop {
     }
   }
 
-  function launch(d: ClaimedDelivery, target: { url: string; secrets: string[] }) {
+  function launch(d: ClaimedDelivery, target: Target) {
     total++;
     inFlight.set(d.endpointId, (inFlight.get(d.endpointId) ?? 0) + 1);
     const p = attempt(d, target)
@@ -164,14 +196,18 @@ export function startDeliveryLoop(o: DeliveryOptions): DeliveryLoop {
   // What a pass reads of the endpoints: which are enabled, and each one's URL and opened secrets.
   // Read afresh by a pass after a wait; between attempts, kept for up to ENDPOINTS_TTL_MS, so a
   // disabled endpoint, a new one or a rotated secret is seen within that.
-  let endpoints = { at: Number.NEGATIVE_INFINITY, ids: [] as number[], targets: new Map<number, Target>() };
+  let endpoints = {
+    at: Number.NEGATIVE_INFINITY,
+    ids: [] as number[],
+    targets: new Map<number, Target | undefined>(),
+  };
   async function enabledNow(between: boolean): Promise<number[]> {
     if (!between || Date.now() - endpoints.at >= ENDPOINTS_TTL_MS) {
       endpoints = { at: Date.now(), ids: await enabledEndpointIds(o.pool), targets: new Map() };
     }
     return endpoints.ids;
   }
-  async function targetOf(endpointId: number): Promise<Target> {
+  async function targetOf(endpointId: number): Promise<Target | undefined> {
     if (!endpoints.targets.has(endpointId)) {
       endpoints.targets.set(endpointId, await endpointTarget(o.pool, o.ring, endpointId));
     }

@@ -1,5 +1,12 @@
 import type pg from 'pg';
-import { type ChangeEvent, FEED_START, MAX_LIMIT, readFeed } from './feed.js';
+import {
+  type ChangeEvent,
+  FEED_START,
+  type FeedEntry,
+  MAX_LIMIT,
+  readFeed,
+  readFeedEntries,
+} from './feed.js';
 
 // How an endpoint takes events from the change feed (src/events/feed.ts), and nothing else of the
 // sync: each endpoint keeps its place in the feed; a worker that holds the endpoint's row lock
@@ -48,9 +55,9 @@ export async function takeEvents(pool: pg.Pool, endpointId: number, limit = FANO
       await client.query('rollback');
       return 0;
     }
-    const page = await readFeed(client, { after: endpoint.feed_cursor, limit });
-    const wanted = page.events.filter(
-      (e) => endpoint.event_types === null || endpoint.event_types.includes(e.type),
+    const page = await readFeedEntries(client, { after: endpoint.feed_cursor, limit });
+    const wanted = page.entries.filter(
+      (e) => endpoint.event_types === null || endpoint.event_types.includes(e.event.type),
     );
     if (wanted.length > 0) await insertDeliveries(client, endpointId, wanted, false);
     if (page.next !== endpoint.feed_cursor) {
@@ -60,7 +67,7 @@ export async function takeEvents(pool: pg.Pool, endpointId: number, limit = FANO
       ]);
     }
     await client.query('commit');
-    return page.events.length;
+    return page.entries.length;
   } catch (error) {
     await client.query('rollback').catch(() => {});
     throw error;
@@ -69,18 +76,23 @@ export async function takeEvents(pool: pg.Pool, endpointId: number, limit = FANO
   }
 }
 
-/** Inserts deliveries in the order given: their ids keep it (the ordering of one subscriber's events rests on that). */
+/**
+ * Inserts deliveries in the order given: their ids keep it (the ordering of one subscriber's events
+ * rests on that). Each keeps its event's trace context: its attempts' spans link to the sync.
+ */
 export async function insertDeliveries(
   db: Pick<pg.ClientBase, 'query'>,
   endpointId: number,
-  events: readonly ChangeEvent[],
+  entries: readonly FeedEntry[],
   replay: boolean,
 ): Promise<void> {
+  const events = entries.map((e) => e.event);
   await db.query(
-    `insert into webhook_deliveries (endpoint_id, event_id, subscriber_id, type, event_at, body, replay)
-     select $1, e.id, e.subscriber_id, e.type, e.event_at, e.body, $6
-     from unnest($2::text[], $3::bigint[], $4::text[], $5::text[], $7::timestamptz[])
-          with ordinality as e(id, subscriber_id, type, body, event_at, n)
+    `insert into webhook_deliveries (endpoint_id, event_id, subscriber_id, type, event_at, body, replay,
+         tracingspancontext)
+     select $1, e.id, e.subscriber_id, e.type, e.event_at, e.body, $6, e.context
+     from unnest($2::text[], $3::bigint[], $4::text[], $5::text[], $7::timestamptz[], $8::text[])
+          with ordinality as e(id, subscriber_id, type, body, event_at, context, n)
      order by e.n`,
     [
       endpointId,
@@ -90,6 +102,7 @@ export async function insertDeliveries(
       events.map(deliveryBody),
       replay,
       events.map((e) => e.timestamp),
+      entries.map((e) => e.spanContext),
     ],
   );
 }

@@ -33,6 +33,16 @@ export interface FeedPage {
   next: string;
 }
 
+/**
+ * An event with what the feed itself never shows: the trace context of the sync that wrote it
+ * (`change_events.tracingspancontext`, null while tracing was off), which the fan-out copies into
+ * its deliveries.
+ */
+export interface FeedEntry {
+  event: ChangeEvent;
+  spanContext: string | null;
+}
+
 /** The cursor before every event: the start of retention. */
 export const FEED_START = '0-0';
 /** Most events one page may hold. */
@@ -75,7 +85,8 @@ const HORIZON = `horizon as materialized (
 
 const READ = `
 with ${HORIZON}
-select e.id, e.seq::text as seq, e.txid::text as txid, e.created_at, e.type, e.payload
+select e.id, e.seq::text as seq, e.txid::text as txid, e.created_at, e.type, e.payload,
+  e.tracingspancontext
 from change_events e, horizon h
 where e.txid < h.xmin and (e.txid, e.seq) > ($1::xid8, $2::bigint)
 order by e.txid, e.seq
@@ -95,6 +106,15 @@ export async function readFeed(
   db: Queryable,
   o: { after?: string | null; limit: number },
 ): Promise<FeedPage> {
+  const { entries, next } = await readFeedEntries(db, o);
+  return { events: entries.map((e) => e.event), next };
+}
+
+/** {@link readFeed}, each event with its sync's trace context (the fan-out's read). */
+export async function readFeedEntries(
+  db: Queryable,
+  o: { after?: string | null; limit: number },
+): Promise<{ entries: FeedEntry[]; next: string }> {
   const after = o.after ?? FEED_START;
   const cursor = parseCursor(after);
   const { rows } = await db.query<{
@@ -104,6 +124,7 @@ export async function readFeed(
     created_at: Date;
     type: ChangeEventType;
     payload: Record<string, unknown>;
+    tracingspancontext: string | null;
   }>({
     name: 'cards-sync-read-feed',
     text: READ,
@@ -111,11 +132,9 @@ export async function readFeed(
   });
   const last = rows.at(-1);
   return {
-    events: rows.map((r) => ({
-      id: `evt_${r.id}`,
-      type: r.type,
-      timestamp: r.created_at.toISOString(),
-      data: r.payload,
+    entries: rows.map((r) => ({
+      event: { id: `evt_${r.id}`, type: r.type, timestamp: r.created_at.toISOString(), data: r.payload },
+      spanContext: r.tracingspancontext,
     })),
     next: last ? `${last.txid}-${last.seq}` : after,
   };

@@ -39,7 +39,8 @@ const oldValue = `case f when 'create_date' then to_jsonb(${utc("e.previous ->> 
 
 /**
  * Inserts one event per change this transaction wrote for these subscribers at this instant: the
- * history rows it inserted ($1: subscribers, $2: the write's `changed_at`) and the cards it stored
+ * history rows it inserted ($1: subscribers, $2: the write's `changed_at`; $3: null, or while
+ * tracing is on each subscriber's sync's trace context, in $1's order) and the cards it stored
  * for the first time (whose `added` row is the card's own, migration 0021). Rows are this
  * transaction's by their xmin, so a concurrent writer's rows at the same instant are never taken.
  * Events follow the history's ids (an added card's `added_change_id` comes from the same
@@ -60,7 +61,8 @@ with mine as (
     where c.subscriber_id = any($1::bigint[]) and c.first_seen_at = $2 and c.added_change_id is not null
       and c.xmin = pg_current_xact_id()::xid
 ), inserted as (
-  insert into change_events (subscriber_id, created_at, aggregatetype, aggregateid, type, payload)
+  insert into change_events (subscriber_id, created_at, aggregatetype, aggregateid, type, payload,
+      tracingspancontext)
     select e.subscriber_id, $2, 'subscriber', e.subscriber_id::text,
       case e.change when 'updated' then 'card.changed' else 'card.' || e.change end,
       jsonb_build_object(
@@ -77,7 +79,11 @@ with mine as (
         'reason', case when e.change = 'removed' then coalesce(e.reason, 'not_listed') else e.reason end,
         'syncRunId', e.sync_run_id
       ) || case when e.change = 'conflict'
-        then jsonb_build_object('holderSubscriberId', e.previous -> 'subscriber_id') else '{}' end
+        then jsonb_build_object('holderSubscriberId', e.previous -> 'subscriber_id') else '{}' end,
+      -- The trace context of the sync that caused it: its subscriber's, or for a card that moved,
+      -- the taker's (who holds the card now). Null while tracing is off (no contexts given).
+      case when $3::text[] is not null then ($3::text[])[array_position($1::bigint[],
+        case when e.reason = 'moved' then c.subscriber_id else e.subscriber_id end)] end
     from mine e join saved_cards c on c.id = e.card_id
     order by e.ord
     returning type

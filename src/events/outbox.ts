@@ -17,6 +17,25 @@ export interface WrittenChanges {
   subscriberIds: readonly number[];
   /** The write's clock: its history's `changed_at` and its new cards' `first_seen_at`. */
   at: Date;
+  /**
+   * While tracing is on: the trace context of each subscriber's sync in the write (the stored text
+   * of `tracing().contextText`), which its events carry in `tracingspancontext`; a card that moved
+   * carries its taker's. Absent or empty: every event's is null.
+   */
+  spanContexts?: ReadonlyMap<number, string>;
+}
+
+/** $3 of WRITE_EVENTS: each subscriber's context in `subscriberIds`' order, or null when there is none. */
+function contextsOf(subscriberIds: readonly number[], w: WrittenChanges): (string | null)[] | null {
+  const contexts = w.spanContexts;
+  if (contexts === undefined || contexts.size === 0) return null;
+  return subscriberIds.map((id) => contexts.get(id) ?? null);
+}
+
+/** A Postgres array literal of text values (for a statement whose parameters Drizzle passes one by one). */
+function textArrayLiteral(values: readonly (string | null)[]): string {
+  const item = (v: string | null) => (v === null ? 'NULL' : `"${v.replace(/[\\"]/g, (c) => `\\${c}`)}"`);
+  return `{${values.map(item).join(',')}}`;
 }
 
 /** How many events of each type a write left, e.g. `{"card.added": 3}`. */
@@ -35,7 +54,7 @@ export async function writeChangeEvents(client: pg.ClientBase, w: WrittenChanges
   const { rows } = await client.query<{ types: EventCounts }>({
     name: 'cards-sync-write-events',
     text: WRITE_EVENTS,
-    values: [subscriberIds, w.at],
+    values: [subscriberIds, w.at, contextsOf(subscriberIds, w)],
   });
   return rows[0]?.types ?? {};
 }
@@ -44,8 +63,13 @@ export async function writeChangeEvents(client: pg.ClientBase, w: WrittenChanges
 export async function writeChangeEventsIn(tx: Executor, w: WrittenChanges): Promise<EventCounts> {
   const subscriberIds = [...new Set(w.subscriberIds)];
   if (subscriberIds.length === 0) return {};
-  const values: Record<string, unknown> = { $1: `{${subscriberIds.join(',')}}`, $2: w.at };
-  const parts: SQL[] = WRITE_EVENTS.split(/(\$[12])(?!\d)/).map((part) =>
+  const contexts = contextsOf(subscriberIds, w);
+  const values: Record<string, unknown> = {
+    $1: `{${subscriberIds.join(',')}}`,
+    $2: w.at,
+    $3: contexts === null ? null : textArrayLiteral(contexts),
+  };
+  const parts: SQL[] = WRITE_EVENTS.split(/(\$[123])(?!\d)/).map((part) =>
     Object.hasOwn(values, part) ? sql`${values[part]}` : sql.raw(part),
   );
   const { rows } = await tx.execute<{ types: EventCounts }>(sql.join(parts));

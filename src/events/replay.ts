@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import { compareCursors, FANOUT_PAGE, insertDeliveries } from './fanout.js';
-import { readFeed } from './feed.js';
+import { readFeedEntries } from './feed.js';
 
 // `webhooks replay ID --since …`: sends an endpoint again every event from a point of the feed.
 // Under the endpoint's row lock (its fan-out waits), the feed is read from that point to its end;
@@ -36,17 +36,17 @@ export async function replayEndpoint(
     let after = from;
     let replayed = 0;
     for (;;) {
-      const page = await readFeed(client, { after, limit: FANOUT_PAGE });
-      if (page.events.length === 0) break;
-      const wanted = page.events.filter(
-        (e) => endpoint.event_types === null || endpoint.event_types.includes(e.type),
+      const page = await readFeedEntries(client, { after, limit: FANOUT_PAGE });
+      if (page.entries.length === 0) break;
+      const wanted = page.entries.filter(
+        (e) => endpoint.event_types === null || endpoint.event_types.includes(e.event.type),
       );
       const { rows: pending } = await client.query<{ event_id: string }>(
         "select event_id from webhook_deliveries where endpoint_id = $1 and status = 'pending' and event_id = any($2)",
-        [endpointId, wanted.map((e) => e.id)],
+        [endpointId, wanted.map((e) => e.event.id)],
       );
       const skip = new Set(pending.map((p) => p.event_id));
-      const fresh = wanted.filter((e) => !skip.has(e.id));
+      const fresh = wanted.filter((e) => !skip.has(e.event.id));
       if (fresh.length > 0) await insertDeliveries(client, endpointId, fresh, true);
       replayed += fresh.length;
       after = page.next;

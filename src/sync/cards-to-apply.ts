@@ -25,6 +25,8 @@ export interface CardsToApply {
   email?: string | undefined;
   cards: readonly SavedCard[];
   run: RunBase;
+  /** While tracing is on and its trace sampled: its sync's trace context, which its events carry. */
+  spanContext?: string | undefined;
 }
 
 export interface AppliedCards {

@@ -3,8 +3,9 @@ import { isConnectionError, rootCause } from '../../db/errors.js';
 import type { PolicyParams } from '../freshness/index.js';
 import type { CardTokens } from '../tokens/card-tokens.js';
 import { type ActiveSpan, tracing } from '../tracing/index.js';
-import { applyCardsBatch, CommittedUnreadError } from './apply-cards.js';
+import { applyCardsBatch } from './apply-cards.js';
 import { type AppliedCards, type CardsToApply, lockKey } from './cards-to-apply.js';
+import { CommittedUnreadError } from './committed-unread-error.js';
 
 /** Writes validated answers; resolves once the answer's rows are committed. */
 export interface CardWriter {

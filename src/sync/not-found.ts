@@ -1,5 +1,6 @@
 import type { Db } from '../../db/client.js';
 import { recordNotFound } from '../../db/ops/not-found.js';
+import { tracing } from '../tracing/index.js';
 import type { RunBase } from './cards-to-apply.js';
 import { emptyCounts, type SyncCounts } from './reconcile.js';
 
@@ -39,6 +40,8 @@ export async function applyNotFound(
     subscriberId,
     error: `not_found: ${MESSAGE}`,
     goneAfter,
+    // The job's span: the events of the cards it removes link their deliveries to it.
+    spanContext: tracing().contextText(tracing().current()?.context()),
   });
   const errorMessage =
     recorded.removed > 0

@@ -260,10 +260,18 @@ async function applyCards(
   }
   const writer = deps.writer ?? directWriter(deps.db, deps.tokens);
   // The answer's wait for, and part in, a group commit (src/sync/group-commit.ts).
+  // Its change events carry this span's context: their deliveries' spans link back to it.
   const applied = await tracing().inSpan(
     'db.write_cards',
     { attributes: { 'cards_sync.cards': cards.length } },
-    () => writer.apply({ subscriberId, email, cards, run }),
+    (span) =>
+      writer.apply({
+        subscriberId,
+        email,
+        cards,
+        run,
+        spanContext: tracing().contextText(span.context()),
+      }),
   );
   if (applied.status === 'superseded') {
     return { ...applied, errorCode: 'superseded', errorMessage: SUPERSEDED, retryable: false };

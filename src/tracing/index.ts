@@ -23,6 +23,8 @@ export interface SpanOptions {
   links?: readonly TraceContext[];
   /** An incoming request's headers: its `traceparent` continues the caller's trace. */
   headers?: Record<string, string | undefined>;
+  /** Starts a trace of its own whatever span is active (a webhook delivery, linked to its sync). Default false. */
+  root?: boolean;
 }
 
 /** The span a traced function runs in. */
@@ -48,6 +50,15 @@ export interface Tracing {
   record(name: string, startMs: number, endMs: number, attributes?: SpanAttributes): void;
   /** BullMQ's telemetry option: producer and consumer spans linked through the job. */
   queueTelemetry(): Telemetry | undefined;
+  /**
+   * A span's context as `change_events.tracingspancontext` stores it (migration 0028,
+   * docs/events.md): the propagator's fields (W3C `traceparent`, and `tracestate` when there is
+   * one) as java.util.Properties text, the form Debezium's tracing integration reads. Undefined
+   * while tracing is off and for a span the sampler left out: then nothing is stored.
+   */
+  contextText(ctx: TraceContext | undefined): string | undefined;
+  /** The context {@link contextText} stored, to link a span to; undefined while tracing is off or when unreadable. */
+  contextFromText(text: string | null | undefined): TraceContext | undefined;
   /** Exports every span still buffered; called before the process exits. */
   flush(): Promise<void>;
 }
@@ -61,6 +72,8 @@ const off: Tracing = {
   current: () => undefined,
   record: () => {},
   queueTelemetry: () => undefined,
+  contextText: () => undefined,
+  contextFromText: () => undefined,
   flush: async () => {},
 };
 

@@ -3,8 +3,11 @@ import {
   type Context,
   context,
   createContextKey,
+  createTraceState,
   type Link,
   propagation,
+  ROOT_CONTEXT,
+  type SpanContext,
   SpanKind,
   SpanStatusCode,
   TraceFlags,
@@ -13,6 +16,7 @@ import {
 import type { Telemetry } from 'bullmq';
 import { BullMQOtel } from 'bullmq-otel';
 import type { ActiveSpan, SpanAttributes, SpanOptions, TraceContext, Tracing } from './index.js';
+import { fromPropertiesText, toPropertiesText } from './properties-text.js';
 import { quietQueueTelemetry } from './queue-telemetry.js';
 
 // The OpenTelemetry implementation of src/tracing/index.ts: loaded only when tracing is on.
@@ -51,13 +55,45 @@ function leftOut(ctx: Context): boolean {
 /** Marks a context detached from an unsampled job's span: nothing under it makes spans. */
 const UNSAMPLED = createContextKey('cards-sync: unsampled');
 
+const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
+
+/**
+ * A span context in the stored form (src/tracing/properties-text.ts): the W3C fields only, written
+ * here rather than by the process's propagators, which would add `baggage`, whatever a caller put
+ * there, to a row that other systems read.
+ */
+function storedText(c: SpanContext): string {
+  const flags = (c.traceFlags & 0xff).toString(16).padStart(2, '0');
+  const fields: Record<string, string> = { traceparent: `00-${c.traceId}-${c.spanId}-${flags}` };
+  const state = c.traceState?.serialize();
+  if (state) fields.tracestate = state;
+  return toPropertiesText(fields);
+}
+
+/** The remote span context a stored text names; undefined when it names none. */
+function storedContext(text: string): SpanContext | undefined {
+  const fields = fromPropertiesText(text);
+  const m = TRACEPARENT.exec(fields.traceparent ?? '');
+  if (!m) return undefined;
+  const c: SpanContext = {
+    traceId: m[1]!,
+    spanId: m[2]!,
+    traceFlags: Number.parseInt(m[3]!, 16),
+    isRemote: true,
+    ...(fields.tracestate ? { traceState: createTraceState(fields.tracestate) } : {}),
+  };
+  return trace.isSpanContextValid(c) ? c : undefined;
+}
+
 /** The tracing facade over the global OpenTelemetry API (the SDK registered by src/tracing/sdk.ts). */
 export function otelTracing(version: string, flush: () => Promise<void>): Tracing {
   const tracer = trace.getTracer('cards-sync', version);
   const telemetry = quietQueueTelemetry(new BullMQOtel({ tracerName: 'bullmq', version }));
   return {
     async inSpan(name, options, fn) {
-      let parent = (options.parent as Carried | undefined)?.ctx ?? context.active();
+      let parent = options.root
+        ? ROOT_CONTEXT
+        : ((options.parent as Carried | undefined)?.ctx ?? context.active());
       if (options.headers) parent = propagation.extract(parent, options.headers);
       // Under a span the sampler left out (a job of the 90% at 10%), a child would be left out
       // too: no span, no context switch, so that an unsampled sync costs next to nothing.
@@ -114,6 +150,16 @@ export function otelTracing(version: string, flush: () => Promise<void>): Tracin
       tracer.startSpan(name, { startTime: startMs, attributes: attributesOf(attributes) }).end(endMs);
     },
     queueTelemetry: (): Telemetry => telemetry,
+    contextText(ctx) {
+      const c = ctx === undefined ? undefined : trace.getSpanContext((ctx as Carried).ctx);
+      return c !== undefined && trace.isSpanContextValid(c) ? storedText(c) : undefined;
+    },
+    contextFromText(text) {
+      const c = text ? storedContext(text) : undefined;
+      return c === undefined
+        ? undefined
+        : ({ traceContext: true, ctx: trace.setSpanContext(ROOT_CONTEXT, c) } as Carried);
+    },
     flush,
   };
 }

@@ -18,8 +18,9 @@ export function redactUrl(url: string): string {
  * - pg: query text (parameterised by Drizzle) but never the parameters' values
  *   (`enhancedDatabaseReporting` off), and only inside a trace: the background pollers and the
  *   jobs the sampler left out make none;
- * - undici: the API attempts, their status code; the lookup-by-e-mail path without the address;
- *   no headers (the API key travels in `authorization`);
+ * - undici: the API attempts and webhook POSTs, their status code; the lookup-by-e-mail path
+ *   without the address; no query string; no headers (the API key travels in `authorization`,
+ *   a webhook's signature in `webhook-signature`);
  * - pino: `trace_id`/`span_id`/`trace_flags` on every log line written inside a span; the lines
  *   themselves stay on standard error (no OpenTelemetry log export).
  */
@@ -35,9 +36,15 @@ export function instrumentations() {
       // Outside a trace (an unsampled job runs outside its span: src/tracing/otel.ts) a request is
       // left alone at once, before its URL is even parsed.
       ignoreRequestHook: () => trace.getActiveSpan() === undefined,
+      // Never the query string: a webhook receiver's URL may carry its token there.
       startSpanHook: (request) => {
         const url = new URL(request.path, request.origin);
-        return { 'url.full': redactUrl(url.toString()), 'url.path': redactUrl(url.pathname) };
+        url.search = '';
+        return {
+          'url.full': redactUrl(url.toString()),
+          'url.path': redactUrl(url.pathname),
+          'url.query': undefined,
+        };
       },
     }),
     new PinoInstrumentation({ disableLogSending: true }),
