@@ -13,13 +13,13 @@ const here = new URL('.', import.meta.url).pathname;
 /** The built CLI, as a user runs it. */
 export const CLI = `${here}../../bin/cards-sync.js`;
 
-/** Drops the benchmark's own database and migrates it afresh. */
-export async function resetDatabase(databaseUrl: string): Promise<void> {
+/** Drops the benchmark's own database and migrates it afresh (with another release's migrations, given their folder). */
+export async function resetDatabase(databaseUrl: string, migrationsFolder?: string): Promise<void> {
   const admin = new pg.Client({ connectionString: databaseUrl.replace(/\/[^/]+$/, '/postgres') });
   await admin.connect();
   await admin.query(`drop database if exists "${new URL(databaseUrl).pathname.slice(1)}" with (force)`);
   await admin.end();
-  await runMigrations(databaseUrl);
+  await runMigrations(databaseUrl, migrationsFolder === undefined ? {} : { folder: migrationsFolder });
 }
 
 /** `cards-sync mock-api` on a free loopback port; resolves once it listens. */
