@@ -2,21 +2,18 @@ import { setMaxListeners } from 'node:events';
 import type pg from 'pg';
 import type { Logger } from '../logger.js';
 import type { KeyRing } from '../tokens/keyring.js';
-import { type ActiveSpan, tracing } from '../tracing/index.js';
-import { DEFAULT_SCHEDULE, type RetrySchedule, retryWaitMs } from './backoff.js';
+import { DEFAULT_SCHEDULE, type RetrySchedule } from './backoff.js';
 import type { WebhookSender } from './deliver-http.js';
+import { attemptSender, type Target } from './delivery-attempt.js';
 import {
   type ClaimedDelivery,
   claimDeliveries,
   enabledEndpointIds,
-  finishAttempt,
   pruneDeliveries,
-  releaseDelivery,
 } from './delivery-sql.js';
 import { endpointTarget } from './endpoints-sql.js';
 import { FANOUT_PAGE, takeEvents } from './fanout.js';
 import type { ChangeSignal } from './signal.js';
-import { signedHeaders } from './signing.js';
 
 // The delivery loop each worker runs beside its sync jobs (DESIGN §7). It shares nothing with the
 // sync queue: no BullMQ slot, no API rate limiter, its own Postgres pool, so an ops re-sync never
@@ -50,6 +47,8 @@ export interface DeliveryOptions {
   leaseMs: number;
   /** Finished deliveries older than this many days are dropped, hourly. Default 30 (`CHANGE_EVENTS_RETENTION_DAYS`). */
   retentionDays?: number;
+  /** Internal, for tests: finished deliveries one statement of the retention drops. Default 10,000. */
+  pruneBatch?: number;
   /** Internal, for tests: a shorter retry schedule. Default {@link DEFAULT_SCHEDULE}. */
   schedule?: RetrySchedule;
   /** Called after each attempt is recorded (metrics). */
@@ -59,9 +58,6 @@ export interface DeliveryOptions {
     latencyMs: number,
   ) => void;
 }
-
-/** Where an endpoint's deliveries go, and the secrets that sign them. */
-type Target = { url: string; secrets: string[] };
 
 export interface DeliveryLoop {
   /** Stops claiming, waits up to `timeoutMs` for attempts in flight, then cuts them (given back untried). */
@@ -84,72 +80,7 @@ export function startDeliveryLoop(o: DeliveryOptions): DeliveryLoop {
   // An attempt that ends while a pass runs finds no wait to end: it leaves this mark instead, so
   // the loop passes again at once rather than sleeping a poll with a slot free.
   let freed = false;
-
-  /**
-   * One attempt. While tracing is on it runs in a span of its own trace, `webhook deliver`, linked
-   * to the span of the sync that wrote the event; undici's HTTP span is its child. The span holds
-   * ids, the attempt, the status and the outcome: never the URL, a secret or the body.
-   */
-  function attempt(d: ClaimedDelivery, target: Target): Promise<void> {
-    const sync = tracing().contextFromText(d.spanContext);
-    return tracing().inSpan(
-      'webhook deliver',
-      {
-        kind: 'producer',
-        root: true,
-        attributes: {
-          'cards_sync.webhook.endpoint_id': d.endpointId,
-          'cards_sync.webhook.delivery_id': d.id,
-          'cards_sync.event_id': d.eventId,
-          'cards_sync.attempt': d.attempt,
-        },
-        ...(sync ? { links: [sync] } : {}),
-      },
-      (span) => deliver(d, target, span),
-    );
-  }
-
-  async function deliver(d: ClaimedDelivery, target: Target, span: ActiveSpan): Promise<void> {
-    const headers = signedHeaders(target.secrets, d.eventId, Math.floor(Date.now() / 1000), d.body);
-    const result = await o.sender.post(target.url, headers, d.body, abort.signal);
-    span.set({
-      'http.response.status_code': result.status ?? undefined,
-      'cards_sync.webhook.error': result.errorCode ?? undefined,
-    });
-    if (result.errorCode === 'stopped') {
-      span.set({ 'cards_sync.webhook.outcome': 'stopped' });
-      await releaseDelivery(o.pool, d, o.workerId);
-      return;
-    }
-    const waitMs = retryWaitMs(d.attempt, result.retryAfterMs, schedule);
-    const { finish, disabled } = await finishAttempt(o.pool, d, {
-      workerId: o.workerId,
-      result,
-      waitMs,
-      giveUpAfterMs: schedule.giveUpAfterMs,
-      disableAfterMs: schedule.disableAfterMs,
-    });
-    span.set({ 'cards_sync.webhook.outcome': finish });
-    o.onAttempt?.(d.endpointId, finish, result.latencyMs);
-    const about = { endpoint: d.endpointId, delivery: d.id, event: d.eventId, attempt: d.attempt };
-    if (finish === 'dead') {
-      o.logger.warn(
-        { ...about, status: result.status, error: result.errorCode },
-        'webhook delivery dead-lettered after a day of failures',
-      );
-    } else if (finish === 'retry') {
-      o.logger.info(
-        { ...about, status: result.status, error: result.errorCode, waitMs },
-        'webhook delivery failed; retrying',
-      );
-    }
-    if (disabled) {
-      o.logger.error(
-        { endpoint: d.endpointId },
-        'webhook endpoint disabled: no 2xx for days (cards-sync webhooks enable ID once fixed)',
-      );
-    }
-  }
+  const attempt = attemptSender({ ...o, schedule, signal: abort.signal });
 
   function launch(d: ClaimedDelivery, target: Target) {
     total++;
@@ -173,6 +104,24 @@ export function startDeliveryLoop(o: DeliveryOptions): DeliveryLoop {
   }
 
   let prunedAt = 0;
+
+  /**
+   * Drops finished deliveries past the retention, a batch at a time for up to a second; when more
+   * are due, again in 10 s rather than in an hour: at 100 deliveries a second an hour makes 360,000,
+   * which one batch an hour would never catch up with.
+   */
+  async function prune(): Promise<void> {
+    const batch = o.pruneBatch ?? PRUNE_BATCH;
+    const started = Date.now();
+    let dropped = 0;
+    let last = 0;
+    do {
+      last = await pruneDeliveries(o.pool, o.retentionDays ?? 30, batch);
+      dropped += last;
+    } while (last === batch && !stopping && Date.now() - started < 1000);
+    prunedAt = last === batch ? Date.now() - 3_590_000 : Date.now();
+    if (dropped > 0) o.logger.info({ dropped }, 'old webhook deliveries dropped');
+  }
 
   // The feed is read for an endpoint only when it may hold something new: a commit was heard since
   // the last read, that read took a full page, or a poll has passed (a commit heard while its
@@ -217,14 +166,7 @@ export function startDeliveryLoop(o: DeliveryOptions): DeliveryLoop {
   /** One pass over the endpoints (`between`: straight after an attempt, not after a wait); true when it started anything. */
   async function pass(between: boolean): Promise<boolean> {
     let started = false;
-    if (Date.now() - prunedAt > 3_600_000) {
-      prunedAt = Date.now();
-      const dropped = await pruneDeliveries(o.pool, o.retentionDays ?? 30, PRUNE_BATCH);
-      if (dropped > 0) o.logger.info({ dropped }, 'old webhook deliveries dropped');
-      // A full batch: more are due. The next batch in 10 s, not in an hour: at 100 deliveries a
-      // second an hour makes 360,000, which one batch an hour would never catch up with.
-      if (dropped === PRUNE_BATCH) prunedAt -= 3_590_000;
-    }
+    if (Date.now() - prunedAt > 3_600_000) await prune();
     for (const endpointId of await enabledNow(between)) {
       if (stopping) break;
       if (takeDue(endpointId, between)) {
