@@ -23,7 +23,7 @@ const pool = () => database.handle.pool;
 const subscribers = 600;
 const perSubscriber = 5;
 
-/** A resting endpoint (no loop serves it) with `subscribers` × `perSubscriber` pending deliveries. */
+/** An endpoint (no loop runs in this file) with `subscribers` × `perSubscriber` pending deliveries. */
 async function backlog(): Promise<number> {
   const { id } = await insertEndpoint(pool(), ring, {
     url: 'https://receiver.example/hook',
@@ -31,7 +31,6 @@ async function backlog(): Promise<number> {
     eventTypes: null,
     feedCursor: '0-0',
   });
-  await pool().query('update webhook_endpoints set enabled = false where id = $1', [id]);
   // The statistics of a new install: taken while nothing was pending.
   await pool().query('analyze webhook_deliveries');
   await pool().query(
@@ -90,7 +89,7 @@ describe('claiming from a backlog', () => {
     for (const d of claimed) expect(heads.has(d.id)).toBe(true);
   });
 
-  it('while the heads of most queues wait for a retry, their later deliveries wait with them, and the other heads are claimed without reading them; a dead letter holds none back', async () => {
+  it('while the heads of most queues wait for a retry, their later deliveries wait with them, and the other heads are claimed without reading them; a dead letter or a delivery holds none back', async () => {
     const endpointId = await backlog();
     // Every subscriber's head but the last 20 fails once: a retry a minute away.
     const retried: ClaimedDelivery[] = [];
@@ -141,5 +140,31 @@ describe('claiming from a backlog', () => {
     expect(dead.finish).toBe('dead');
     const next = await claimDeliveries(pool(), { endpointId, limit: 32, workerId: 'w', leaseMs: 60_000 });
     expect(next.map((d) => d.subscriberId)).toContain(head!.subscriberId);
+    // Nor does a retried head once delivered: its subscriber's next is due at once.
+    const again = retried[1]!;
+    await pool().query(`update webhook_deliveries set locked_by = 'w' where id = $1`, [again.id]);
+    const delivered = await finishAttempt(
+      pool(),
+      { ...again, attempt: 2 },
+      {
+        workerId: 'w',
+        result: { ...failed, delivered: true, status: 204, excerpt: '' },
+        waitMs: 60_000,
+        giveUpAfterMs: 86_400_000,
+        disableAfterMs: 86_400_000 * 5,
+      },
+    );
+    expect(delivered.finish).toBe('delivered');
+    const after = await claimDeliveries(pool(), { endpointId, limit: 32, workerId: 'w', leaseMs: 60_000 });
+    expect(after.map((d) => d.subscriberId)).toContain(again.subscriberId);
+  });
+
+  it('claims nothing for a disabled endpoint, whatever the loop last read', async () => {
+    const endpointId = await backlog();
+    expect((await claimCost(endpointId, 8)).claimed).toBe(8);
+    await pool().query('update webhook_endpoints set enabled = false where id = $1', [endpointId]);
+    expect(await claimDeliveries(pool(), { endpointId, limit: 8, workerId: 'w', leaseMs: 60_000 })).toEqual(
+      [],
+    );
   });
 });

@@ -3,7 +3,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { RetrySchedule } from '../src/events/backoff.js';
 import { createWebhookSender } from '../src/events/deliver-http.js';
 import { type DeliveryLoop, startDeliveryLoop } from '../src/events/delivery.js';
-import { claimDeliveries, finishAttempt, pruneDeliveries } from '../src/events/delivery-sql.js';
+import { type ClaimedDelivery, finishAttempt, pruneDeliveries } from '../src/events/delivery-sql.js';
 import { insertEndpoint, rotateEndpointSecret } from '../src/events/endpoints-sql.js';
 import { feedHead } from '../src/events/fanout.js';
 import { replayEndpoint } from '../src/events/replay.js';
@@ -241,12 +241,23 @@ describe('webhook delivery', () => {
     const before = await feedHead(pool());
     const [event] = await emit(pool(), ++subscriber);
     await replayEndpoint(pool(), id, before);
-    const [claimed] = await claimDeliveries(pool(), {
+    // The dying worker's claim, as claimDeliveries makes it (which claims nothing of a disabled
+    // endpoint): a lease of 600 ms.
+    const { rows: leased } = await pool().query(
+      `update webhook_deliveries set locked_by = 'dead-worker', locked_until = now() + interval '600 ms',
+         attempts = attempts + 1, first_attempt_at = now()
+       where endpoint_id = $1 returning id, event_id, subscriber_id, body, attempts`,
+      [id],
+    );
+    const claimed: ClaimedDelivery | undefined = leased[0] && {
+      id: Number(leased[0].id),
       endpointId: id,
-      limit: 1,
-      workerId: 'dead-worker',
-      leaseMs: 600,
-    });
+      eventId: leased[0].event_id,
+      subscriberId: Number(leased[0].subscriber_id),
+      body: leased[0].body,
+      attempt: Number(leased[0].attempts),
+      spanContext: null,
+    };
     await pool().query('update webhook_endpoints set enabled = true where id = $1', [id]);
     expect(claimed?.eventId).toBe(event);
     await waitFor('the delivery after the lease', async () => receiver.received.length >= 1, 10_000);

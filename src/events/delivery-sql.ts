@@ -27,6 +27,8 @@ export const CLAIM_DELIVERIES = `with due as (
        select d.id from webhook_deliveries d
        where d.endpoint_id = $1 and d.status = 'pending' and d.next_attempt_at <= now()
          and (d.locked_until is null or d.locked_until < now())
+         -- Not once the endpoint is disabled, whatever the loop last read of it.
+         and exists (select 1 from webhook_endpoints e where e.id = $1 and e.enabled)
          -- The head of its subscriber's queue: the oldest pending delivery of (endpoint, subscriber),
          -- read from webhook_deliveries_order_idx by one probe. Written as 'no earlier pending one'
          -- (NOT EXISTS), the planner, on statistics taken while nothing was pending, ran the
@@ -109,16 +111,18 @@ export async function finishAttempt(
              finished_at = case when now() >= first_attempt_at + $4 * interval '1 millisecond' then now() end,
              next_attempt_at = least(now() + $3 * interval '1 millisecond', first_attempt_at + $4 * interval '1 millisecond'),
              locked_by = null, locked_until = null
-         where id = $1 and locked_by = $2 returning status, next_attempt_at
+         where id = $1 and locked_by = $2
+         returning status, first_attempt_at + $4 * interval '1 millisecond' as gives_up_at
        ), behind as (
-         -- The subscriber's later deliveries wait with it: due no sooner than its retry, they stay
-         -- out of the claim's scan (by next_attempt_at) instead of being read and passed over at
-         -- every claim until then. Behind a dead letter they are due at once.
+         -- The subscriber's later deliveries wait with it: moved once, at its first failure, to the
+         -- moment it becomes a dead letter at the latest, they stay out of the claim's scan (by
+         -- next_attempt_at) instead of being read and passed over at every claim until then. Its
+         -- delivery (finishDelivered) or its dead letter (here) makes them due at once.
          update webhook_deliveries b
-         set next_attempt_at = case when head.status = 'pending' then head.next_attempt_at else now() end
+         set next_attempt_at = case when head.status = 'pending' then head.gives_up_at else now() end
          from head
          where b.endpoint_id = $5 and b.subscriber_id = $6 and b.status = 'pending' and b.id > $1
-           and case when head.status = 'pending' then b.next_attempt_at < head.next_attempt_at
+           and case when head.status = 'pending' then b.next_attempt_at < head.gives_up_at
              else b.next_attempt_at > now() end
        )
        select status from head`,
@@ -162,6 +166,15 @@ async function finishDelivered(
   workerId: string,
   r: AttemptResult,
 ): Promise<Finish> {
+  // After a failure its subscriber's later deliveries were moved out (finishAttempt): due now.
+  const behind =
+    d.attempt > 1
+      ? `, behind as (
+       update webhook_deliveries b set next_attempt_at = now() from done
+       where b.endpoint_id = $2 and b.subscriber_id = $9 and b.status = 'pending' and b.id > $1
+         and b.next_attempt_at > now()
+     )`
+      : '';
   const { rows } = await db.query<{ status: string | null }>(
     `with attempt as (
        insert into webhook_attempts (delivery_id, endpoint_id, attempt, outcome, status_code, error_code, latency_ms, excerpt)
@@ -171,9 +184,19 @@ async function finishDelivered(
        where id = $1 and locked_by = $8 returning status
      ), healthy as (
        update webhook_endpoints set failing_since = null where id = $2 and failing_since is not null
-     )
+     )${behind}
      select (select status from done) as status`,
-    [d.id, d.endpointId, d.attempt, r.status, r.errorCode, r.latencyMs, r.excerpt, workerId],
+    [
+      d.id,
+      d.endpointId,
+      d.attempt,
+      r.status,
+      r.errorCode,
+      r.latencyMs,
+      r.excerpt,
+      workerId,
+      ...(d.attempt > 1 ? [d.subscriberId] : []),
+    ],
   );
   return rows[0]?.status === 'delivered' ? 'delivered' : 'lost';
 }
@@ -205,7 +228,9 @@ export async function pruneDeliveries(db: Queryable, retentionDays: number, limi
     `delete from webhook_deliveries where id in (
        select id from webhook_deliveries
        where status <> 'pending' and finished_at < now() - $1 * interval '1 day'
-       limit $2)`,
+       limit $2
+       -- Workers pruning at once take different rows rather than wait on each other's.
+       for update skip locked)`,
     [retentionDays, limit],
   );
   return rowCount ?? 0;

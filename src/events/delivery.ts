@@ -104,6 +104,7 @@ export function startDeliveryLoop(o: DeliveryOptions): DeliveryLoop {
   }
 
   let prunedAt = 0;
+  let pruning: Promise<void> | undefined;
 
   /**
    * Drops finished deliveries past the retention, a batch at a time for up to a second; when more
@@ -119,7 +120,7 @@ export function startDeliveryLoop(o: DeliveryOptions): DeliveryLoop {
       last = await pruneDeliveries(o.pool, o.retentionDays ?? 30, batch);
       dropped += last;
     } while (last === batch && !stopping && Date.now() - started < 1000);
-    prunedAt = last === batch ? Date.now() - 3_590_000 : Date.now();
+    if (last === batch) prunedAt = Date.now() - 3_590_000;
     if (dropped > 0) o.logger.info({ dropped }, 'old webhook deliveries dropped');
   }
 
@@ -129,17 +130,30 @@ export function startDeliveryLoop(o: DeliveryOptions): DeliveryLoop {
   // loop delivers flat out this saves a transaction of five round trips before each claim.
   // Between attempts (a pass because a slot came free), commits heard are gathered for up to
   // TAKE_GAP_MS into one read rather than one read each.
-  const took = new Map<number, { at: number; heard: number; full: boolean }>();
+  // A read that the horizon cut short (a running transaction holds events back, and may end without
+  // a notification) or that another worker was doing is looked at again after the gap too.
+  const took = new Map<number, { at: number; heard: number; full: boolean; recheck: boolean }>();
   let deferred = false;
   const heard = () => o.signal?.received ?? -1;
   function takeDue(endpointId: number, between: boolean): boolean {
     const last = took.get(endpointId);
     if (last === undefined || o.signal === undefined || last.full) return true;
     const since = Date.now() - last.at;
-    if (since >= pollMs || (last.heard !== heard() && (!between || since >= TAKE_GAP_MS))) return true;
+    const news = last.heard !== heard();
+    if (since >= pollMs) return true;
+    if (news && (!between || since >= TAKE_GAP_MS)) return true;
+    if (last.recheck && since >= TAKE_GAP_MS) return true;
     // Put off: the loop comes back within the gap, not after a whole poll.
-    if (last.heard !== heard()) deferred = true;
+    if (news || last.recheck) deferred = true;
     return false;
+  }
+  async function take(endpointId: number): Promise<void> {
+    // What was heard before the read: a commit heard during it may be past the read's snapshot.
+    const before = { at: Date.now(), heard: heard() };
+    const taken = await takeEvents(o.pool, endpointId);
+    const recheck = taken === undefined || taken.heldBack;
+    took.set(endpointId, { ...before, full: (taken?.read ?? 0) >= FANOUT_PAGE, recheck });
+    if (recheck) deferred = true;
   }
 
   // What a pass reads of the endpoints: which are enabled, and each one's URL and opened secrets.
@@ -166,13 +180,20 @@ export function startDeliveryLoop(o: DeliveryOptions): DeliveryLoop {
   /** One pass over the endpoints (`between`: straight after an attempt, not after a wait); true when it started anything. */
   async function pass(between: boolean): Promise<boolean> {
     let started = false;
-    if (Date.now() - prunedAt > 3_600_000) await prune();
+    // Beside the pass, not in it: a retention catching up does not hold the claims back.
+    if (pruning === undefined && Date.now() - prunedAt > 3_600_000) {
+      prunedAt = Date.now();
+      pruning = prune()
+        .catch((error: unknown) =>
+          o.logger.warn({ err: (error as Error).message }, 'old webhook deliveries could not be dropped'),
+        )
+        .finally(() => {
+          pruning = undefined;
+        });
+    }
     for (const endpointId of await enabledNow(between)) {
       if (stopping) break;
-      if (takeDue(endpointId, between)) {
-        const taken = await takeEvents(o.pool, endpointId);
-        took.set(endpointId, { at: Date.now(), heard: heard(), full: taken >= FANOUT_PAGE });
-      }
+      if (takeDue(endpointId, between)) await take(endpointId);
       const free = Math.min(perEndpoint - (inFlight.get(endpointId) ?? 0), concurrency - total);
       if (free <= 0) continue;
       const claimed = await claimDeliveries(o.pool, {
@@ -227,6 +248,7 @@ export function startDeliveryLoop(o: DeliveryOptions): DeliveryLoop {
       stopping = true;
       wake?.();
       await loop;
+      await pruning;
       const all = Promise.allSettled([...running]);
       const cut = setTimeout(() => abort.abort(), timeoutMs);
       await all;

@@ -3,6 +3,7 @@ import {
   type ChangeEvent,
   FEED_START,
   type FeedEntry,
+  feedHeldBack,
   MAX_LIMIT,
   readFeed,
   readFeedEntries,
@@ -37,12 +38,23 @@ export async function feedHead(db: Pick<pg.Pool, 'query'>): Promise<string> {
 /** The body of one delivery: the event as the feed carries it (DESIGN §7). */
 export const deliveryBody = (e: ChangeEvent) => JSON.stringify(e);
 
+/** What one take of the feed came to. */
+export interface Take {
+  /** Events of the feed read (wanted by the endpoint or not): `limit` when more may wait. */
+  read: number;
+  /** Whether events past the new place exist that a running transaction still holds back. */
+  heldBack: boolean;
+}
+
 /**
- * Moves one endpoint's place forward by up to `limit` events; returns how many events of the feed
- * it read (0 when another worker holds the endpoint, or nothing is new; `limit` when more may wait),
- * whether the endpoint wanted them or not.
+ * Moves one endpoint's place forward by up to `limit` events, making a delivery of each the
+ * endpoint wants; undefined when another worker holds the endpoint (it is taking them now).
  */
-export async function takeEvents(pool: pg.Pool, endpointId: number, limit = FANOUT_PAGE): Promise<number> {
+export async function takeEvents(
+  pool: pg.Pool,
+  endpointId: number,
+  limit = FANOUT_PAGE,
+): Promise<Take | undefined> {
   const client = await pool.connect();
   try {
     await client.query('begin');
@@ -53,7 +65,7 @@ export async function takeEvents(pool: pg.Pool, endpointId: number, limit = FANO
     const endpoint = rows[0];
     if (endpoint === undefined) {
       await client.query('rollback');
-      return 0;
+      return undefined;
     }
     const page = await readFeedEntries(client, { after: endpoint.feed_cursor, limit });
     const wanted = page.entries.filter(
@@ -66,8 +78,11 @@ export async function takeEvents(pool: pg.Pool, endpointId: number, limit = FANO
         page.next,
       ]);
     }
+    // A page short of the limit may have stopped at the horizon: the loop looks again soon if so,
+    // as a transaction that holds events back may end without a notification (it wrote none).
+    const heldBack = page.entries.length < limit && (await feedHeldBack(client, page.next));
     await client.query('commit');
-    return page.entries.length;
+    return { read: page.entries.length, heldBack };
   } catch (error) {
     await client.query('rollback').catch(() => {});
     throw error;

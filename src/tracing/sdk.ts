@@ -24,7 +24,17 @@ export function redactUrl(url: string): string {
  * - pino: `trace_id`/`span_id`/`trace_flags` on every log line written inside a span; the lines
  *   themselves stay on standard error (no OpenTelemetry log export).
  */
-export function instrumentations() {
+/** The origin of a URL, or undefined when it is none. */
+function originOf(url: string | undefined): string | undefined {
+  try {
+    return url === undefined ? undefined : new URL(url).origin;
+  } catch {
+    return undefined;
+  }
+}
+
+export function instrumentations(apiBaseUrl?: string) {
+  const api = originOf(apiBaseUrl);
   return [
     new PgInstrumentation({
       enhancedDatabaseReporting: false,
@@ -36,15 +46,14 @@ export function instrumentations() {
       // Outside a trace (an unsampled job runs outside its span: src/tracing/otel.ts) a request is
       // left alone at once, before its URL is even parsed.
       ignoreRequestHook: () => trace.getActiveSpan() === undefined,
-      // Never the query string: a webhook receiver's URL may carry its token there.
+      // Never the query string, and the path only of the API's requests (the e-mail taken out): a
+      // webhook receiver's URL may carry its token in either (Slack's and Discord's in the path),
+      // so other origins show as `REDACTED`, as the semantic conventions put it.
       startSpanHook: (request) => {
         const url = new URL(request.path, request.origin);
         url.search = '';
-        return {
-          'url.full': redactUrl(url.toString()),
-          'url.path': redactUrl(url.pathname),
-          'url.query': undefined,
-        };
+        const path = url.origin === api ? redactUrl(url.pathname) : '/REDACTED';
+        return { 'url.full': `${url.origin}${path}`, 'url.path': path, 'url.query': undefined };
       },
     }),
     new PinoInstrumentation({ disableLogSending: true }),
@@ -70,6 +79,6 @@ export function createSdk(env: NodeJS.ProcessEnv, version: string): NodeSDK {
     ...(env.OTEL_SERVICE_NAME ? {} : { serviceName: 'cards-sync' }),
     resource: resources.resourceFromAttributes({ 'service.version': version }),
     resourceDetectors: [resources.envDetector, resources.hostDetector],
-    instrumentations: instrumentations(),
+    instrumentations: instrumentations(env.CARDS_API_BASE_URL),
   });
 }
