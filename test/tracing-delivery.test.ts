@@ -5,7 +5,7 @@ import { feedHead } from '../src/events/fanout.js';
 import { cardsFor } from '../src/mock-api/data.js';
 import { parseKeyRing } from '../src/tokens/keyring.js';
 import { fromPropertiesText, toPropertiesText } from '../src/tracing/properties-text.js';
-import { API_KEY, CARD_TOKEN_KEYS, useScriptedApi } from './fixtures.js';
+import { CARD_TOKEN_KEYS, useScriptedApi, workerEnv } from './fixtures.js';
 import { useCleanups, useTestDatabase } from './helpers.js';
 import { runCli, startCli, testQueue, waitFor } from './queue-helpers.js';
 import { type ReceivedSpan, startOtlpReceiver } from './tracing/otlp-receiver.js';
@@ -36,17 +36,10 @@ afterAll(async () => {
 function setup(extra: Record<string, string> = {}) {
   const q = testQueue();
   cleanups.push(q.cleanup);
-  const env = {
-    DATABASE_URL: database.url,
-    REDIS_URL: inject('redisUrl'),
-    QUEUE_PREFIX: q.prefix,
-    CARDS_API_BASE_URL: upstream.url,
-    CARDS_API_KEY: API_KEY,
-    CARD_TOKEN_KEYS,
-    WEBHOOK_ALLOW_PRIVATE: 'true',
-    LOG_LEVEL: 'info',
-    ...extra,
-  };
+  const env = workerEnv(
+    { databaseUrl: database.url, redisUrl: inject('redisUrl'), prefix: q.prefix, apiUrl: upstream.url },
+    { WEBHOOK_ALLOW_PRIVATE: 'true', LOG_LEVEL: 'info', ...extra },
+  );
   return { ...q, env };
 }
 
