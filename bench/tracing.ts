@@ -42,6 +42,8 @@ const { values } = parseFlags({
     baseline: { type: 'string' },
     /** Also run tracing on with no trace sampled (`on 0%`). */
     'with-zero': { type: 'boolean', default: false },
+    /** More standard variables for the modes with tracing on, `K=V[,K=V]` (e.g. OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT=256). */
+    'otel-env': { type: 'string' },
     /** Write a V8 CPU profile of each worker that syncs into DIR/<mode>/ (bench/profile-diff.ts reads them). */
     'cpu-prof': { type: 'string' },
   },
@@ -69,6 +71,17 @@ const MODES: Mode[] = [
   'on 100%',
 ];
 
+const otelExtra = Object.fromEntries(
+  (values['otel-env'] ?? '')
+    .split(',')
+    .filter(Boolean)
+    .map((kv) => {
+      const m = /^(OTEL_[A-Z_]+)=(.*)$/.exec(kv);
+      if (!m) throw new Error(`--otel-env: ${kv} is not OTEL_NAME=VALUE`);
+      return [m[1]!, m[2]!] as const;
+    }),
+);
+
 function tracingEnv(mode: Mode, endpoint: string): Record<string, string> {
   const ratio = RATIO[mode];
   if (ratio === undefined) return {};
@@ -76,6 +89,7 @@ function tracingEnv(mode: Mode, endpoint: string): Record<string, string> {
     OTEL_EXPORTER_OTLP_ENDPOINT: endpoint,
     OTEL_TRACES_SAMPLER: 'parentbased_traceidratio',
     OTEL_TRACES_SAMPLER_ARG: ratio,
+    ...otelExtra,
   };
 }
 
