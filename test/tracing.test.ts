@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { enqueueSyncs } from '../jobs/queue.js';
 import { cardsFor } from '../src/mock-api/data.js';
 import { tracingWanted } from '../src/tracing/wanted.js';
-import { ADMIN_TOKEN, API_KEY, CARD_TOKEN_KEYS, ok, useScriptedApi } from './fixtures.js';
+import { ADMIN_TOKEN, API_KEY, CARD_TOKEN_KEYS, ok, useScriptedApi, workerEnv } from './fixtures.js';
 import { useCleanups, useTestDatabase } from './helpers.js';
 import { runCli, startCli, testQueue, waitFor } from './queue-helpers.js';
 import { type ReceivedSpan, startOtlpReceiver } from './tracing/otlp-receiver.js';
@@ -29,18 +29,10 @@ afterAll(async () => {
 function setup(extra: Record<string, string> = {}) {
   const q = testQueue();
   cleanups.push(q.cleanup);
-  const env = {
-    DATABASE_URL: database.url,
-    REDIS_URL: inject('redisUrl'),
-    QUEUE_PREFIX: q.prefix,
-    CARDS_API_BASE_URL: upstream.url,
-    CARDS_API_KEY: API_KEY,
-    CARD_TOKEN_KEYS,
-    CARDS_API_TIMEOUT_MS: '5000',
-    SYNC_ATTEMPTS: '3',
-    LOG_LEVEL: 'info',
-    ...extra,
-  };
+  const env = workerEnv(
+    { databaseUrl: database.url, redisUrl: inject('redisUrl'), prefix: q.prefix, apiUrl: upstream.url },
+    { CARDS_API_TIMEOUT_MS: '5000', SYNC_ATTEMPTS: '3', LOG_LEVEL: 'info', ...extra },
+  );
   return { ...q, env };
 }
 
