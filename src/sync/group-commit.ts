@@ -165,8 +165,12 @@ export function createGroupCommitter(
   function schedule(): void {
     if (scheduled) return;
     scheduled = true;
-    // One turn of the event loop lets answers that arrive together share the batch.
-    setImmediate(pump);
+    // One turn of the event loop lets answers that arrive together share the batch. The pump
+    // serves every caller, so it runs in no trace: otherwise the batches it starts would carry on
+    // in the trace of whichever job's answer (or traced batch) happened to schedule it, and a batch
+    // of untraced answers would run its queries under that job's span. A batch with traced answers
+    // is traced under their spans instead (traced()).
+    setImmediate(() => tracing().detached(pump));
   }
 
   return {

@@ -42,6 +42,11 @@ export interface Tracing {
    * then skip its queries and requests at once instead of making spans that are dropped.
    */
   unlessSampled<T>(fn: () => Promise<T>): Promise<T>;
+  /**
+   * Runs `fn` outside any trace: work that serves many jobs (the group commit's next batch) must
+   * not carry on in the trace of whichever job happened to set it going.
+   */
+  detached<T>(fn: () => T): T;
   /** Sets attributes on the active span (the job's, in a worker). */
   annotate(attributes: SpanAttributes): void;
   /** The active span, to annotate or parent later from elsewhere; undefined while tracing is off. */
@@ -68,6 +73,7 @@ const noSpan: ActiveSpan = { set: () => {}, context: () => undefined };
 const off: Tracing = {
   inSpan: (_name, _options, fn) => fn(noSpan),
   unlessSampled: (fn) => fn(),
+  detached: (fn) => fn(),
   annotate: () => {},
   current: () => undefined,
   record: () => {},

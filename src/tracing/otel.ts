@@ -131,6 +131,7 @@ export function otelTracing(version: string, flush: () => Promise<void>): Tracin
       if (!leftOut(active)) return fn();
       return context.with(trace.deleteSpan(active).setValue(UNSAMPLED, true), fn);
     },
+    detached: (fn) => context.with(ROOT_CONTEXT, fn),
     annotate(attributes) {
       const span = trace.getActiveSpan();
       if (span?.isRecording()) span.setAttributes(attributesOf(attributes));
