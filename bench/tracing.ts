@@ -17,13 +17,17 @@ import {
 } from './harness.js';
 import { startOtlpSink } from './otlp-sink.js';
 
+const MAIN_THREAD_CPU = new URL('./main-thread-cpu.js', import.meta.url).href;
+
 // npm run bench:tracing [-- --subscribers 10000 --rounds 3 --concurrency 64]
 //   The real worker (`cards-sync worker --exit-when-idle`) over the same jobs with tracing off, on
 //   at 10% sampling and on at 100%, exporting OTLP/HTTP (protobuf, the default) to a local sink;
 //   the three interleaved in each round, a fresh database for every run. Throughput is syncs over
 //   the time from the first sync's start to the last one's end (sync_runs); CPU per sync is the
 //   worker process's user + system time (/usr/bin/time) less that of a run over no jobs (start-up
-//   and shut-down, reported apart), over the syncs.
+//   and shut-down, reported apart), over the syncs; it is also split into the main thread's (the
+//   JavaScript: bench/main-thread-cpu.ts reads it at exit) and the rest (V8's garbage collection
+//   and compilation threads, libuv's pool).
 
 const { values } = parseFlags({
   options: {
@@ -105,8 +109,16 @@ async function syncWindow(): Promise<{ syncs: number; seconds: number }> {
   return r.rows[0]!;
 }
 
-/** The worker's user + system CPU seconds, start to exit, over `count` jobs (0: start-up and shut-down alone). */
-async function worker(mode: Mode, apiUrl: string, sinkUrl: string, count: number): Promise<number> {
+/**
+ * The worker's user + system CPU seconds, start to exit, over `count` jobs (0: start-up and
+ * shut-down alone): the whole process's and its main thread's.
+ */
+async function worker(
+  mode: Mode,
+  apiUrl: string,
+  sinkUrl: string,
+  count: number,
+): Promise<{ total: number; main: number }> {
   const prefix = bench.tag(`bench-tracing-${Date.now().toString(36)}`);
   const redis = createRedis(bench.target, { blocking: true });
   const queue = createSyncQueue(redis, { prefix });
@@ -120,7 +132,9 @@ async function worker(mode: Mode, apiUrl: string, sinkUrl: string, count: number
       { lane: 'bulk' },
     );
   }
-  const timeFile = join(mkdtempSync(join(tmpdir(), 'bench-tracing-')), 'time');
+  const dir = mkdtempSync(join(tmpdir(), 'bench-tracing-'));
+  const timeFile = join(dir, 'time');
+  const mainFile = join(dir, 'main');
   const child = spawn(
     '/usr/bin/time',
     [
@@ -129,6 +143,8 @@ async function worker(mode: Mode, apiUrl: string, sinkUrl: string, count: number
       '-o',
       timeFile,
       process.execPath,
+      '--import',
+      MAIN_THREAD_CPU,
       ...(values['cpu-prof'] && count > 0
         ? ['--cpu-prof', `--cpu-prof-dir=${join(values['cpu-prof'], mode.replace(/\W+/g, ''))}`]
         : []),
@@ -148,6 +164,7 @@ async function worker(mode: Mode, apiUrl: string, sinkUrl: string, count: number
         CARD_TOKEN_KEYS: BENCH_CARD_TOKEN_KEYS,
         SYNC_CONCURRENCY: String(concurrency),
         LOG_LEVEL: 'warn',
+        BENCH_MAIN_THREAD_CPU_FILE: mainFile,
         ...tracingEnv(mode, sinkUrl),
       },
     },
@@ -158,7 +175,7 @@ async function worker(mode: Mode, apiUrl: string, sinkUrl: string, count: number
   await queue.obliterate({ force: true }).catch(() => {});
   await queue.close();
   redis.disconnect();
-  return (user ?? 0) + (sys ?? 0);
+  return { total: (user ?? 0) + (sys ?? 0), main: Number(readFileSync(mainFile, 'utf8')) };
 }
 
 async function run(mode: Mode, apiUrl: string, sinkUrl: string) {
@@ -171,12 +188,15 @@ async function run(mode: Mode, apiUrl: string, sinkUrl: string) {
   const startup = await worker(mode, apiUrl, sinkUrl, 0);
   const cpu = await worker(mode, apiUrl, sinkUrl, n);
   const window = await syncWindow();
+  const perSync = (seconds: number) => Math.round((seconds * 1000 * 1000) / window.syncs) / 1000;
   return {
     mode,
     syncs: window.syncs,
     syncsPerSec: Math.round(window.syncs / window.seconds),
-    cpuMsPerSync: Math.round(((cpu - startup) * 1000 * 1000) / window.syncs) / 1000,
-    startupCpuMs: Math.round(startup * 1000),
+    cpuMsPerSync: perSync(cpu.total - startup.total),
+    mainThreadCpuMsPerSync: perSync(cpu.main - startup.main),
+    otherThreadsCpuMsPerSync: perSync(cpu.total - cpu.main - (startup.total - startup.main)),
+    startupCpuMs: Math.round(startup.total * 1000),
   };
 }
 
@@ -190,7 +210,8 @@ try {
     for (let i = 0; i < MODES.length; i++) {
       const result = await run(MODES[(i + r) % MODES.length]!, api.url, sink.url);
       console.error(
-        `  round ${r + 1} ${result.mode}: ${result.syncsPerSec} syncs/s, ${result.cpuMsPerSync} CPU ms/sync`,
+        `  round ${r + 1} ${result.mode}: ${result.syncsPerSec} syncs/s, ${result.cpuMsPerSync} CPU ms/sync` +
+          ` (main thread ${result.mainThreadCpuMsPerSync}, other threads ${result.otherThreadsCpuMsPerSync})`,
       );
       round.push(result);
     }
@@ -214,6 +235,11 @@ const summary = Object.fromEntries(
       // Within each round, against that round's "off": the machine's drift between rounds cancels.
       throughputVsOff: median(results.map((r) => of(r, mode).syncsPerSec / of(r, 'off').syncsPerSec)),
       cpuVsOff: median(results.map((r) => of(r, mode).cpuMsPerSync / of(r, 'off').cpuMsPerSync)),
+      mainThreadCpuMsPerSync: median(results.map((r) => of(r, mode).mainThreadCpuMsPerSync)),
+      mainThreadCpuVsOff: median(
+        results.map((r) => of(r, mode).mainThreadCpuMsPerSync / of(r, 'off').mainThreadCpuMsPerSync),
+      ),
+      otherThreadsCpuMsPerSync: median(results.map((r) => of(r, mode).otherThreadsCpuMsPerSync)),
       startupCpuMs: median(results.map((r) => of(r, mode).startupCpuMs)),
     },
   ]),
