@@ -8,6 +8,7 @@ import {
   type MockLookup,
   type MockReply,
 } from '../src/mock-api/server.js';
+import type { CardsToApply } from '../src/sync/cards-to-apply.js';
 import { cardTokens } from '../src/tokens/card-tokens.js';
 import { parseKeyRing } from '../src/tokens/keyring.js';
 
@@ -42,6 +43,25 @@ export function makeCard(subscriberId: number, overrides: Partial<SavedCard> = {
   };
 }
 
+/** An answer as a manual sync hands it to the card writer (job `job-<subscriberId>`). */
+export function answerOf(
+  subscriberId: number,
+  cards: SavedCard[],
+  extra: Partial<CardsToApply> = {},
+): CardsToApply {
+  return {
+    subscriberId,
+    cards,
+    run: {
+      email: null,
+      trigger: 'manual',
+      jobId: `job-${subscriberId}`,
+      refreshRunId: null,
+      startedAt: new Date(),
+    },
+    ...extra,
+  };
+}
 export function lookupKey(lookup: MockLookup): string {
   return lookup.kind === 'id' ? `id:${lookup.subscriberId}` : `email:${lookup.email}`;
 }

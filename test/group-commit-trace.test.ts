@@ -1,11 +1,10 @@
 import { context, propagation, trace } from '@opentelemetry/api';
 import { node, tracing as sdk } from '@opentelemetry/sdk-node';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import type { CardsToApply } from '../src/sync/cards-to-apply.js';
 import { createGroupCommitter } from '../src/sync/group-commit.js';
 import { installTracing, tracing } from '../src/tracing/index.js';
 import { otelTracing } from '../src/tracing/otel.js';
-import { makeCard, testTokens } from './fixtures.js';
+import { answerOf, makeCard, testTokens } from './fixtures.js';
 import { useTestDatabase } from './helpers.js';
 
 // Issue 38: the group commit serves every job of the worker, so its next batch must not run in
@@ -30,19 +29,7 @@ afterAll(async () => {
   propagation.disable();
 });
 
-function answer(subscriberId: number): CardsToApply {
-  return {
-    subscriberId,
-    cards: [makeCard(subscriberId)],
-    run: {
-      email: null,
-      trigger: 'manual',
-      jobId: `job-${subscriberId}`,
-      refreshRunId: null,
-      startedAt: new Date(),
-    },
-  };
-}
+const answer = (subscriberId: number) => answerOf(subscriberId, [makeCard(subscriberId)]);
 
 /** The name of the span active where a batch's transaction ran, or undefined outside any span. */
 function activeSpanName(): string | undefined {

@@ -2,12 +2,10 @@ import { eq, inArray } from 'drizzle-orm';
 import { describe, expect, it } from 'vitest';
 import { savedCards, subscribers, syncRuns } from '../db/schema.js';
 import { savedCardChanges } from '../db/views.js';
-import type { SavedCard } from '../src/api/schema.js';
 import { applyCardsBatch } from '../src/sync/apply-cards.js';
-import type { CardsToApply } from '../src/sync/cards-to-apply.js';
 import { CommittedUnreadError } from '../src/sync/committed-unread-error.js';
 import { createGroupCommitter, directWriter } from '../src/sync/group-commit.js';
-import { makeCard, testTokens } from './fixtures.js';
+import { answerOf, makeCard, testTokens } from './fixtures.js';
 import { useTestDatabase } from './helpers.js';
 
 // The group committer against real Postgres: answers handed over in the same turn of the event
@@ -15,20 +13,7 @@ import { useTestDatabase } from './helpers.js';
 
 const database = useTestDatabase();
 
-function answer(subscriberId: number, cards: SavedCard[], extra: Partial<CardsToApply> = {}): CardsToApply {
-  return {
-    subscriberId,
-    cards,
-    run: {
-      email: null,
-      trigger: 'manual',
-      jobId: `job-${subscriberId}`,
-      refreshRunId: null,
-      startedAt: new Date(),
-    },
-    ...extra,
-  };
-}
+const answer = answerOf;
 
 function recordingCommitter(options: { maxInFlight?: number } = {}) {
   const batches: { size: number; fellBack: boolean }[] = [];
