@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { tracing } from '../../src/tracing/index.js';
 
 /**
  * Postgres's clock, for ordering answers. Which of two answers of one subscriber is newer is
@@ -10,6 +11,9 @@ import type pg from 'pg';
  * query already on its way: its answer could be older than the caller's question, and the time
  * must be taken after the caller asked (an answer fetched after another one ended must get a
  * later time than that one's).
+ *
+ * While tracing is on, a round that a caller starts is traced in that caller's trace; the rounds
+ * that follow on, for whoever asked meanwhile, run in no trace, not in the first caller's.
  */
 export interface DbClock {
   /** Postgres's `clock_timestamp()`, read after this call began. */
@@ -36,7 +40,7 @@ export function createDbClock(pool: pg.Pool): DbClock {
       )
       .finally(() => {
         asking = false;
-        ask();
+        tracing().detached(ask);
       });
   };
   return {

@@ -8,6 +8,7 @@ import {
   PRIOR_WEIGHT,
   type RateMixture,
 } from '../../src/freshness/index.js';
+import { tracing } from '../../src/tracing/index.js';
 
 // `refresh_policy`: the one row of the refresh's shared plan.
 
@@ -131,7 +132,8 @@ export function policyCache(
       await refresh();
     },
     get(): PolicyParams {
-      if (Date.now() - fetchedAt > ttlMs) void refresh();
+      // In the background for every caller: not in the trace of the one that found it stale.
+      if (Date.now() - fetchedAt > ttlMs) void tracing().detached(refresh);
       return current;
     },
   };
