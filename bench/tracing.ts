@@ -110,15 +110,16 @@ async function syncWindow(): Promise<{ syncs: number; seconds: number }> {
 }
 
 /**
- * The worker's user + system CPU seconds, start to exit, over `count` jobs (0: start-up and
- * shut-down alone): the whole process's and its main thread's.
+ * The worker's user + system CPU seconds over `count` jobs (0: start-up and shut-down alone):
+ * `total`, start to exit (/usr/bin/time); `main` and `others`, its main thread's and the other
+ * threads', as the process read them at exit.
  */
 async function worker(
   mode: Mode,
   apiUrl: string,
   sinkUrl: string,
   count: number,
-): Promise<{ total: number; main: number }> {
+): Promise<{ total: number; main: number; others: number }> {
   const prefix = bench.tag(`bench-tracing-${Date.now().toString(36)}`);
   const redis = createRedis(bench.target, { blocking: true });
   const queue = createSyncQueue(redis, { prefix });
@@ -175,7 +176,8 @@ async function worker(
   await queue.obliterate({ force: true }).catch(() => {});
   await queue.close();
   redis.disconnect();
-  return { total: (user ?? 0) + (sys ?? 0), main: Number(readFileSync(mainFile, 'utf8')) };
+  const atExit = JSON.parse(readFileSync(mainFile, 'utf8')) as { main: number; total: number };
+  return { total: (user ?? 0) + (sys ?? 0), main: atExit.main, others: atExit.total - atExit.main };
 }
 
 async function run(mode: Mode, apiUrl: string, sinkUrl: string) {
@@ -195,7 +197,7 @@ async function run(mode: Mode, apiUrl: string, sinkUrl: string) {
     syncsPerSec: Math.round(window.syncs / window.seconds),
     cpuMsPerSync: perSync(cpu.total - startup.total),
     mainThreadCpuMsPerSync: perSync(cpu.main - startup.main),
-    otherThreadsCpuMsPerSync: perSync(cpu.total - cpu.main - (startup.total - startup.main)),
+    otherThreadsCpuMsPerSync: perSync(cpu.others - startup.others),
     startupCpuMs: Math.round(startup.total * 1000),
   };
 }
