@@ -1,3 +1,4 @@
+import type { Logger } from 'pino';
 import type { DbHandle } from '../db/client.js';
 import { createRefreshQueue } from '../jobs/refresh.js';
 import { createAdminApp } from '../src/admin/app.js';
@@ -6,6 +7,56 @@ import { createMetrics } from '../src/metrics.js';
 import { ADMIN_TOKEN } from './fixtures.js';
 import { captureLogger } from './helpers.js';
 import type { testQueue } from './queue-helpers.js';
+
+export interface TestAdminOptions {
+  /** Default a logger whose lines are kept in memory. */
+  logger?: Logger;
+  /** Default {@link ADMIN_TOKEN}. */
+  adminToken?: string;
+  /** Default none. */
+  adminReadToken?: string;
+}
+
+/**
+ * The admin app over a test's database and queue, as `cards-sync admin` builds it, with a refresh
+ * queue of its own; `close` closes that queue (the app itself holds nothing until it listens).
+ */
+export function testAdminApp(
+  database: { handle: DbHandle },
+  q: ReturnType<typeof testQueue>,
+  options: TestAdminOptions = {},
+) {
+  const refreshQueue = createRefreshQueue(q.redis, q.prefix);
+  const admin = createAdminApp({
+    db: database.handle.db,
+    redis: q.redis,
+    syncQueue: q.queue,
+    refreshQueue,
+    metrics: createMetrics({ defaultMetrics: false }),
+    logger: options.logger ?? captureLogger().logger,
+    adminToken: options.adminToken ?? ADMIN_TOKEN,
+    adminReadToken: options.adminReadToken,
+    prefix: q.prefix,
+  });
+  return { admin, close: () => refreshQueue.close() };
+}
+
+/** {@link testAdminApp} listening on a loopback port, as a browser opens it; `stop` closes both. */
+export async function servedAdmin(
+  database: { handle: DbHandle },
+  q: ReturnType<typeof testQueue>,
+  options: TestAdminOptions = {},
+): Promise<{ url: string; stop: () => Promise<void> }> {
+  const { admin, close } = testAdminApp(database, q, options);
+  const url = await admin.start(0, '127.0.0.1');
+  return {
+    url,
+    stop: async () => {
+      await admin.stop();
+      await close();
+    },
+  };
+}
 
 /**
  * The admin app over a test's database and queue, fetched as the operator: `get('/metrics')`,
@@ -16,18 +67,8 @@ export function adminFor(
   q: ReturnType<typeof testQueue>,
   cleanups: (() => Promise<unknown>)[],
 ): (path: string) => Promise<string> {
-  const refreshQueue = createRefreshQueue(q.redis, q.prefix);
-  cleanups.push(() => refreshQueue.close());
-  const admin = createAdminApp({
-    db: database.handle.db,
-    redis: q.redis,
-    syncQueue: q.queue,
-    refreshQueue,
-    metrics: createMetrics({ defaultMetrics: false }),
-    logger: captureLogger().logger,
-    adminToken: ADMIN_TOKEN,
-    prefix: q.prefix,
-  });
+  const { admin, close } = testAdminApp(database, q);
+  cleanups.push(close);
   const headers = { authorization: `Bearer ${ADMIN_TOKEN}` };
   return async (path) => (await admin.app.fetch(new Request(`http://x${path}`, { headers }))).text();
 }

@@ -3,12 +3,10 @@ import type { AddressInfo } from 'node:net';
 import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { QUEUE_NAME } from '../jobs/queue.js';
-import { createRefreshQueue } from '../jobs/refresh.js';
-import { createAdminApp } from '../src/admin/app.js';
-import { createMetrics } from '../src/metrics.js';
+import { servedAdmin, testAdminApp } from './admin-helpers.js';
 import { launchChromium } from './chromium.js';
 import { ADMIN_TOKEN } from './fixtures.js';
-import { captureLogger, useTestDatabase } from './helpers.js';
+import { useTestDatabase } from './helpers.js';
 import { testQueue } from './queue-helpers.js';
 
 // An operator logs in to Bull Board with the README's URL form (the browser caches the Basic
@@ -27,18 +25,8 @@ let stop: () => Promise<void>;
 let evilPage = '';
 
 beforeAll(async () => {
-  const refreshQueue = createRefreshQueue(q.redis, q.prefix);
-  const app = createAdminApp({
-    db: database.handle.db,
-    redis: q.redis,
-    syncQueue: q.queue,
-    refreshQueue,
-    metrics: createMetrics({ defaultMetrics: false }),
-    logger: captureLogger().logger,
-    adminToken: ADMIN_TOKEN,
-    prefix: q.prefix,
-  });
-  admin = await app.start(0, '127.0.0.1');
+  const served = await servedAdmin(database, q);
+  admin = served.url;
   evil = createServer((_req, res) => {
     res.writeHead(200, { 'content-type': 'text/html' });
     res.end(evilPage);
@@ -46,8 +34,7 @@ beforeAll(async () => {
   await new Promise<void>((resolve) => evil.listen(0, '127.0.0.1', resolve));
   evilUrl = `http://localhost:${(evil.address() as AddressInfo).port}`;
   stop = async () => {
-    await app.stop();
-    await refreshQueue.close();
+    await served.stop();
     await new Promise((resolve) => evil.close(resolve));
   };
   browser = await launchChromium();
@@ -151,16 +138,8 @@ describe('another site, while the operator is logged in', () => {
 
 describe('every request that acts on the board, without a browser', () => {
   it('needs a same-origin Origin or Sec-Fetch-Site and a JSON body type; every response forbids framing', async () => {
-    const app = createAdminApp({
-      db: database.handle.db,
-      redis: q.redis,
-      syncQueue: q.queue,
-      refreshQueue: createRefreshQueue(q.redis, q.prefix),
-      metrics: createMetrics({ defaultMetrics: false }),
-      logger: captureLogger().logger,
-      adminToken: ADMIN_TOKEN,
-      prefix: q.prefix,
-    }).app;
+    const { admin: built, close } = testAdminApp(database, q);
+    const app = built.app;
     const routes = [
       ['POST', `/admin/queues/api/queues/${QUEUE_NAME}/add`],
       ['PUT', `/admin/queues/api/queues/${QUEUE_NAME}/pause`],
@@ -223,5 +202,6 @@ describe('every request that acts on the board, without a browser', () => {
       expect(res.headers.get('x-frame-options'), path).toBe('DENY');
       expect(res.headers.get('content-security-policy'), path).toMatch(/frame-ancestors 'none'/);
     }
+    await close();
   }, 60_000);
 });

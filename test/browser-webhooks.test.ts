@@ -1,12 +1,10 @@
 import { mkdirSync } from 'node:fs';
 import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createRefreshQueue } from '../jobs/refresh.js';
-import { createAdminApp } from '../src/admin/app.js';
-import { createMetrics } from '../src/metrics.js';
+import { servedAdmin } from './admin-helpers.js';
 import { launchChromium } from './chromium.js';
 import { ADMIN_TOKEN } from './fixtures.js';
-import { captureLogger, useTestDatabase } from './helpers.js';
+import { useTestDatabase } from './helpers.js';
 import { testQueue } from './queue-helpers.js';
 import {
   deliveriesOf,
@@ -31,23 +29,7 @@ let seeded: SeededEndpoint;
 beforeAll(async () => {
   mkdirSync(ARTIFACTS, { recursive: true });
   seeded = await seedWebhookEndpoint(database.handle.pool, 8101);
-  const refreshQueue = createRefreshQueue(q.redis, q.prefix);
-  const admin = createAdminApp({
-    db: database.handle.db,
-    redis: q.redis,
-    syncQueue: q.queue,
-    refreshQueue,
-    metrics: createMetrics({ defaultMetrics: false }),
-    logger: captureLogger().logger,
-    adminToken: ADMIN_TOKEN,
-    adminReadToken: READ_TOKEN,
-    prefix: q.prefix,
-  });
-  url = await admin.start(0, '127.0.0.1');
-  stop = async () => {
-    await admin.stop();
-    await refreshQueue.close();
-  };
+  ({ url, stop } = await servedAdmin(database, q, { adminReadToken: READ_TOKEN }));
   browser = await launchChromium();
 }, 60_000);
 

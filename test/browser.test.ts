@@ -6,11 +6,10 @@ import { enqueueSyncs } from '../jobs/queue.js';
 import { createRedis } from '../jobs/redis.js';
 import { createRefreshQueue, REFRESH_QUEUE_NAME } from '../jobs/refresh.js';
 import { type SyncWorker, startSyncWorker } from '../jobs/worker.js';
-import { createAdminApp } from '../src/admin/app.js';
 import { createApiClient } from '../src/api/client.js';
-import { createMetrics } from '../src/metrics.js';
 import { cardsFor } from '../src/mock-api/data.js';
 import { syncSubscriber } from '../src/sync/sync-subscriber.js';
+import { servedAdmin } from './admin-helpers.js';
 import { launchChromium } from './chromium.js';
 import { ADMIN_TOKEN, API_KEY, makeCard, ok, testTokens, useScriptedApi } from './fixtures.js';
 import { captureLogger, useTestDatabase } from './helpers.js';
@@ -46,23 +45,7 @@ beforeAll(async () => {
   }
   await api.close();
   await enqueueSyncs(q.queue, [{ subscriberId: 904 }], 'api');
-  const refreshQueue = createRefreshQueue(q.redis, q.prefix);
-  const admin = createAdminApp({
-    db: database.handle.db,
-    redis: q.redis,
-    syncQueue: q.queue,
-    refreshQueue,
-    metrics: createMetrics({ defaultMetrics: false }),
-    logger,
-    adminToken: TOKEN,
-    adminReadToken: READ_TOKEN,
-    prefix: q.prefix,
-  });
-  url = await admin.start(0, '127.0.0.1');
-  stop = async () => {
-    await admin.stop();
-    await refreshQueue.close();
-  };
+  ({ url, stop } = await servedAdmin(database, q, { logger, adminToken: TOKEN, adminReadToken: READ_TOKEN }));
   browser = await launchChromium();
 }, 60_000);
 

@@ -2,13 +2,11 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { createRefreshQueue } from '../../jobs/refresh.js';
-import { createAdminApp } from '../../src/admin/app.js';
 import { csrfToken } from '../../src/admin/csrf.js';
 import { type ApiClient, createApiClient } from '../../src/api/client.js';
-import { createMetrics } from '../../src/metrics.js';
 import { directWriter } from '../../src/sync/group-commit.js';
 import { syncSubscriber } from '../../src/sync/sync-subscriber.js';
+import { testAdminApp } from '../admin-helpers.js';
 import { API_KEY, CARD_TOKEN_KEYS, makeCard, ok, testTokens, useScriptedApi } from '../fixtures.js';
 import { captureLogger, useTestDatabase } from '../helpers.js';
 import { runCli, testQueue } from '../queue-helpers.js';
@@ -26,8 +24,8 @@ const TOKEN = 'hostile-admin-token-0c5e91d2a7';
 const READ_TOKEN = 'hostile-read-token-7d3f02b6c1';
 const { logger, lines } = captureLogger();
 let api: ApiClient;
-let admin: ReturnType<typeof createAdminApp>;
-let refreshQueue: ReturnType<typeof createRefreshQueue>;
+let admin: ReturnType<typeof testAdminApp>['admin'];
+let closeAdmin: () => Promise<void>;
 let dir: string;
 const outputs: string[] = [];
 const seeded = [makeCard(9101), makeCard(9101), makeCard(9102)];
@@ -45,18 +43,11 @@ async function snapshot(): Promise<string> {
 
 beforeAll(async () => {
   api = createApiClient({ baseUrl: upstream.url, apiKey: API_KEY, pathStyle: 'standard', timeoutMs: 2000 });
-  refreshQueue = createRefreshQueue(q.redis, q.prefix);
-  admin = createAdminApp({
-    db: database.handle.db,
-    redis: q.redis,
-    syncQueue: q.queue,
-    refreshQueue,
-    metrics: createMetrics({ defaultMetrics: false }),
+  ({ admin, close: closeAdmin } = testAdminApp(database, q, {
     logger,
     adminToken: TOKEN,
     adminReadToken: READ_TOKEN,
-    prefix: q.prefix,
-  });
+  }));
   dir = await mkdtemp(join(tmpdir(), 'cards-sync-hostile-'));
   const writer = directWriter(database.handle.db, testTokens);
   for (const id of [9101, 9102]) {
@@ -69,7 +60,7 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await api.close();
-  await refreshQueue.close();
+  await closeAdmin();
   await q.cleanup();
   await rm(dir, { recursive: true, force: true });
 });
