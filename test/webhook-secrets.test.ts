@@ -79,4 +79,13 @@ describe("the run's secret search (test/setup/secret-search.ts)", () => {
       ),
     ).toEqual(['log 1 line 1: a webhook signing secret', 'log 2 line 1: a webhook signing secret']);
   });
+
+  it('takes no trace id for a card number, though its digits pass Luhn; a card number beside it is still found', () => {
+    // A trace id a CI run logged: its 14 digits 08403574078505 pass the Luhn check.
+    const traced =
+      '{"level":30,"trace_id":"a1c1ef189eb6c08403574078505b499b","span_id":"5080d06d7d6f1d13","msg":"sync succeeded"}';
+    const traceparent = 'traceparent=00-a1c1ef189eb6c08403574078505b499b-5080d06d7d6f1d13-01';
+    expect(secretsIn([traced, traceparent], {})).toEqual([]);
+    expect(secretsIn([`${traced} 4111 1111 1111 1111`], {})).toEqual(['log 1 line 1: a card number']);
+  });
 });

@@ -42,10 +42,14 @@ export function secretsIn(logs: readonly string[], secrets: Secrets): string[] {
           if (secrets.cardTokens.has(word)) found.push(`${where}: a card token`);
         }
       }
-      // An event id (`evt_` + a uuid) may hold a run of digits and hyphens that passes Luhn: not a card.
+      // An event id (`evt_` + a uuid) may hold a run of digits and hyphens that passes Luhn, and so
+      // may a trace's ids (random hex, on a line logged inside a span, or in a W3C traceparent):
+      // not a card.
       const scrubbed = line
         .replace(/"time":\d+/g, '')
-        .replace(/evt_[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/gi, 'evt_');
+        .replace(/evt_[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/gi, 'evt_')
+        .replace(/"(trace_id|span_id)":"[0-9a-f]{16,32}"/g, '"$1":""')
+        .replace(/\b00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}\b/g, '00-');
       for (const run of scrubbed.match(/(?<![\d.])\d(?:[ -]?\d){12,18}(?![\d.])/g) ?? []) {
         const digits = run.replace(/[ -]/g, '');
         if (digits.length >= 13 && digits.length <= 19 && passesLuhn(digits))
