@@ -1,7 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { Webhook } from 'standardwebhooks';
@@ -12,8 +10,10 @@ import { feedHead, takeEvents } from '../src/events/fanout.js';
 import { FEED_START } from '../src/events/feed.js';
 import { createMockApi } from '../src/mock-api/server.js';
 import { parseKeyRing } from '../src/tokens/keyring.js';
+import { pct, waitUntil, walPerEvent } from './changes-measure.js';
+import { startReceiver } from './changes-receiver.js';
 import { BENCH_CARD_TOKEN_KEYS, benchRedis, CLI, parseFlags, resetDatabase, wholeNumber } from './harness.js';
-import { holdWal, markBefore, walByRelation, walPosition } from './wal.js';
+import { holdWal, markBefore, walPosition } from './wal.js';
 
 // npm run bench:changes [-- --subscribers 5000 --rates 100,1000 --seconds 30 --drain-endpoints 1,8]
 //
@@ -61,33 +61,9 @@ const KEY = 'bench-changes-key';
 const ring = parseKeyRing(BENCH_CARD_TOKEN_KEYS);
 
 // The receiver: every delivery verified; the latency of each event's first receipt.
-const secrets = new Map<string, Webhook>();
-const firstSeen = new Map<string, { at: number; latencyMs: number }>();
-let received = 0;
-let failures = 0;
-const receiver = createServer((req, res) => {
-  const chunks: Buffer[] = [];
-  req.on('data', (c: Buffer) => chunks.push(c));
-  req.on('end', () => {
-    const at = Date.now();
-    const body = Buffer.concat(chunks).toString('utf8');
-    try {
-      const event = secrets.get(req.url ?? '')!.verify(body, req.headers as Record<string, string>) as {
-        id: string;
-        timestamp: string;
-      };
-      received += 1;
-      const key = `${req.url} ${event.id}`;
-      if (!firstSeen.has(key)) firstSeen.set(key, { at, latencyMs: at - Date.parse(event.timestamp) });
-      res.end();
-    } catch {
-      failures += 1;
-      res.writeHead(400).end();
-    }
-  });
-});
-await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
-const receiverUrl = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}`;
+const receiver = await startReceiver();
+const { secrets, firstSeen, counts } = receiver;
+const receiverUrl = receiver.url;
 
 await resetDatabase(databaseUrl);
 const pool = new pg.Pool({ connectionString: databaseUrl, max: 3 });
@@ -126,17 +102,6 @@ async function stopWorker(w: ChildProcess): Promise<void> {
 }
 const count = async (sql: string, params: unknown[] = []) =>
   Number((await pool.query<{ n: string }>(sql, params)).rows[0]!.n);
-async function waitUntil(what: string, f: () => Promise<boolean>, timeoutMs: number): Promise<boolean> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await f())) {
-    if (Date.now() > deadline) {
-      console.error(`  (gave up waiting for ${what})`);
-      return false;
-    }
-    await sleep(100);
-  }
-  return true;
-}
 async function addEndpoint(name: string, cursor: string): Promise<number> {
   const { id, secret } = await insertEndpoint(pool, ring, {
     url: `${receiverUrl}/${name}`,
@@ -146,30 +111,6 @@ async function addEndpoint(name: string, cursor: string): Promise<number> {
   });
   secrets.set(`/${name}`, new Webhook(secret));
   return id;
-}
-const pct = (sorted: number[], p: number) =>
-  sorted.length ? sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]! : Number.NaN;
-
-/** WAL of the bench database in a range, per event: all, without images, change_events', webhooks'. */
-async function walPerEvent(from: string, to: string, events: number) {
-  const rows = (await walByRelation(databaseUrl, from, to)) ?? [];
-  const sum = (f: (what: string) => boolean, key: 'bytes' | 'fpiBytes') =>
-    rows.filter((r) => f(r.what)).reduce((s, r) => s + r[key], 0);
-  const per = (x: number) => Math.round(x / Math.max(1, events));
-  const all = () => true;
-  const outbox = (w: string) => w.startsWith('change_events');
-  const hooks = (w: string) => w.startsWith('webhook_');
-  return {
-    all: per(sum(all, 'bytes')),
-    allNoFpi: per(sum(all, 'bytes') - sum(all, 'fpiBytes')),
-    outbox: per(sum(outbox, 'bytes')),
-    outboxNoFpi: per(sum(outbox, 'bytes') - sum(outbox, 'fpiBytes')),
-    webhooksNoFpi: per(sum(hooks, 'bytes') - sum(hooks, 'fpiBytes')),
-    byRelation: rows
-      .filter((r) => outbox(r.what))
-      .map((r) => `${r.what} ${per(r.bytes - r.fpiBytes)}`)
-      .join(', '),
-  };
 }
 
 const report: Record<string, unknown> = { subscribers: n, concurrency };
@@ -196,7 +137,7 @@ try {
   report.import = {
     syncsPerSec: Math.round(n / importSec),
     events: imported,
-    walPerAddedCard: await walPerEvent(before.lsn, afterImport, imported),
+    walPerAddedCard: await walPerEvent(databaseUrl, before.lsn, afterImport, imported),
   };
   console.log(JSON.stringify({ import: report.import }));
 
@@ -309,15 +250,15 @@ try {
       p50ms: pct(latencies, 50),
       p99ms: pct(latencies, 99),
       maxMs: latencies.at(-1),
-      walPerEvent: await walPerEvent(mark.lsn, lsn, events),
+      walPerEvent: await walPerEvent(databaseUrl, mark.lsn, lsn, events),
     };
     live.push(r);
     console.log(JSON.stringify({ live: r }));
   }
   await stopWorker(worker);
   report.live = live;
-  report.verifyFailures = failures;
-  report.deliveriesReceived = received;
+  report.verifyFailures = counts.failures;
+  report.deliveriesReceived = counts.received;
 } finally {
   await release();
   await queue.obliterate({ force: true }).catch(() => {});
@@ -325,7 +266,7 @@ try {
   await closeRedis(connection);
   await mock.stop();
   await pool.end();
-  receiver.closeAllConnections();
-  receiver.close();
+  receiver.server.closeAllConnections();
+  receiver.server.close();
 }
 console.log(JSON.stringify(report, null, 2));
