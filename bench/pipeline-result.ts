@@ -3,7 +3,7 @@ import type { Job } from 'bullmq';
 // What every pipeline's worker process measures and prints, the same way for all of them. Nothing
 // here imports the product, so that the raw ceiling's process (bench/raw-worker.ts) stays light.
 
-/** The line a pipeline's worker process prints last: what bench/run.ts reads. */
+/** The line a pipeline's worker process prints last: what bench/run-pipeline.ts reads. */
 export interface PipelineResult {
   pipeline: string;
   jobs: number;
