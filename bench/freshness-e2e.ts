@@ -12,7 +12,8 @@ import type { CreatedDates } from '../src/mock-api/created-dates.js';
 import { createMockApi, type MockApi } from '../src/mock-api/server.js';
 import { durationMs } from '../src/time.js';
 import { lineChart } from './chart.js';
-import { type RateClass, simulate } from './freshness/sim.js';
+import { simulate } from './freshness/sim.js';
+import type { RateClass } from './freshness/types.js';
 import { BENCH_CARD_TOKEN_KEYS, benchRedis, CLI, parseFlags, resetDatabase, wholeNumber } from './harness.js';
 
 // npm run bench:freshness-e2e [-- --subscribers 10000 --minutes 15 --warmup 5 --budget 150 --max-age 5m

@@ -1,12 +1,7 @@
 import { writeFileSync } from 'node:fs';
 import { lineChart } from './chart.js';
-import {
-  type PolicyName,
-  type RateClass,
-  type SimOptions,
-  type SimResult,
-  simulate,
-} from './freshness/sim.js';
+import { simulate } from './freshness/sim.js';
+import type { PolicyName, RateClass, SimOptions, SimResult } from './freshness/types.js';
 import { parseFlags } from './harness.js';
 
 // npm run bench:freshness [-- --subscribers 20000 --days 30 --budget-share 0.25 --max-age 7]

@@ -1,0 +1,163 @@
+import { estimatedStaleShare, MS_PER_DAY, type PolicyParams, wilson } from '../../src/freshness/index.js';
+import type { Copies } from './copies.js';
+import type { PolicyName, SimOptions, SimResult } from './types.js';
+import type { World } from './world.js';
+
+// What a run measures, against the world's truth: time spent stale after the warm-up, the ages of
+// copies, the snapshots of the stale share (and the continuous policy's estimate of it), the
+// audit's draws; and the {@link SimResult} made of them at the end.
+
+interface Snapshot {
+  at: number;
+  stale: number;
+  woken: number;
+  wokenStale: number;
+  same: number;
+  sameStale: number;
+}
+
+export class Figures {
+  private readonly n: number;
+  private readonly endMs: number;
+  private readonly warmMs: number;
+  private readonly maxAgeMs: number;
+  private staleMs = 0;
+  private syncs = 0;
+  private largestAge = 0;
+  private staleAgeSum = 0;
+  private staleAgeCount = 0;
+  private readonly errors = { abs: 0, truth: 0, estimate: 0, count: 0 };
+  private readonly audits: { at: number; changed: boolean }[] = [];
+  private nextSnapshot = 0;
+  private readonly snapshots: Snapshot[] = [];
+
+  constructor(
+    private readonly policy: PolicyName,
+    private readonly o: SimOptions,
+    private readonly world: World,
+    private readonly copies: Copies,
+  ) {
+    this.n = o.subscribers;
+    this.endMs = o.days * MS_PER_DAY;
+    this.warmMs = o.warmupDays * MS_PER_DAY;
+    this.maxAgeMs = o.maxAgeDays * MS_PER_DAY;
+  }
+
+  /** A sync at `now`, before the copy is updated: the wallet's age, and its stale time if it `changed`. */
+  sync(id: number, now: number, changed: boolean, audit: boolean) {
+    this.syncs += 1;
+    this.largestAge = Math.max(this.largestAge, now - this.copies.lastSync[id]!);
+    if (changed) {
+      const from = Math.max(this.world.nextChange[id]!, this.warmMs);
+      if (now > from) this.staleMs += now - from;
+    }
+    if (audit) this.audits.push({ at: now, changed });
+  }
+
+  /** Every `snapshotSeconds`: the stale share now, by wallet kind, and the estimate's error. */
+  snapshot(now: number, params: PolicyParams) {
+    if (now < this.nextSnapshot) return;
+    const { n, o, warmMs } = this;
+    const { nextChange, trueRate, woken } = this.world;
+    const { lastSync } = this.copies;
+    this.nextSnapshot = now + (o.snapshotSeconds ?? 3600) * 1000;
+    let stale = 0;
+    const snap = { at: now, stale: 0, woken: 0, wokenStale: 0, same: 0, sameStale: 0 };
+    for (let id = 0; id < n; id++) {
+      const isStale = nextChange[id]! <= now;
+      if (woken[id]) {
+        snap.woken += 1;
+        if (isStale) snap.wokenStale += 1;
+      } else if (o.wakeUp && trueRate[id] === o.wakeUp.ratePerDay) {
+        snap.same += 1;
+        if (isStale) snap.sameStale += 1;
+      }
+      if (isStale && now >= warmMs) {
+        stale += 1;
+        this.staleAgeSum += now - lastSync[id]!;
+        this.staleAgeCount += 1;
+      } else if (isStale) stale += 1;
+    }
+    snap.stale = stale / n;
+    this.snapshots.push(snap);
+    if (this.policy === 'continuous' && now >= warmMs) {
+      const estimate = estimatedStaleShare(this.copies.all(), now, params.prior.ratePerDay);
+      this.errors.abs += Math.abs(estimate - stale / n);
+      this.errors.truth += stale / n;
+      this.errors.estimate += estimate;
+      this.errors.count += 1;
+    }
+  }
+
+  /** The run's figures, once its clock reached the end. */
+  result(params: PolicyParams, keepsMaxAge: boolean): SimResult {
+    const { policy, n, o, endMs, warmMs, maxAgeMs, snapshots, errors } = this;
+    const { nextChange } = this.world;
+    const { lastSync } = this.copies;
+    let truthAtEnd = 0;
+    for (let id = 0; id < n; id++) {
+      this.largestAge = Math.max(this.largestAge, endMs - lastSync[id]!);
+      if (nextChange[id]! < endMs) {
+        this.staleMs += endMs - Math.max(nextChange[id]!, warmMs);
+        truthAtEnd += 1;
+      }
+    }
+    const result: SimResult = {
+      policy,
+      staleShare: this.staleMs / (n * (endMs - warmMs)),
+      meanStaleAgeDays: this.staleAgeCount === 0 ? 0 : this.staleAgeSum / this.staleAgeCount / MS_PER_DAY,
+      maxAgeDays: this.largestAge / MS_PER_DAY,
+      syncs: this.syncs,
+      windows: [0, 1, 2].map((k) => {
+        const start = (o.windowsFromDays ?? 0) * MS_PER_DAY;
+        const from = start + (k * (endMs - start)) / 3;
+        const to = start + ((k + 1) * (endMs - start)) / 3;
+        const inside = snapshots.filter((x) => x.at >= from && x.at < to);
+        return {
+          fromDays: from / MS_PER_DAY,
+          toDays: to / MS_PER_DAY,
+          staleShare: inside.reduce((sum, x) => sum + x.stale, 0) / Math.max(1, inside.length),
+        };
+      }),
+    };
+    if (o.wakeUp) {
+      const wakeMs = o.wakeUp.atDays * MS_PER_DAY;
+      const after = snapshots.filter((x) => x.at >= wakeMs && x.woken > 0);
+      const byMaxAge: number[] = [];
+      for (let k = 0; wakeMs + k * maxAgeMs < endMs; k++) {
+        const inside = after.filter(
+          (x) => x.at >= wakeMs + k * maxAgeMs && x.at < wakeMs + (k + 1) * maxAgeMs,
+        );
+        byMaxAge.push(
+          inside.reduce((sum, x) => sum + x.wokenStale / x.woken, 0) / Math.max(1, inside.length),
+        );
+      }
+      const same = after.filter((x) => x.same > 0);
+      result.wakeUp = {
+        woken: after[0]?.woken ?? 0,
+        byMaxAge,
+        steadyState: same.reduce((sum, x) => sum + x.sameStale / x.same, 0) / Math.max(1, same.length),
+      };
+    }
+    if (policy === 'continuous' || policy === 'oracle') result.keepsMaxAge = keepsMaxAge;
+    if (policy === 'continuous') {
+      result.estimateError = {
+        meanAbs: errors.abs / errors.count,
+        meanTruth: errors.truth / errors.count,
+        meanEstimate: errors.estimate / errors.count,
+      };
+      // The audit as `status` reads it: the samples of the last max age.
+      const recent = this.audits.filter((x) => x.at >= endMs - maxAgeMs);
+      const w = wilson(recent.filter((x) => x.changed).length, recent.length);
+      if (w) {
+        result.audit = {
+          samples: recent.length,
+          ...w,
+          truthAtEnd: truthAtEnd / n,
+          estimateAtEnd: estimatedStaleShare(this.copies.all(), endMs, params.prior.ratePerDay),
+        };
+      }
+    }
+    return result;
+  }
+}

@@ -1,0 +1,91 @@
+import {
+  type EvidenceSample,
+  FORGET_MAX_AGES,
+  fitGroupedMixture,
+  groupRates,
+  intervalDays,
+  MS_PER_DAY,
+  type Observation,
+  PLANNED_SHARE,
+  type PolicyParams,
+  PRIOR_WEIGHT,
+  pooledRate,
+  solveThreshold,
+} from '../../src/freshness/index.js';
+import type { Copies } from './copies.js';
+import type { PolicyName, SimOptions } from './types.js';
+import type { World } from './world.js';
+
+// The policy's plan, made as production makes it (src/freshness/): the prior from a sample of
+// observations, the threshold from the rates; the oracle's from the true rates instead.
+
+export interface Plan {
+  /** The parameters of the last plan. */
+  readonly params: PolicyParams;
+  /** False once a plan could not keep the max age within the budget. */
+  readonly keepsMaxAge: boolean;
+  /** Plans anew with what the copies say at `at`. */
+  replan(at: number): void;
+  /** When the oracle syncs a wallet next, synced at `now`; the others: now. */
+  dueOf(id: number, now: number): number;
+}
+
+export function createPlan(
+  policy: PolicyName,
+  o: SimOptions,
+  world: World,
+  copies: Copies,
+  random: () => number,
+): Plan {
+  const n = o.subscribers;
+  const { trueRate } = world;
+  const { observations, rate } = copies;
+  const forgetDays = o.maxAgeDays * (o.forgetMaxAges ?? FORGET_MAX_AGES);
+  const base = { maxAgeDays: o.maxAgeDays, minIntervalDays: 0 };
+  const budgetShare = policy === 'continuous' ? 1 - o.auditShare : 1;
+  let params: PolicyParams = {
+    ...base,
+    thresholdDays: Number.POSITIVE_INFINITY,
+    prior: { ratePerDay: 1 / o.maxAgeDays, weight: o.priorWeight ?? PRIOR_WEIGHT, forgetDays },
+  };
+  let keepsMaxAge = true;
+  return {
+    get params() {
+      return params;
+    },
+    get keepsMaxAge() {
+      return keepsMaxAge;
+    },
+    replan(planAt) {
+      // Round robin and the nightly sweep in id order read no plan.
+      if (policy === 'round-robin' || policy === 'nightly-id-order') return;
+      if (policy === 'oracle') {
+        const t = solveThreshold(groupRates(trueRate), o.budgetPerDay, base);
+        params = { ...params, thresholdDays: t.thresholdDays };
+        keepsMaxAge &&= t.keepsMaxAge;
+        return;
+      }
+      // As production does: the prior from a sample of observations, the threshold from the rates.
+      const sample: (Observation[] | null)[] = [];
+      const withEvidence: EvidenceSample[] = [];
+      for (let k = 0; k < Math.min(n, 20_000); k++) {
+        const id = Math.floor(random() * n);
+        sample.push(observations[id]!);
+        withEvidence.push({ observations: observations[id]!, evidence: copies.evidenceAt(id, planAt) });
+      }
+      const pooled = pooledRate(sample, 1 / o.maxAgeDays);
+      const prior = {
+        ratePerDay: pooled,
+        weight: o.priorWeight ?? PRIOR_WEIGHT,
+        forgetDays,
+        ...(o.changePointHazard !== undefined ? { changePointHazard: o.changePointHazard } : {}),
+        mixture: o.mixture === false ? null : fitGroupedMixture(withEvidence, pooled, forgetDays),
+      };
+      const rates = rate.map((r) => r ?? prior.ratePerDay);
+      const t = solveThreshold(groupRates(rates), o.budgetPerDay * budgetShare * PLANNED_SHARE, base);
+      params = { ...base, thresholdDays: t.thresholdDays, prior };
+      keepsMaxAge &&= t.keepsMaxAge;
+    },
+    dueOf: (id, now) => (policy === 'oracle' ? now + intervalDays(trueRate[id]!, params) * MS_PER_DAY : now),
+  };
+}

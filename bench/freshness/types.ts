@@ -1,0 +1,85 @@
+// The simulator's inputs and outputs: the population's rate classes, the options of a run, the
+// policies it compares and the figures it returns (bench/freshness/sim.ts runs them).
+
+export interface RateClass {
+  label: string;
+  share: number;
+  /** True changes per day; 0 = never. */
+  ratePerDay: number;
+}
+
+export interface SimOptions {
+  subscribers: number;
+  classes: readonly RateClass[];
+  /** Syncs a day the refresh may spend. */
+  budgetPerDay: number;
+  days: number;
+  /** Days before figures are taken (learning). */
+  warmupDays: number;
+  maxAgeDays: number;
+  auditShare: number;
+  seed: number;
+  /** Simulated seconds between two ticks of the scheduler. Default 60. */
+  tickSeconds?: number;
+  /** Simulated seconds between two plans (production: 10 min, or a fifth of the max age). Default 3600. */
+  replanSeconds?: number;
+  /** Simulated seconds between two snapshots of the estimate and the truth. Default 3600. */
+  snapshotSeconds?: number;
+  priorWeight?: number;
+  /** false: the single-rate prior only (the estimator before the mixture), for comparison. */
+  mixture?: boolean;
+  /**
+   * The cards' createDates (issue 36). `random`: years old, unrelated to change (today's sandbox,
+   * the control). `from-changes`: a change that adds a card (3 in 8) stamps it with the change's
+   * time, and a wallet's first cards carry dates drawn from the same process before the start.
+   */
+  createdDates?: 'random' | 'from-changes';
+  /** false: the policy ignores the answers' evidence (one prior for everyone), for comparison. */
+  evidence?: boolean;
+  /** τ of forgetting in max ages; 0: never forget. Default the product's (FORGET_MAX_AGES). */
+  forgetMaxAges?: number;
+  /** The estimator's change-point hazard (src/freshness/change-point.ts); absent: the product's. */
+  changePointHazard?: number;
+  /** Plan due times from a rate drawn from each posterior (Thompson sampling), seeded. */
+  explore?: boolean;
+  /** Where the three windows of {@link SimResult.windows} start, days. Default 0 (thirds of the run). */
+  windowsFromDays?: number;
+  /** At `atDays`, this share of the wallets that never changed start changing at `ratePerDay`. */
+  wakeUp?: { share: number; ratePerDay: number; atDays: number };
+}
+
+/** A window of the run and its time-averaged stale share (hourly snapshots). */
+export interface WindowShare {
+  fromDays: number;
+  toDays: number;
+  staleShare: number;
+}
+
+export type PolicyName = 'nightly-id-order' | 'round-robin' | 'continuous' | 'oracle' | 'nightly-by-estimate';
+
+export interface SimResult {
+  policy: PolicyName;
+  /** Time-averaged share of subscribers whose copy differs from upstream (after warm-up). */
+  staleShare: number;
+  /** Mean age of stale copies, days (hourly snapshots after warm-up). */
+  meanStaleAgeDays: number;
+  /** Longest time any subscriber went without a sync, days. */
+  maxAgeDays: number;
+  syncs: number;
+  /** Mean |estimate − truth| in share points, and the mean truth, for the continuous policy. */
+  estimateError?: { meanAbs: number; meanTruth: number; meanEstimate: number };
+  /** The audit's last 95% interval and the truth at the end. */
+  audit?: {
+    samples: number;
+    ratio: number;
+    low: number;
+    high: number;
+    truthAtEnd: number;
+    estimateAtEnd: number;
+  };
+  keepsMaxAge?: boolean;
+  /** The run from `windowsFromDays` in thirds: learning, middle, end. */
+  windows: WindowShare[];
+  /** With `wakeUp`: the woken wallets' stale share by max age after waking, and the always-busy wallets' at the same rate. */
+  wakeUp?: { woken: number; byMaxAge: number[]; steadyState: number };
+}
