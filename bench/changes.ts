@@ -12,7 +12,16 @@ import { createMockApi } from '../src/mock-api/server.js';
 import { parseKeyRing } from '../src/tokens/keyring.js';
 import { pct, waitUntil, walPerEvent } from './changes-measure.js';
 import { startReceiver } from './changes-receiver.js';
-import { BENCH_CARD_TOKEN_KEYS, benchRedis, CLI, parseFlags, resetDatabase, wholeNumber } from './harness.js';
+import {
+  BENCH_CARD_TOKEN_KEYS,
+  benchRedis,
+  CLI,
+  databaseFlag,
+  parseFlags,
+  REDIS_FLAG,
+  resetDatabase,
+  wholeNumber,
+} from './harness.js';
 import { holdWal, markBefore, walPosition } from './wal.js';
 
 // npm run bench:changes [-- --subscribers 5000 --rates 100,1000 --seconds 30 --drain-endpoints 1,8]
@@ -40,13 +49,8 @@ const { values } = parseFlags({
     /** Events of the import each drain endpoint takes (the newest this many). */
     backlog: { type: 'string', default: '5000' },
     concurrency: { type: 'string', default: '16' },
-    'database-url': {
-      type: 'string',
-      default:
-        process.env.BENCH_DATABASE_URL ??
-        'postgres://postgres:postgres@127.0.0.1:5432/cards_sync_bench_changes',
-    },
-    'redis-url': { type: 'string' },
+    ...databaseFlag('cards_sync_bench_changes'),
+    ...REDIS_FLAG,
   },
 });
 const n = wholeNumber('subscribers', values.subscribers, 100);

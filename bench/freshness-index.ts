@@ -2,17 +2,14 @@ import pg from 'pg';
 import { runMigrations } from '../db/migrate.js';
 import { claimDue } from '../db/ops/refresh-schedule.js';
 import { defaultPolicy } from '../src/freshness/index.js';
-import { parseFlags } from './harness.js';
+import { databaseFlag, parseFlags } from './harness.js';
 
 // Choosing the next 1,000 due subscribers out of 10,000,000: the claim reads the
 // subscriber_schedule_due_idx index (migration 0025), never the table.   npm run bench:freshness-index
 const { values } = parseFlags({
   options: {
     subscribers: { type: 'string', default: '10000000' },
-    'database-url': {
-      type: 'string',
-      default: 'postgres://postgres:postgres@127.0.0.1:5432/cards_sync_bench_freshness',
-    },
+    ...databaseFlag('cards_sync_bench_freshness'),
   },
 });
 const n = Number(values.subscribers);

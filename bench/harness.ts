@@ -78,6 +78,22 @@ export function parseFlags<T extends ParseArgsConfig>(config: T): ReturnType<typ
   }
 }
 
+/**
+ * `--database-url`: BENCH_DATABASE_URL, or else a database of the benchmark's own on the local
+ * server (`name`), which it drops and makes anew.
+ */
+export function databaseFlag(name: string) {
+  return {
+    'database-url': {
+      type: 'string',
+      default: process.env.BENCH_DATABASE_URL ?? `postgres://postgres:postgres@127.0.0.1:5432/${name}`,
+    },
+  } as const;
+}
+
+/** `--redis-url`; without it, the topology of the environment (REDIS_URL, REDIS_SENTINELS…, REDIS_CLUSTER_NODES). */
+export const REDIS_FLAG = { 'redis-url': { type: 'string' } } as const;
+
 /** A whole-number flag of at least `min`, or a one-line refusal (exit 2). */
 export function wholeNumber(flag: string, value: string | undefined, min: number): number {
   const x = Number(value);

@@ -1,5 +1,5 @@
 import pg from 'pg';
-import { parseFlags, resetDatabase, wholeNumber } from './harness.js';
+import { databaseFlag, parseFlags, resetDatabase, wholeNumber } from './harness.js';
 
 // What saved_cards_as_of costs as history grows: a synthetic history of H rows (an `added` row per
 // card and updates with their previous values), runs for every subscriber, then the whole table
@@ -12,10 +12,7 @@ const { values } = parseFlags({
     updates: { type: 'string', default: '4' },
     subscribers: { type: 'string', default: '50000' },
     wallets: { type: 'string', default: '200' },
-    'database-url': {
-      type: 'string',
-      default: 'postgres://postgres:postgres@127.0.0.1:5432/cards_sync_bench_history',
-    },
+    ...databaseFlag('cards_sync_bench_history'),
   },
 });
 const cards = wholeNumber('--cards', values.cards, 1);

@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { compactClosedDays } from '../db/ledger/partitions.js';
-import { parseFlags, resetDatabase, wholeNumber } from './harness.js';
+import { databaseFlag, parseFlags, resetDatabase, wholeNumber } from './harness.js';
 import { conversion } from './ledger/conversion.js';
 import { sec, sizes, timed } from './ledger/measure.js';
 import { queries } from './ledger/queries.js';
@@ -26,10 +26,7 @@ const { values } = parseFlags({
     days: { type: 'string', default: '6' },
     /** Runs in the ledger converted by migrate (0 skips the conversion). */
     'convert-runs': { type: 'string', default: '10000000' },
-    'database-url': {
-      type: 'string',
-      default: 'postgres://postgres:postgres@127.0.0.1:5432/cards_sync_bench_ledger',
-    },
+    ...databaseFlag('cards_sync_bench_ledger'),
   },
 });
 const perDay = wholeNumber('runs-per-day', values['runs-per-day'], 1000);

@@ -11,7 +11,9 @@ import {
   BENCH_CARD_TOKEN_KEYS,
   benchRedis,
   CLI,
+  databaseFlag,
   parseFlags,
+  REDIS_FLAG,
   resetDatabase,
   startMockApi,
   wholeNumber,
@@ -35,13 +37,8 @@ const { values } = parseFlags({
     /** SYNC_CONCURRENCY of the worker: enough jobs in flight to fill the budget. */
     concurrency: { type: 'string', default: '32' },
     cards: { type: 'string', default: '3' },
-    'database-url': {
-      type: 'string',
-      default:
-        process.env.BENCH_DATABASE_URL ?? 'postgres://postgres:postgres@127.0.0.1:5432/cards_sync_bench_ops',
-    },
-    /** Default: the topology of the environment (REDIS_URL, REDIS_SENTINELS…, REDIS_CLUSTER_NODES). */
-    'redis-url': { type: 'string' },
+    ...databaseFlag('cards_sync_bench_ops'),
+    ...REDIS_FLAG,
   },
 });
 

@@ -8,7 +8,7 @@ import { createSyncQueue, QUEUE_NAME } from '../jobs/queue.js';
 import { createRedis } from '../jobs/redis.js';
 import { createRefreshQueue, startRefreshWorker } from '../jobs/refresh.js';
 import { createLogger } from '../src/logger.js';
-import { benchRedis, parseFlags } from './harness.js';
+import { benchRedis, databaseFlag, parseFlags, REDIS_FLAG } from './harness.js';
 
 // How much Redis a refresh of N subscribers needs: the fan-out's backpressure should keep it flat.
 // Syncs are stood in for by a worker that completes each job at once, so the fan-out, not the
@@ -17,12 +17,8 @@ import { benchRedis, parseFlags } from './harness.js';
 const { values } = parseFlags({
   options: {
     subscribers: { type: 'string', default: '1000000' },
-    'database-url': {
-      type: 'string',
-      default: 'postgres://postgres:postgres@127.0.0.1:5432/cards_sync_bench_refresh',
-    },
-    /** Default: the topology of the environment (REDIS_URL, REDIS_SENTINELS…, REDIS_CLUSTER_NODES). */
-    'redis-url': { type: 'string' },
+    ...databaseFlag('cards_sync_bench_refresh'),
+    ...REDIS_FLAG,
   },
 });
 const n = Number(values.subscribers);

@@ -1,4 +1,4 @@
-import { benchRedis, parseFlags, wholeNumber } from './harness.js';
+import { benchRedis, databaseFlag, parseFlags, REDIS_FLAG, wholeNumber } from './harness.js';
 
 // The flags of `npm run bench` (bench/run.ts), checked, and what the run takes from them.
 
@@ -30,13 +30,8 @@ export function runFlags() {
       only: { type: 'string' },
       /** Write a V8 CPU profile of each pipeline's worker process into this folder. */
       'cpu-prof': { type: 'string' },
-      'database-url': {
-        type: 'string',
-        default:
-          process.env.BENCH_DATABASE_URL ?? 'postgres://postgres:postgres@127.0.0.1:5432/cards_sync_bench',
-      },
-      /** Default: the topology of the environment (REDIS_URL, REDIS_SENTINELS…, REDIS_CLUSTER_NODES). */
-      'redis-url': { type: 'string' },
+      ...databaseFlag('cards_sync_bench'),
+      ...REDIS_FLAG,
     },
   });
   const n = wholeNumber('subscribers', values.subscribers, 1);

@@ -10,7 +10,9 @@ import {
   BENCH_CARD_TOKEN_KEYS,
   benchRedis,
   CLI,
+  databaseFlag,
   parseFlags,
+  REDIS_FLAG,
   resetDatabase,
   startRawApi,
   wholeNumber,
@@ -35,13 +37,8 @@ const { values } = parseFlags({
     cards: { type: 'string', default: '5' },
     concurrency: { type: 'string', default: '64' },
     rounds: { type: 'string', default: '3' },
-    'database-url': {
-      type: 'string',
-      default:
-        process.env.BENCH_DATABASE_URL ??
-        'postgres://postgres:postgres@127.0.0.1:5432/cards_sync_bench_tracing',
-    },
-    'redis-url': { type: 'string' },
+    ...databaseFlag('cards_sync_bench_tracing'),
+    ...REDIS_FLAG,
     /** The built `bin/cards-sync.js` of another revision (e.g. a copy of main), run as mode `baseline`. */
     baseline: { type: 'string' },
     /** Also run tracing on with no trace sampled (`on 0%`). */
