@@ -9,6 +9,7 @@ import type { Io } from './common.js';
 import { describeDbError, ensureRedis } from './common.js';
 import { fleetCheck } from './doctor-fleet.js';
 import { ledgerCheck } from './doctor-ledger.js';
+import { tracingCheck } from './doctor-tracing.js';
 
 export type Verdict = 'ok' | 'WARN' | 'FAIL';
 interface Check {
@@ -245,9 +246,14 @@ async function apiCheck(config: Config): Promise<Check> {
 /**
  * `cards-sync doctor`: configuration (already loaded and valid, or the command stopped with exit 2),
  * Postgres, migrations, the clock against Postgres's, Redis with its eviction policy and persistence,
- * and the API key (one request). One line per check, with the fix; exit 1 if any fails.
+ * the API key (one request), and tracing (whether the OTEL_* variables turn it on, and whether its
+ * endpoint takes an export). One line per check, with the fix; exit 1 if any fails.
  */
-export async function cmdDoctor(config: Config, io: Io): Promise<number> {
+export async function cmdDoctor(
+  config: Config,
+  io: Io,
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<number> {
   const topology =
     config.redis.topology === 'single'
       ? 'one Redis node'
@@ -263,6 +269,7 @@ export async function cmdDoctor(config: Config, io: Io): Promise<number> {
     ...(await postgresChecks(config)),
     ...(await redisChecks(config)),
     await apiCheck(config),
+    await tracingCheck(env),
   ];
   for (const c of checks) io.out(`${c.verdict.padEnd(4)}  ${c.name.padEnd(17)}  ${c.says}`);
   io.out(doctorSummary(checks));
