@@ -87,5 +87,9 @@ describe("the run's secret search (test/setup/secret-search.ts)", () => {
     const traceparent = 'traceparent=00-a1c1ef189eb6c08403574078505b499b-5080d06d7d6f1d13-01';
     expect(secretsIn([traced, traceparent], {})).toEqual([]);
     expect(secretsIn([`${traced} 4111 1111 1111 1111`], {})).toEqual(['log 1 line 1: a card number']);
+    // A card number where a span id goes is still a card number.
+    expect(secretsIn(['{"level":30,"span_id":"4111111111111111","msg":"x"}'], {})).toEqual([
+      'log 1 line 1: a card number',
+    ]);
   });
 });

@@ -48,8 +48,11 @@ export function secretsIn(logs: readonly string[], secrets: Secrets): string[] {
       const scrubbed = line
         .replace(/"time":\d+/g, '')
         .replace(/evt_[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/gi, 'evt_')
-        .replace(/"(trace_id|span_id)":"[0-9a-f]{16,32}"/g, '"$1":""')
-        .replace(/\b00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}\b/g, '00-');
+        // Exactly a trace id's 32 and a span id's 16 hex digits, with a letter among them: a card
+        // number (digits only) in either field is still found.
+        .replace(/"trace_id":"(?=[0-9]{0,31}[a-f])[0-9a-f]{32}"/g, '"trace_id":""')
+        .replace(/"span_id":"(?=[0-9]{0,15}[a-f])[0-9a-f]{16}"/g, '"span_id":""')
+        .replace(/\b00-(?=[0-9]{0,31}[a-f])[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}\b/g, '00-');
       for (const run of scrubbed.match(/(?<![\d.])\d(?:[ -]?\d){12,18}(?![\d.])/g) ?? []) {
         const digits = run.replace(/[ -]/g, '');
         if (digits.length >= 13 && digits.length <= 19 && passesLuhn(digits))

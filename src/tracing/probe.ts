@@ -1,0 +1,90 @@
+import { OTLPTraceExporter as GrpcTraceExporter } from '@opentelemetry/exporter-trace-otlp-grpc';
+import { OTLPTraceExporter as JsonTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
+import { OTLPTraceExporter as ProtoTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
+import { convertLegacyHttpOptions } from '@opentelemetry/otlp-exporter-base/node-http';
+import { core } from '@opentelemetry/sdk-node';
+
+// What `cards-sync doctor` asks of tracing when it is on: the exporter the SDK builds from the
+// standard variables, sent an export of no span. Loaded only then (src/commands/doctor-tracing.ts
+// imports it on demand), like the rest of src/tracing. The exporter is the SDK's own, so what
+// doctor tries is what the worker does: the endpoint's path, the headers, the certificates.
+
+/** What the SDK makes of the OTLP variables, and what the endpoint said to an empty export. */
+export interface ExportProbe {
+  /** `http/protobuf`, `http/json` or `grpc`, as the SDK uses it. */
+  protocol: string;
+  /** The protocol asked for when the SDK does not support it (it falls back to http/protobuf). */
+  unsupported?: string;
+  /** Host, port and path of the endpoint; only `/…` for a path other than `…/v1/traces` (it may hold a token). */
+  endpoint: string;
+  /** Other exporters OTEL_TRACES_EXPORTER names besides `otlp` (`console`, `zipkin`). */
+  others: string[];
+  /** Whether the SDK builds an OTLP exporter at all (OTEL_TRACES_EXPORTER names `otlp`, or nothing). */
+  otlp: boolean;
+  /** undefined when the export was taken; else the HTTP status or the error's code. Never a message. */
+  refused?: string;
+}
+
+const set = (name: string): string | undefined => process.env[name]?.trim() || undefined;
+
+/** An endpoint for a line of doctor's output: no user, password or query, and a path only of the standard shape. */
+function shown(url: string): string {
+  try {
+    const u = new URL(url);
+    if (!/^(https?|grpcs?):$/.test(u.protocol)) return 'an endpoint that is not an http:// or https:// URL';
+    return `${u.host}${/^(\/[\w.-]+)*\/v1\/traces\/?$/.test(u.pathname) ? u.pathname : u.pathname === '/' ? '' : '/…'}`;
+  } catch {
+    return 'an endpoint that is not a URL';
+  }
+}
+
+/** The error of a failed export, as a code: an HTTP or gRPC status, or a system error's code. */
+function codeOf(error: unknown, protocol: string): string {
+  const e = error as { code?: unknown; cause?: { code?: unknown }; name?: string } | undefined;
+  if (typeof e?.code === 'number') return `${protocol === 'grpc' ? 'gRPC status' : 'HTTP'} ${e.code}`;
+  if (typeof e?.code === 'string' && /^[A-Z_0-9]+$/.test(e.code)) return e.code;
+  if (typeof e?.cause?.code === 'string') return e.cause.code;
+  return e?.name ?? 'Error';
+}
+
+/**
+ * Builds the SDK's trace exporter as the process's environment configures it (the SDK reads
+ * process.env itself) and sends it an export of no span.
+ */
+export async function probeExporter(timeoutMillis: number): Promise<ExportProbe> {
+  // As @opentelemetry/sdk-node reads OTEL_TRACES_EXPORTER and the protocol (getSpanProcessorsFromEnv).
+  const list = [...new Set((process.env.OTEL_TRACES_EXPORTER ?? '').split(',').map((s) => s.trim()))].filter(
+    (s) => s !== '' && s !== 'null',
+  );
+  const names = list.length === 0 || (list.length > 1 && list.includes('none')) ? ['otlp'] : list;
+  const others = names.filter((n) => n !== 'otlp');
+  const asked = set('OTEL_EXPORTER_OTLP_TRACES_PROTOCOL') ?? set('OTEL_EXPORTER_OTLP_PROTOCOL');
+  const supported = asked === undefined || ['grpc', 'http/json', 'http/protobuf'].includes(asked);
+  const protocol = supported ? (asked ?? 'http/protobuf') : 'http/protobuf';
+  const endpoint =
+    protocol === 'grpc'
+      ? shown(
+          set('OTEL_EXPORTER_OTLP_TRACES_ENDPOINT') ??
+            set('OTEL_EXPORTER_OTLP_ENDPOINT') ??
+            'http://localhost:4317',
+        )
+      : shown(convertLegacyHttpOptions({}, 'TRACES', 'v1/traces', {}).url);
+  const base = { protocol, ...(supported ? {} : { unsupported: asked }), endpoint, others };
+  if (!names.includes('otlp')) return { ...base, otlp: false };
+  const exporter =
+    protocol === 'grpc'
+      ? new GrpcTraceExporter({ timeoutMillis })
+      : protocol === 'http/json'
+        ? new JsonTraceExporter({ timeoutMillis })
+        : new ProtoTraceExporter({ timeoutMillis });
+  try {
+    const result = await new Promise<{ code: number; error?: Error }>((resolve) =>
+      exporter.export([], resolve),
+    );
+    return result.code === core.ExportResultCode.SUCCESS
+      ? { ...base, otlp: true }
+      : { ...base, otlp: true, refused: codeOf(result.error, protocol) };
+  } finally {
+    await exporter.shutdown().catch(() => {});
+  }
+}
