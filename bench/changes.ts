@@ -96,6 +96,7 @@ function startWorker(): ChildProcess {
       LOG_LEVEL: 'warn',
       SYNC_RATE_LIMIT_PER_SEC: '100000',
       WEBHOOK_ALLOW_PRIVATE: 'true',
+      CHANGE_EVENTS: 'on',
       REFRESH_CRON: '0 0 1 1 *',
     },
   });

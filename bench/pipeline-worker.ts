@@ -33,6 +33,8 @@ const { values } = parseArgs({
     redis: { type: 'string' },
     jobs: { type: 'string' },
     concurrency: { type: 'string', default: '16' },
+    /** `CHANGE_EVENTS` of c's worker: on or off (the product's default). */
+    'change-events': { type: 'string', default: 'off' },
   },
 });
 const FLOOR_TABLE = `create table if not exists bench_floor (
@@ -100,7 +102,15 @@ async function main() {
   let close: () => Promise<unknown>;
   if (values.pipeline === 'c') {
     const w = await startSyncWorker(
-      { db: handle.db, api, logger, tokens: benchTokens(), queue, redis },
+      {
+        db: handle.db,
+        api,
+        logger,
+        tokens: benchTokens(),
+        queue,
+        redis,
+        changeEvents: values['change-events'] === 'on',
+      },
       { redisUrl, prefix, concurrency },
     );
     w.worker.on('completed', (job, result) => {

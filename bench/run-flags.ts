@@ -28,6 +28,11 @@ export function runFlags() {
       'plain-jobs': { type: 'boolean', default: false },
       /** Comma-separated subset of pipelines to run (r,a,b,c,f), for profiling one of them. */
       only: { type: 'string' },
+      /**
+       * `CHANGE_EVENTS` of cards-sync's worker (c): `off`, the product's default, or `on`, to
+       * measure what the outbox adds to a sync.
+       */
+      'change-events': { type: 'string', default: 'off' },
       /** Write a V8 CPU profile of each pipeline's worker process into this folder. */
       'cpu-prof': { type: 'string' },
       ...databaseFlag('cards_sync_bench'),
@@ -38,6 +43,12 @@ export function runFlags() {
   const rounds = wholeNumber('rounds', values.rounds, 1);
   const k = wholeNumber('cards', values.cards, 0);
   wholeNumber('concurrency', values.concurrency, 1);
+  if (values['change-events'] !== 'on' && values['change-events'] !== 'off') {
+    process.stderr.write(
+      `bench: --change-events takes on or off, not ${JSON.stringify(values['change-events'])}\n`,
+    );
+    process.exit(2);
+  }
   const databaseUrl = values['database-url']!;
   const bench = benchRedis(values['redis-url']);
   return { values, n, rounds, k, databaseUrl, bench };

@@ -113,6 +113,8 @@ export async function runPipeline(
             '--db',
             databaseUrl,
             ...(values['redis-url'] ? ['--redis', values['redis-url']] : []),
+            '--change-events',
+            values['change-events']!,
           ]),
       '--concurrency',
       values.concurrency!,

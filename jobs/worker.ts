@@ -51,6 +51,8 @@ export async function startSyncWorker(
     metrics?: Metrics;
     /** `SYNC_GONE_AFTER_NOT_FOUND`; 0 = never. Default 3. */
     goneAfterNotFound?: number;
+    /** `CHANGE_EVENTS=on`: every change is also written as a change event. Default false. */
+    changeEvents?: boolean;
     /** The mass-removal breaker over bulk work; `REFRESH_MAX_WIPE_RATIO` by default 0.2. */
     bulkBreaker?: BulkBreakerOptions;
   } & Pick<ProcessorDeps, 'fleetId' | 'liveProcessIds' | 'onOwnKeyRejected'>,
@@ -73,6 +75,7 @@ export async function startSyncWorker(
   const writer = createGroupCommitter(deps.db, deps.tokens, {
     maxBatch: Math.max(1, options.concurrency ?? 16),
     policy: plan.get,
+    changeEvents: deps.changeEvents ?? false,
     ...(deps.metrics ? { onBatch: (size: number) => deps.metrics?.writeBatchSize.observe(size) } : {}),
   });
   // cards_sync_change_events_total: the events this process's syncs committed (src/events/outbox.ts).

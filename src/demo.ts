@@ -189,7 +189,8 @@ async function main(): Promise<number> {
   }
   console.log(`3. enqueued ${SUBSCRIBERS} subscribers (queue prefix ${prefix}); the worker syncs them:`);
   worker = await startSyncWorker(
-    { db: handle.db, api, logger, tokens, queue, redis, metrics },
+    // The demo shows change events reaching a webhook receiver: events are on for it (off by default).
+    { db: handle.db, api, logger, tokens, queue, redis, metrics, changeEvents: true },
     { redisUrl: config.redis, prefix, concurrency: 16 },
   );
   await waitForIdle(queue);

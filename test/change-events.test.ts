@@ -25,7 +25,7 @@ afterAll(async () => {
 const pool = () => database.handle.db.$client;
 const sync = (subscriberId: number, o: { goneAfterNotFound?: number } = {}) =>
   syncSubscriber(
-    { db: database.handle.db, api, logger, tokens: testTokens, ...o },
+    { db: database.handle.db, api, logger, tokens: testTokens, changeEvents: true, ...o },
     { target: { subscriberId }, trigger: 'manual' },
   );
 
@@ -205,11 +205,13 @@ describe('change events of a group commit', () => {
 
   it('a card one answer drops and another lists in the same batch: removed (moved) from one, changed for the other', async () => {
     const card = makeCard(3711);
-    await applyCardsBatch(database.handle.db, testTokens, [answer(3711, [card])]);
-    const [a, b] = await applyCardsBatch(database.handle.db, testTokens, [
-      answer(3711, []),
-      answer(3712, [{ ...card, subscriberId: 3712 }]),
-    ]);
+    await applyCardsBatch(database.handle.db, testTokens, [answer(3711, [card])], { changeEvents: true });
+    const [a, b] = await applyCardsBatch(
+      database.handle.db,
+      testTokens,
+      [answer(3711, []), answer(3712, [{ ...card, subscriberId: 3712 }])],
+      { changeEvents: true },
+    );
     expect(
       (await eventsOf(3711)).map((e) => [e.type, e.data.cardId, e.data.reason, e.data.syncRunId]),
     ).toEqual([

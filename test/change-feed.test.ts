@@ -29,7 +29,7 @@ afterAll(async () => {
 const pool = () => database.handle.db.$client;
 const sync = (subscriberId: number) =>
   syncSubscriber(
-    { db: database.handle.db, api, logger, tokens: testTokens },
+    { db: database.handle.db, api, logger, tokens: testTokens, changeEvents: true },
     { target: { subscriberId }, trigger: 'manual' },
   );
 

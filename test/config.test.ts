@@ -64,6 +64,7 @@ describe('defaults (DESIGN §2)', () => {
       refreshAuditShare: 0.02,
       refreshMaxWipeRatio: 0.2,
       syncRunsRetentionDays: 90,
+      changeEvents: 'off',
       changeEventsRetentionDays: 30,
       queuePrefix: 'bull',
       adminHost: '127.0.0.1',
@@ -198,6 +199,7 @@ describe('accepted values', () => {
       refreshMaxAgeMs: 36 * 3_600_000,
       refreshAuditShare: 0.05,
       syncRunsRetentionDays: 30,
+      changeEvents: 'off',
       changeEventsRetentionDays: 30,
       queuePrefix: '{cards}',
       adminHost: '0.0.0.0',
@@ -362,6 +364,17 @@ describe('malformed values stop the command with one line naming the variable', 
     for (const bad of hostile) {
       const error = expectRefused({ SYNC_GONE_AFTER_NOT_FOUND: bad }, 'SYNC_GONE_AFTER_NOT_FOUND');
       expect(error.message, bad).toContain('a whole number of not_found answers from 0 (never) to 1000');
+    }
+  });
+
+  it('CHANGE_EVENTS is off by default, on or off when set, and refuses anything else', () => {
+    expect(loadConfig({}).changeEvents).toBe('off');
+    expect(loadConfig({ CHANGE_EVENTS: 'on' }).changeEvents).toBe('on');
+    expect(loadConfig({ CHANGE_EVENTS: 'ON' }).changeEvents).toBe('on');
+    expect(loadConfig({ CHANGE_EVENTS: 'off' }).changeEvents).toBe('off');
+    for (const bad of ['yes', 'true', '1', 'enabled']) {
+      const error = expectRefused({ CHANGE_EVENTS: bad }, 'CHANGE_EVENTS');
+      expect(error.message, bad).toContain('on or off');
     }
   });
 

@@ -66,7 +66,7 @@ const contextsOf = async (subscriberId: number) =>
 
 const sync = (subscriberId: number, o: { goneAfterNotFound?: number } = {}) =>
   syncSubscriber(
-    { db: database.handle.db, api, logger, tokens: testTokens, ...o },
+    { db: database.handle.db, api, logger, tokens: testTokens, changeEvents: true, ...o },
     { target: { subscriberId }, trigger: 'manual' },
   );
 
@@ -98,12 +98,17 @@ describe('the trace context a change event carries', () => {
 
   it('in one batch, each subscriber its own; a card that moved carries its taker’s', async () => {
     const card = makeCard(3811);
-    await applyCardsBatch(database.handle.db, testTokens, [answer(3811, [card])]);
-    await applyCardsBatch(database.handle.db, testTokens, [
-      answer(3811, [], 'ctx-3811'),
-      answer(3812, [{ ...card, subscriberId: 3812 }], 'ctx-3812'),
-      answer(3813, [makeCard(3813)], 'ctx-3813'),
-    ]);
+    await applyCardsBatch(database.handle.db, testTokens, [answer(3811, [card])], { changeEvents: true });
+    await applyCardsBatch(
+      database.handle.db,
+      testTokens,
+      [
+        answer(3811, [], 'ctx-3811'),
+        answer(3812, [{ ...card, subscriberId: 3812 }], 'ctx-3812'),
+        answer(3813, [makeCard(3813)], 'ctx-3813'),
+      ],
+      { changeEvents: true },
+    );
     expect(await contextsOf(3811)).toEqual([
       ['card.added', null],
       ['card.removed', 'ctx-3812'],

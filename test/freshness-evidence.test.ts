@@ -189,7 +189,7 @@ describe('the evidence reaches the policy', () => {
         answer(36001, [makeCard(36001, { createDate: istanbulDate(now - 3_600_000) })]),
         answer(36002, [makeCard(36002, { createDate: '2019-03-01T10:00:00+03:00' })]),
       ],
-      () => params,
+      { policy: () => params },
     );
     const { rows } = await database.handle.pool.query<{ subscriber_id: number; change_rate_per_day: number }>(
       'select subscriber_id::int, change_rate_per_day from subscribers order by subscriber_id',

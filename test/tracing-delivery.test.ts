@@ -38,7 +38,7 @@ function setup(extra: Record<string, string> = {}) {
   cleanups.push(q.cleanup);
   const env = workerEnv(
     { databaseUrl: database.url, redisUrl: inject('redisUrl'), prefix: q.prefix, apiUrl: upstream.url },
-    { WEBHOOK_ALLOW_PRIVATE: 'true', LOG_LEVEL: 'info', ...extra },
+    { WEBHOOK_ALLOW_PRIVATE: 'true', CHANGE_EVENTS: 'on', LOG_LEVEL: 'info', ...extra },
   );
   return { ...q, env };
 }

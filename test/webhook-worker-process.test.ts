@@ -53,6 +53,7 @@ describe('webhook delivery in worker processes', () => {
       CARDS_API_KEY: API_KEY,
       CARD_TOKEN_KEYS,
       WEBHOOK_ALLOW_PRIVATE: 'true',
+      CHANGE_EVENTS: 'on',
       WEBHOOK_TIMEOUT_MS: '2000',
       LOG_LEVEL: 'info',
     };

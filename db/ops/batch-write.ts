@@ -62,6 +62,8 @@ export interface Success {
 
 export interface BatchWrite {
   now: Date;
+  /** `CHANGE_EVENTS=on`: the batch's changes are also written as change events, in its transaction. */
+  changeEvents: boolean;
   /** New, changed and restored cards, tokens in stored form; ids distinct. */
   upserts: readonly CardToWrite[];
   /** Cards stored for the first time: the index of their run (in `runs`), which added them. */
@@ -79,8 +81,9 @@ export interface BatchWrite {
 /**
  * Writes a batch in one statement: cards upserted (ascending ids, so concurrent batches lock rows
  * in one order) and removed (an identical card is not written at all), one `sync_runs` row per run, history, and `subscribers`.
- * A batch that may change a card sends its change events right behind it (src/events/outbox.ts),
- * in the same round trip; an unchanged one sends nothing more.
+ * With change events on, a batch that may change a card sends its events right behind it
+ * (src/events/outbox.ts), in the same round trip; an unchanged one, or any with events off, sends
+ * nothing more.
  * Returns the run ids in the order of `runs`, the cards really marked removed, and how many change
  * events of each type the batch wrote (to be counted once the commit is known).
  */
@@ -146,7 +149,7 @@ export async function writeBatch(
       }),
     ],
   });
-  const mayChange = cards.length > 0 || w.removals.length > 0 || w.changes.length > 0;
+  const mayChange = w.changeEvents && (cards.length > 0 || w.removals.length > 0 || w.changes.length > 0);
   const [result, events] = await allInOrder([
     writing,
     mayChange

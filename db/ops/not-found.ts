@@ -16,6 +16,8 @@ export interface NotFoundAnswer {
   error: string;
   /** `SYNC_GONE_AFTER_NOT_FOUND`: the count at which active cards are removed; 0 = never. */
   goneAfter: number;
+  /** `CHANGE_EVENTS=on`: the cards it marks removed are also written as change events. */
+  changeEvents: boolean;
   /** While tracing is on: the sync's trace context, which the events of its removals carry. */
   spanContext?: string | undefined;
 }
@@ -73,7 +75,7 @@ export async function recordNotFound(db: Db, answer: NotFoundAnswer): Promise<No
     const remove = counted && answer.goneAfter > 0 && count >= answer.goneAfter;
     const { syncRunId, removed } = await insertRunAndRemove(tx, subscriberId, answer.run, remove);
     // Each card marked removed is an event, in this transaction (src/events/outbox.ts).
-    if (removed > 0)
+    if (removed > 0 && answer.changeEvents)
       events = await writeChangeEventsIn(tx, {
         subscriberIds: [subscriberId],
         at: answer.run.finishedAt,

@@ -1,6 +1,7 @@
 import { createDb } from '../../db/client.js';
 import type { Config } from '../config/index.js';
 import { type ChangeEvent, FEED_START, MAX_LIMIT, readFeed } from '../events/feed.js';
+import { changeEventsInEffect, TURN_EVENTS_ON } from '../events/in-effect.js';
 import { pollFeed } from '../events/long-poll.js';
 import { createChangeSignal } from '../events/signal.js';
 import { describeDbError, type Io } from './common.js';
@@ -42,7 +43,12 @@ export async function cmdChanges(
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);
   let after = o.after ?? FEED_START;
+  let printed = 0;
   try {
+    // An empty feed is not always a quiet one: say so when the workers write no events.
+    const events = await changeEventsInEffect(handle.db.$client, config.changeEvents);
+    const why = `change events are ${events.says}: syncs write no events; ${TURN_EVENTS_ON}`;
+    if (o.follow && events.state !== 'on') io.err(`changes: ${why}`);
     for (;;) {
       const page = o.follow
         ? await pollFeed(handle.db.$client, signal, {
@@ -53,8 +59,12 @@ export async function cmdChanges(
           })
         : await readFeed(handle.db.$client, { after, limit: MAX_LIMIT });
       for (const e of page.events) io.out(o.json ? JSON.stringify(e) : formatEvent(e));
+      printed += page.events.length;
       after = page.next;
       if (stop.signal.aborted || (!o.follow && page.events.length < MAX_LIMIT)) break;
+    }
+    if (!o.follow && events.state !== 'on' && (printed === 0 || events.state === 'mixed')) {
+      io.err(`changes: ${printed === 0 ? 'no events; ' : ''}${why}`);
     }
     io.err(`next: ${after}`);
     return 0;

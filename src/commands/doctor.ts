@@ -7,6 +7,7 @@ import type { Config } from '../config/index.js';
 import { HOW_TO_MAKE_A_KEY } from '../config/tokens.js';
 import type { Io } from './common.js';
 import { describeDbError, ensureRedis } from './common.js';
+import { changeEventsCheck } from './doctor-events.js';
 import { fleetCheck } from './doctor-fleet.js';
 import { ledgerCheck } from './doctor-ledger.js';
 import { tracingCheck } from './doctor-tracing.js';
@@ -87,6 +88,7 @@ async function postgresChecks(config: Config): Promise<Check[]> {
     if (applied >= shipped) checks.push(await tokenCheck(client, config));
     if (applied >= shipped) checks.push(await fleetCheck(config));
     if (applied >= shipped) checks.push(await ledgerCheck(client, config.syncRunsRetentionDays));
+    if (applied >= shipped) checks.push(await changeEventsCheck(config));
     return checks;
   } finally {
     await client.end().catch(() => {});

@@ -99,7 +99,14 @@ export async function cmdSync(
   try {
     // Postgres first: a sync that cannot be written must not spend a request of a rate-limited API.
     await handle.pool.query('select 1');
-    const deps = { db: handle.db, api, logger, tokens, goneAfterNotFound: config.syncGoneAfterNotFound };
+    const deps = {
+      db: handle.db,
+      api,
+      logger,
+      tokens,
+      goneAfterNotFound: config.syncGoneAfterNotFound,
+      changeEvents: config.changeEvents === 'on',
+    };
     const result = await syncSubscriber(deps, { target, trigger: 'cli' });
     io.out(options.json ? JSON.stringify(result) : formatResult(result, target));
     return result.status === 'succeeded' || result.status === 'superseded' ? 0 : 1;

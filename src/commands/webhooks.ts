@@ -8,6 +8,7 @@ import {
   setEndpointEnabled,
 } from '../events/endpoints-sql.js';
 import { feedHead } from '../events/fanout.js';
+import { changeEventsInEffect, TURN_EVENTS_ON } from '../events/in-effect.js';
 import { assertPublicUrl, WebhookAddressError } from '../events/ssrf.js';
 import { formatTime } from '../time.js';
 import type { KeyRing } from '../tokens/keyring.js';
@@ -71,12 +72,17 @@ export async function cmdWebhooksAdd(
       { endpoint: endpoint.id, url: shownUrl(o.url), types: o.types },
       handle.db,
     );
-    return endpoint;
+    return { ...endpoint, events: await changeEventsInEffect(handle.pool, config.changeEvents) };
   });
   io.out(
     `webhook endpoint ${added.id} added: ${shownUrl(o.url)} (types: ${o.types?.join(',') ?? 'all'}); it receives events from now on`,
   );
   io.out(`signing secret (shown once, store it now): ${added.secret}`);
+  if (added.events.state !== 'on') {
+    io.err(
+      `warning: change events are ${added.events.says}: this endpoint receives nothing from syncs that write none; ${TURN_EVENTS_ON}`,
+    );
+  }
   return 0;
 }
 

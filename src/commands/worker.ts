@@ -163,6 +163,7 @@ export async function cmdWorker(config: Config, io: Io, opts: WorkerCliOptions):
       redis,
       metrics,
       goneAfterNotFound,
+      changeEvents: config.changeEvents === 'on',
       bulkBreaker: { maxWipeRatio: config.refreshMaxWipeRatio },
       fleetId: fleet.id,
       liveProcessIds: async () =>

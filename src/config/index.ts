@@ -79,6 +79,11 @@ export interface Config {
   /** `SYNC_RUNS_RETENTION_DAYS`: `sync_runs` older than this are pruned nightly. Default 90. */
   syncRunsRetentionDays: number;
   /**
+   * `CHANGE_EVENTS`: `on` writes every change a sync makes as a change event, in its transaction;
+   * `off` (default) writes none, so a deployment that only reports pays nothing for the outbox.
+   */
+  changeEvents: 'on' | 'off';
+  /**
    * `CHANGE_EVENTS_RETENTION_DAYS`: change events older than this are dropped a whole day
    * (partition) at a time; the feed and replays reach no further back. Default 30.
    */
@@ -207,6 +212,7 @@ export function loadConfig(env: Env, o: LoadOptions = {}): Config {
     refreshMaxAgeMs: e.REFRESH_MAX_AGE !== undefined ? durationMs(e.REFRESH_MAX_AGE)! : 7 * 86_400_000,
     refreshAuditShare: e.REFRESH_AUDIT_SHARE ?? 0.02,
     syncRunsRetentionDays: e.SYNC_RUNS_RETENTION_DAYS ?? 90,
+    changeEvents: e.CHANGE_EVENTS ?? 'off',
     changeEventsRetentionDays: e.CHANGE_EVENTS_RETENTION_DAYS ?? 30,
     queuePrefix,
     adminHost: e.ADMIN_HOST ?? '127.0.0.1',

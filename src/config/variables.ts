@@ -150,6 +150,16 @@ export const variables = {
     echo: true,
     fleet: 'shared',
   },
+  CHANGE_EVENTS: {
+    schema: z.preprocess(
+      (v) => (typeof v === 'string' ? blankToUndefined(v)?.toString().toLowerCase() : v),
+      z.enum(['on', 'off']).optional(),
+    ),
+    expect: 'on or off',
+    echo: true,
+    // A fleet that disagrees writes events for some syncs and not others: a feed with holes.
+    fleet: 'shared',
+  },
   CHANGE_EVENTS_RETENTION_DAYS: {
     schema: whole(1, 36_500),
     expect: 'a whole number of days from 1 to 36500',

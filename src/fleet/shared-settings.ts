@@ -36,6 +36,7 @@ const published: { [K in SharedVariable]: (c: Config) => SettingValue } = {
   REFRESH_MAX_AGE: (c) => exactDuration(c.refreshMaxAgeMs),
   REFRESH_MAX_WIPE_RATIO: (c) => c.refreshMaxWipeRatio,
   SYNC_RUNS_RETENTION_DAYS: (c) => c.syncRunsRetentionDays,
+  CHANGE_EVENTS: (c) => c.changeEvents,
   CHANGE_EVENTS_RETENTION_DAYS: (c) => c.changeEventsRetentionDays,
   QUEUE_PREFIX: (c) => c.queuePrefix,
   // Which kind of Redis, not how each host reaches it: two hosts may name the same nodes differently.

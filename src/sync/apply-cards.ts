@@ -32,6 +32,17 @@ function answerChanged(plan: ReconcilePlan, removals: readonly CardOwner[], subs
   );
 }
 
+/** How a write is made, the same for every batch of a process. */
+export interface WriteOptions {
+  /** The refresh's current plan, which every success schedules its subscriber's next sync by. */
+  policy?: () => PolicyParams;
+  /**
+   * `CHANGE_EVENTS=on`: every change is also written as a change event, in the same transaction.
+   * Default false (`off`): no outbox statement is sent at all.
+   */
+  changeEvents?: boolean;
+}
+
 /**
  * Writes several answers in one transaction, under the advisory locks of all their subscribers,
  * in two round trips (see `db/ops/batch-write.ts`): upserts cards (an identical row is not
@@ -50,8 +61,9 @@ export async function applyCardsBatch(
   db: Db,
   tokens: CardTokens,
   items: readonly CardsToApply[],
-  policy: () => PolicyParams = () => DEFAULT_POLICY,
+  options: WriteOptions = {},
 ): Promise<AppliedCards[]> {
+  const policy = options.policy ?? (() => DEFAULT_POLICY);
   const client = await db.$client.connect();
   let broken: Error | undefined;
   // A connection reset between two statements arrives as an 'error' event (createDb's listener
@@ -107,6 +119,7 @@ export async function applyCardsBatch(
     // Everything is worked out before the first query goes out: nothing may throw between them.
     const batch: BatchWrite = {
       now,
+      changeEvents: options.changeEvents ?? false,
       upserts: writing.flatMap((p) => [
         ...p.plan!.inserts.map((c) => toWrite(c, undefined, tokens)),
         ...p.plan!.updates.map((u) => toWrite(u.card, stored.byId.get(u.card.id), tokens)),

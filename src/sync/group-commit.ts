@@ -1,9 +1,8 @@
 import type { Db } from '../../db/client.js';
 import { isConnectionError, rootCause } from '../../db/errors.js';
-import type { PolicyParams } from '../freshness/index.js';
 import type { CardTokens } from '../tokens/card-tokens.js';
 import { type ActiveSpan, tracing } from '../tracing/index.js';
-import { applyCardsBatch } from './apply-cards.js';
+import { applyCardsBatch, type WriteOptions } from './apply-cards.js';
 import { type AppliedCards, type CardsToApply, lockKey } from './cards-to-apply.js';
 import { CommittedUnreadError } from './committed-unread-error.js';
 
@@ -13,12 +12,12 @@ export interface CardWriter {
 }
 
 /** Writes each answer in a transaction of its own. */
-export function directWriter(db: Db, tokens: CardTokens): CardWriter {
-  return { apply: async (item) => (await applyCardsBatch(db, tokens, [item]))[0]! };
+export function directWriter(db: Db, tokens: CardTokens, options: WriteOptions = {}): CardWriter {
+  return { apply: async (item) => (await applyCardsBatch(db, tokens, [item], options))[0]! };
 }
 
 /** Options of {@link createGroupCommitter}. */
-export interface GroupCommitOptions {
+export interface GroupCommitOptions extends WriteOptions {
   /** Most answers combined in one transaction. Default 64. */
   maxBatch?: number;
   /** Most cards in one transaction; a single larger answer still goes alone. Default 20000. */
@@ -30,8 +29,6 @@ export interface GroupCommitOptions {
    * whether it failed as a whole and its answers were then written one by one.
    */
   onBatch?: (size: number, durationMs: number, fellBack: boolean) => void;
-  /** The refresh's current plan, which every success schedules its subscriber's next sync by. */
-  policy?: () => PolicyParams;
 }
 
 interface Pending {
@@ -61,6 +58,10 @@ export function createGroupCommitter(
   const maxBatch = options.maxBatch ?? 64;
   const maxCards = options.maxCards ?? 20_000;
   const maxInFlight = options.maxInFlight ?? 4;
+  const writeOptions: WriteOptions = {
+    ...(options.policy ? { policy: options.policy } : {}),
+    changeEvents: options.changeEvents ?? false,
+  };
   const pending: Pending[] = [];
   const busy = new Set<string>();
   let inFlight = 0;
@@ -122,7 +123,7 @@ export function createGroupCommitter(
         db,
         tokens,
         batch.map((p) => p.item),
-        options.policy,
+        writeOptions,
       );
     } catch (error) {
       // A lost connection fails every answer alike; a committed batch must not be written again.
@@ -136,7 +137,7 @@ export function createGroupCommitter(
       }
       // Find the bad one: each answer alone, so the others still land.
       for (const p of batch) {
-        await applyCardsBatch(db, tokens, [p.item], options.policy).then((r) => p.resolve(r[0]!), p.reject);
+        await applyCardsBatch(db, tokens, [p.item], writeOptions).then((r) => p.resolve(r[0]!), p.reject);
       }
       options.onBatch?.(batch.length, performance.now() - started, true);
       return;

@@ -28,6 +28,8 @@ export async function applyNotFound(
   goneAfter: number,
   /** By Postgres's clock: the fetch's start (RunBase.startedAt) and the time since. */
   finishedAt: Date,
+  /** `CHANGE_EVENTS=on`: the cards it marks removed are also change events. */
+  changeEvents: boolean,
 ): Promise<NotFoundResult> {
   const recorded = await recordNotFound(db, {
     run: {
@@ -40,6 +42,7 @@ export async function applyNotFound(
     subscriberId,
     error: `not_found: ${MESSAGE}`,
     goneAfter,
+    changeEvents,
     // The job's span: the events of the cards it removes link their deliveries to it.
     spanContext: tracing().contextText(tracing().current()?.context()),
   });

@@ -31,6 +31,11 @@ export interface SyncDeps {
    * cards are marked removed; 0 = never. Default 3.
    */
   goneAfterNotFound?: number;
+  /**
+   * `CHANGE_EVENTS=on`: changes are also written as change events. Default false. A `writer`
+   * passed in is built with its own (the worker builds both from one config).
+   */
+  changeEvents?: boolean;
 }
 
 export interface SyncRequest {
@@ -185,6 +190,7 @@ export async function syncSubscriber(deps: SyncDeps, request: SyncRequest): Prom
         subscriberId,
         goneAfter,
         finishedAt,
+        deps.changeEvents ?? false,
       );
       const failure = { status: 'not_found', subscriberId, errorCode: 'not_found', errorMessage } as const;
       return withApi(finishFailure(log, t0, { ...failure, retryable: false }, syncRunId, counts));
@@ -258,7 +264,8 @@ async function applyCards(
     // An e-mail answered with no cards: the subscriber is whoever we last saw with that e-mail.
     subscriberId = (await findSubscriberIdByEmail(deps.db, email)) ?? null;
   }
-  const writer = deps.writer ?? directWriter(deps.db, deps.tokens);
+  const writer =
+    deps.writer ?? directWriter(deps.db, deps.tokens, { changeEvents: deps.changeEvents ?? false });
   // The answer's wait for, and part in, a group commit (src/sync/group-commit.ts).
   // Its change events carry this span's context: their deliveries' spans link back to it.
   const applied = await tracing().inSpan(

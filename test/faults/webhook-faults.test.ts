@@ -184,7 +184,12 @@ it('webhook faults: 500s, a 60 s outage, two SIGKILLs mid-delivery and a Postgre
     apiArgs: ['--latency-ms', '2', '--changes', '1:2/m'],
     // Ten attempts 50 ms apart, doubling: the syncs outlast the Postgres restart.
     attempts: 10,
-    env: { DATABASE_URL: url, WEBHOOK_ALLOW_PRIVATE: 'true', WEBHOOK_TIMEOUT_MS: '5000' },
+    env: {
+      DATABASE_URL: url,
+      WEBHOOK_ALLOW_PRIVATE: 'true',
+      CHANGE_EVENTS: 'on',
+      WEBHOOK_TIMEOUT_MS: '5000',
+    },
   });
   const startWorker = () => s.start(['worker', '--concurrency', '8'], {}, WORKER_BIN);
   const workers: CliProcess[] = [startWorker(), startWorker()];

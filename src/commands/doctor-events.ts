@@ -1,0 +1,52 @@
+import pg from 'pg';
+import { rootCause } from '../../db/errors.js';
+import type { Config } from '../config/index.js';
+import { changeEventsInEffect, TURN_EVENTS_ON } from '../events/in-effect.js';
+
+// `cards-sync doctor`'s change-events line: whether the workers write events, and whether anyone
+// waits for them. Off is the default and fine for a deployment that only reports; off with
+// webhook endpoints registered is a setup that delivers nothing, which doctor says plainly.
+
+export interface EventsCheck {
+  verdict: 'ok' | 'WARN';
+  name: 'change events';
+  says: string;
+}
+
+export async function changeEventsCheck(config: Config): Promise<EventsCheck> {
+  const pool = new pg.Pool({ connectionString: config.databaseUrl, max: 1, connectionTimeoutMillis: 5000 });
+  pool.on('error', () => {});
+  try {
+    const events = await changeEventsInEffect(pool, config.changeEvents);
+    const { rows } = await pool.query<{ n: number }>(
+      'select count(*)::int as n from webhook_endpoints where enabled',
+    );
+    const endpoints = rows[0]?.n ?? 0;
+    const waiting = `${endpoints} enabled webhook endpoint${endpoints === 1 ? '' : 's'}`;
+    if (events.state === 'on')
+      return { verdict: 'ok', name: 'change events', says: `${events.says}; ${waiting}` };
+    if (endpoints === 0 && events.state === 'off') {
+      return {
+        verdict: 'ok',
+        name: 'change events',
+        says: `${events.says}: no event is written, none is needed (no webhook endpoint); CHANGE_EVENTS=on feeds /api/changes and webhooks`,
+      };
+    }
+    return {
+      verdict: 'WARN',
+      name: 'change events',
+      says:
+        events.state === 'mixed'
+          ? `${events.says}: the feed and ${waiting} miss the changes of the workers with it off; ${TURN_EVENTS_ON}`
+          : `${events.says}, yet ${waiting} wait for events that are not written; ${TURN_EVENTS_ON}`,
+    };
+  } catch (error) {
+    return {
+      verdict: 'WARN',
+      name: 'change events',
+      says: `cannot read the fleet: ${rootCause(error).message}`,
+    };
+  } finally {
+    await pool.end().catch(() => {});
+  }
+}
