@@ -1,7 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
-import pg from 'pg';
 import { Webhook } from 'standardwebhooks';
 import { createSyncQueue, enqueueSyncs } from '../jobs/queue.js';
 import { closeRedis, createRedis } from '../jobs/redis.js';
@@ -20,6 +19,7 @@ import {
   parseFlags,
   REDIS_FLAG,
   resetDatabase,
+  seedingPool,
   wholeNumber,
 } from './harness.js';
 import { holdWal, markBefore, walPosition } from './wal.js';
@@ -70,7 +70,7 @@ const { secrets, firstSeen, counts } = receiver;
 const receiverUrl = receiver.url;
 
 await resetDatabase(databaseUrl);
-const pool = new pg.Pool({ connectionString: databaseUrl, max: 3 });
+const pool = seedingPool(databaseUrl, 3);
 await pool.query('insert into subscribers (subscriber_id) select g from generate_series(1, $1::int) g', [n]);
 const mock = createMockApi({
   apiKey: KEY,

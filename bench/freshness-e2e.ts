@@ -1,7 +1,6 @@
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
-import pg from 'pg';
 import { createSyncQueue, enqueueSyncs } from '../jobs/queue.js';
 import { closeRedis, createRedis } from '../jobs/redis.js';
 import { createMockApi } from '../src/mock-api/server.js';
@@ -9,7 +8,7 @@ import { forecast } from './freshness-e2e/forecast.js';
 import { type Running, type Setup, sampler, syncCounts } from './freshness-e2e/measure.js';
 import { pct, printReport, writeChart } from './freshness-e2e/report.js';
 import { readSettings } from './freshness-e2e/settings.js';
-import { BENCH_CARD_TOKEN_KEYS, benchRedis, CLI, parseFlags, resetDatabase } from './harness.js';
+import { BENCH_CARD_TOKEN_KEYS, benchRedis, CLI, parseFlags, resetDatabase, seedingPool } from './harness.js';
 
 // npm run bench:freshness-e2e [-- --subscribers 10000 --minutes 15 --warmup 5 --budget 150 --max-age 5m
 //   --created-dates random|from-changes --wake-up 0.1:12/h@10m]
@@ -61,7 +60,7 @@ const startMs = Date.now() + 30_000; // both sandboxes' wallets start changing a
 async function start(setup: Setup): Promise<Running> {
   const databaseUrl = baseUrl.replace(/\/[^/]+$/, `/cards_sync_bench_fresh_${setup.replace('-', '_')}`);
   await resetDatabase(databaseUrl);
-  const pool = new pg.Pool({ connectionString: databaseUrl, max: 2 });
+  const pool = seedingPool(databaseUrl, 2);
   // Every subscriber known and never synced, as after an import of ids.
   await pool.query('insert into subscribers (subscriber_id) select g from generate_series(1, $1::int) g', [
     n,

@@ -2,7 +2,7 @@ import pg from 'pg';
 import { runMigrations } from '../db/migrate.js';
 import { claimDue } from '../db/ops/refresh-schedule.js';
 import { defaultPolicy } from '../src/freshness/index.js';
-import { databaseFlag, parseFlags } from './harness.js';
+import { databaseFlag, parseFlags, seedingPool } from './harness.js';
 
 // Choosing the next 1,000 due subscribers out of 10,000,000: the claim reads the
 // subscriber_schedule_due_idx index (migration 0025), never the table.   npm run bench:freshness-index
@@ -21,7 +21,7 @@ async function main() {
   await admin.query(`drop database if exists "${new URL(url).pathname.slice(1)}" with (force)`);
   await admin.end();
   await runMigrations(url);
-  const pool = new pg.Pool({ connectionString: url, max: 2 });
+  const pool = seedingPool(url, 2);
   const t0 = performance.now();
   // The schedule rows in one statement after, not one trigger call each (the trigger makes the
   // same rows: due when the plan says).

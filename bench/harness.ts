@@ -1,6 +1,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { type ParseArgsConfig, parseArgs } from 'node:util';
 import pg from 'pg';
+import { declareKnownMigration } from '../db/fence.js';
 import { runMigrations } from '../db/migrate.js';
 import { loadConfig } from '../src/config/index.js';
 import type { RedisConfig } from '../src/config/redis.js';
@@ -20,6 +21,20 @@ export async function resetDatabase(databaseUrl: string, migrationsFolder?: stri
   await admin.query(`drop database if exists "${new URL(databaseUrl).pathname.slice(1)}" with (force)`);
   await admin.end();
   await runMigrations(databaseUrl, migrationsFolder === undefined ? {} : { folder: migrationsFolder });
+}
+
+/**
+ * A pool for a benchmark's own seeding: it writes as this release does, so it declares what the
+ * release knows to the writer fence (db/fence.ts) on each connection.
+ */
+export function seedingPool(databaseUrl: string, max: number): pg.Pool {
+  return new pg.Pool({
+    connectionString: databaseUrl,
+    max,
+    onConnect: async (client: pg.ClientBase) => {
+      await client.query(declareKnownMigration());
+    },
+  });
 }
 
 /** `cards-sync mock-api` on a free loopback port; resolves once it listens. */

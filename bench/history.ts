@@ -1,4 +1,5 @@
 import pg from 'pg';
+import { declareKnownMigration } from '../db/fence.js';
 import { databaseFlag, parseFlags, resetDatabase, wholeNumber } from './harness.js';
 
 // What saved_cards_as_of costs as history grows: a synthetic history of H rows (an `added` row per
@@ -31,6 +32,7 @@ async function main() {
   await resetDatabase(databaseUrl);
   const client = new pg.Client({ connectionString: databaseUrl });
   await client.connect();
+  await client.query(declareKnownMigration());
   const seed = await timed(async () => {
     // A year of history: cards first seen over 300 days, each updated every 13 days afterwards.
     await client.query(

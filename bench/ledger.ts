@@ -1,6 +1,5 @@
-import pg from 'pg';
 import { compactClosedDays } from '../db/ledger/partitions.js';
-import { databaseFlag, parseFlags, resetDatabase, wholeNumber } from './harness.js';
+import { databaseFlag, parseFlags, resetDatabase, seedingPool, wholeNumber } from './harness.js';
 import { conversion } from './ledger/conversion.js';
 import { sec, sizes, timed } from './ledger/measure.js';
 import { queries } from './ledger/queries.js';
@@ -37,7 +36,7 @@ const CHUNK = 1_000_000;
 
 async function main() {
   await resetDatabase(url);
-  const pool = new pg.Pool({ connectionString: url, max: 4 });
+  const pool = seedingPool(url, 4);
   await pool.query(PLAIN_LEDGER);
   const { rows: t } = await pool.query<{ start: Date }>(
     `select (date_trunc('day', now() at time zone 'UTC') - make_interval(days => $1)) at time zone 'UTC' as start`,

@@ -1,6 +1,7 @@
 import { drizzle, type NodePgDatabase } from 'drizzle-orm/node-postgres';
 import pg from 'pg';
 import { QUERY_TIMEOUT, rootCause } from './errors.js';
+import { declareKnownMigration } from './fence.js';
 import * as schema from './schema.js';
 
 /** The Drizzle handle; `$client` is its pool, for the write path's own connection handling. */
@@ -115,16 +116,15 @@ export function createDb(databaseUrl: string, options: DbOptions = {}): DbHandle
     ...(timeoutMs > 0 ? { query_timeout: timeoutMs + CLIENT_GRACE_MS } : {}),
     // Set per session once connected, before the pool hands the client out (as startup parameters
     // PgBouncer would refuse them). A transaction whose client went silent holds its locks (a
-    // subscriber's advisory lock among them) only this long.
-    ...(timeoutMs > 0
-      ? {
-          onConnect: async (client: pg.ClientBase) => {
-            await client.query(
-              `set statement_timeout = ${timeoutMs}; set idle_in_transaction_session_timeout = ${timeoutMs}`,
-            );
-          },
-        }
-      : {}),
+    // subscriber's advisory lock among them) only this long. The release declares what it knows
+    // to the writer fence (db/fence.ts) in the same round trip.
+    onConnect: async (client: pg.ClientBase) => {
+      await client.query(
+        timeoutMs > 0
+          ? `set statement_timeout = ${timeoutMs}; set idle_in_transaction_session_timeout = ${timeoutMs}; ${declareKnownMigration()}`
+          : declareKnownMigration(),
+      );
+    },
   });
   // An idle client losing its connection must not crash the process; the next query reconnects.
   pool.on('error', () => {});

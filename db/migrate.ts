@@ -1,29 +1,18 @@
-import { existsSync, readFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { fileURLToPath } from 'node:url';
 import { drizzle } from 'drizzle-orm/node-postgres';
 import { migrate } from 'drizzle-orm/node-postgres/migrator';
 import pg from 'pg';
 import { behind, breakingTags } from './breaking.js';
 import { databaseName, onMaintenanceDb } from './databases.js';
+import { declareKnownMigration } from './fence.js';
+import { journal, migrationsFolder } from './journal.js';
 import { afterMigrations } from './ledger/convert.js';
 import { preparedMigration } from './prepare.js';
 
+export { knownMigration, migrationsFolder, shippedCount } from './journal.js';
+
 /** Arbitrary constant: the advisory lock that serialises concurrent `migrate` runs. */
 const MIGRATION_LOCK_KEY = 7_246_118_502;
-
-/** The committed migrations folder, found from here whether running from source or `dist/`. */
-export function migrationsFolder(): string {
-  let dir = dirname(fileURLToPath(import.meta.url));
-  for (let i = 0; i < 5; i++) {
-    const candidate = join(dir, 'db', 'migrations');
-    if (existsSync(join(candidate, 'meta', '_journal.json'))) return candidate;
-    if (existsSync(join(dir, 'migrations', 'meta', '_journal.json'))) return join(dir, 'migrations');
-    dir = dirname(dir);
-  }
-  throw new Error('db/migrations not found next to the installed cards-sync');
-}
 
 /** Creates the database named in the URL when it does not exist; safe under concurrent callers. */
 export async function ensureDatabase(databaseUrl: string): Promise<boolean> {
@@ -74,6 +63,8 @@ export interface MigrateOptions {
   onWait?: (processes: LiveProcess[], migration: string) => void;
   /** The migrations folder (tests); default the release's own. */
   folder?: string;
+  /** This release's version, kept beside each breaking migration it applies: the writer fence names it. */
+  release?: string;
 }
 
 /** `migrate` refused a breaking migration: live processes do not know it. */
@@ -130,22 +121,6 @@ export async function appliedCount(client: pg.ClientBase): Promise<number> {
   return r.rows[0]?.n ?? 0;
 }
 
-function journal(folder = migrationsFolder()): { entries: { tag: string }[] } {
-  return JSON.parse(readFileSync(join(folder, 'meta', '_journal.json'), 'utf8')) as {
-    entries: { tag: string }[];
-  };
-}
-
-/** How many migrations this release ships (db/migrations/meta/_journal.json). */
-export function shippedCount(): number {
-  return journal().entries.length;
-}
-
-/** The newest migration this release ships, by its tag (`0017_fleet_processes`). */
-export function knownMigration(): string {
-  return journal().entries.at(-1)?.tag ?? 'none';
-}
-
 /**
  * Applies the committed Drizzle migrations. Creates the database if missing; several processes
  * may run it at once (a session advisory lock lets one apply while the others wait, then find
@@ -156,10 +131,12 @@ export async function runMigrations(databaseUrl: string, o: MigrateOptions = {})
   const createdDatabase = await ensureDatabase(databaseUrl);
   const client = new pg.Client({ connectionString: databaseUrl, application_name: 'cards-sync migrate' });
   await client.connect();
+  const tags = journal(folder).entries.map((e) => e.tag);
   try {
     // Drizzle's own notices ("schema already exists") are noise here.
     await client.query('SET client_min_messages = warning');
-    const tags = journal(folder).entries.map((e) => e.tag);
+    // A migration that moves data writes as this release, past the writer fence (db/fence.ts).
+    await client.query(declareKnownMigration(tags.at(-1)));
     const breaking = breakingTags(folder);
     const pendingBreaking = async () =>
       tags
@@ -208,6 +185,13 @@ export async function runMigrations(databaseUrl: string, o: MigrateOptions = {})
     // The database keeps which breaking migrations it has, for releases that do not know them.
     const applied = tags.slice(0, after).filter((t) => breaking.includes(t));
     await recordBreaking(client, applied);
+    const appliedNow = tags.slice(before, after).filter((t) => breaking.includes(t));
+    if (o.release !== undefined && appliedNow.length > 0) {
+      await client.query(
+        'update breaking_migrations set release = $1 where release is null and tag = any($2::text[])',
+        [o.release, appliedNow],
+      );
+    }
     await client.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK_KEY]);
     return { createdDatabase, applied: after - before, ...(forced ? { forced } : {}) };
   } finally {

@@ -1,6 +1,7 @@
 import { drizzle } from 'drizzle-orm/node-postgres';
 import pg from 'pg';
 import type { Db } from '../db/client.js';
+import { declareKnownMigration } from '../db/fence.js';
 import * as schema from '../db/schema.js';
 
 // The lease of the continuous refresh: a Postgres session-level advisory lock held on a
@@ -79,7 +80,7 @@ export function createLease(base: pg.Pool): Lease {
         await client.query(
           `set statement_timeout = ${STATEMENT_MS}; set idle_in_transaction_session_timeout = ${STATEMENT_MS};
            set tcp_keepalives_idle = 5; set tcp_keepalives_interval = 2; set tcp_keepalives_count = 3;
-           set tcp_user_timeout = 10000`,
+           set tcp_user_timeout = 10000; ${declareKnownMigration()}`,
         );
       },
     });

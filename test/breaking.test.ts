@@ -83,12 +83,13 @@ function setup() {
 }
 
 describe('breaking migrations', () => {
-  it('the database records 0010, 0021 and 0026 as breaking once migrated', async () => {
+  it('the database records 0010, 0021, 0026 and 0029 as breaking once migrated', async () => {
     const { rows } = await pool().query<{ tag: string }>('select tag from breaking_migrations order by tag');
     expect(rows.map((r) => r.tag)).toEqual([
       '0010_unchanged_answers_digest',
       '0021_history_added_from_cards',
       '0026_change_events',
+      '0029_writer_fence',
     ]);
   });
 
@@ -183,6 +184,7 @@ describe('breaking migrations', () => {
       '0010_unchanged_answers_digest',
       '0021_history_added_from_cards',
       '0026_change_events',
+      '0029_writer_fence',
       '0099_test_breaking',
     ]);
     await pool().query('drop table test_breaking_marker');

@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { describe, expect, inject, it } from 'vitest';
+import { declareKnownMigration } from '../db/fence.js';
 import { compactClosedDays, dropExpiredPartitions, ledgerPartitions } from '../db/ledger/partitions.js';
 import { migrationsFolder, runMigrations } from '../db/migrate.js';
 import { judgeLedger } from '../src/commands/doctor-ledger.js';
@@ -346,6 +347,8 @@ async function previousRelease() {
   const client = new pg.Client({ connectionString: db.url });
   await client.connect();
   cleanups.push(() => client.end());
+  // After the migration this client checks the result as this release: past the writer fence.
+  await client.query(declareKnownMigration());
   await client.query('drop schema public cascade; drop schema drizzle cascade; create schema public');
   await runMigrations(db.url, { folder: releaseBefore('0019_ledger_partitions') });
   return { db, client };

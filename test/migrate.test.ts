@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { afterAll, describe, expect, inject, it } from 'vitest';
+import { declareKnownMigration } from '../db/fence.js';
 import { migrationsFolder, runMigrations } from '../db/migrate.js';
 import { archiveLog } from './log-archive.js';
 
@@ -31,7 +32,7 @@ const HISTORY_COLUMNS = [
 const DESIGN_COLUMNS: Record<string, string[]> = {
   admin_actions: ['id', 'at', 'actor', 'source', 'action', 'detail'],
   // Breaking migrations applied (issue 27).
-  breaking_migrations: ['tag', 'applied_at'],
+  breaking_migrations: ['tag', 'applied_at', 'release'],
   // The fleet registry (issue 27).
   fleet_processes: [
     'id',
@@ -352,6 +353,8 @@ async function withClient<T>(url: string, fn: (client: pg.Client) => Promise<T>)
   const client = new pg.Client({ connectionString: url });
   await client.connect();
   try {
+    // Writes as this release does, past the writer fence (db/fence.ts).
+    await client.query(declareKnownMigration());
     return await fn(client);
   } finally {
     await client.end();

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { declareKnownMigration } from '../db/fence.js';
 import { createApiClient } from '../src/api/client.js';
 import { syncSubscriber } from '../src/sync/sync-subscriber.js';
 import { API_KEY, makeCard, ok, testTokens, useScriptedApi } from './fixtures.js';
@@ -18,6 +19,7 @@ async function asOwner(sql: string): Promise<void> {
   const client = new pg.Client({ connectionString: database.url });
   await client.connect();
   try {
+    await client.query(declareKnownMigration());
     await client.query(sql);
   } finally {
     await client.end();

@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { migrationsFolder, runMigrations } from '../../db/migrate.js';
+import { seedingPool } from '../harness.js';
 import { sec, timed } from './measure.js';
 import { COLUMNS, runsOf } from './sql.js';
 import { startWriter } from './writer.js';
@@ -20,7 +21,7 @@ export async function conversion(url: string, convertRuns: number) {
   const folder = releaseBefore('0019_ledger_partitions');
   await runMigrations(convertUrl, { folder });
   rmSync(folder, { recursive: true, force: true });
-  const pool = new pg.Pool({ connectionString: convertUrl, max: 2 });
+  const pool = seedingPool(convertUrl, 2);
   const span = 90 * 86_400;
   const per = Math.ceil(convertRuns / 10);
   const [, loadMs] = await timed(async () => {

@@ -36,4 +36,6 @@ export const fleetProcesses = pgTable(
 export const breakingMigrations = pgTable('breaking_migrations', {
   tag: text('tag').primaryKey(),
   appliedAt: tz('applied_at').notNull().defaultNow(),
+  /** The version of the release whose `migrate` applied it: the writer fence names it (db/fence.ts). */
+  release: text('release'),
 });

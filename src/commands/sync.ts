@@ -8,6 +8,7 @@ import { requireCardTokens } from '../config/tokens.js';
 import { CliError } from '../errors.js';
 import { createLogger } from '../logger.js';
 import { type SyncResult, syncSubscriber } from '../sync/sync-subscriber.js';
+import { packageVersion } from '../version.js';
 import { auditCli } from './audit.js';
 import { describeDbError, type Io } from './common.js';
 import { refuseWhenBehind } from './release-check.js';
@@ -23,6 +24,7 @@ export async function cmdMigrate(
     const { createdDatabase, applied, forced } = await runMigrations(config.databaseUrl, {
       ...(opts.waitMs !== undefined ? { waitMs: opts.waitMs } : {}),
       force: opts.force ?? false,
+      release: packageVersion(),
       ...(opts.folder !== undefined ? { folder: opts.folder } : {}),
       onWait: (processes, migration) => {
         // Once, then every half minute: who is still in the way.
