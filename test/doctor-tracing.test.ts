@@ -147,6 +147,56 @@ describe("doctor's tracing check", () => {
     expect(protocol.says).toMatch(/the protocol http is not one the SDK knows .*: it uses http\/protobuf$/);
   });
 
+  it('warns when the sampler asked for is not the one in effect, naming the one the SDK falls back to', async () => {
+    const sampler = (vars: Record<string, string>) =>
+      withOtel({ OTEL_EXPORTER_OTLP_ENDPOINT: url, ...vars }, () => tracingCheck());
+
+    const unknown = await sampler({ OTEL_TRACES_SAMPLER: 'bogus' });
+    expect(unknown.verdict).toBe('WARN');
+    expect(unknown.says).toMatch(
+      /; sampler parentbased_always_on; .*; it takes an export; OTEL_TRACES_SAMPLER=bogus is not a sampler the SDK knows: it samples every trace \(parentbased_always_on\)$/,
+    );
+
+    const notNumber = await sampler({
+      OTEL_TRACES_SAMPLER: 'parentbased_traceidratio',
+      OTEL_TRACES_SAMPLER_ARG: 'abc',
+    });
+    expect(notNumber.verdict).toBe('WARN');
+    expect(notNumber.says).toMatch(
+      /; sampler parentbased_traceidratio 1; .*; OTEL_TRACES_SAMPLER_ARG=abc is not a ratio in \[0, 1\]: it samples every trace \(parentbased_traceidratio 1\)$/,
+    );
+
+    const outOfRange = await sampler({ OTEL_TRACES_SAMPLER: 'traceidratio', OTEL_TRACES_SAMPLER_ARG: '10' });
+    expect(outOfRange.verdict).toBe('WARN');
+    expect(outOfRange.says).toMatch(
+      /OTEL_TRACES_SAMPLER_ARG=10 is not a ratio in \[0, 1\]: it samples every trace \(traceidratio 1\)$/,
+    );
+
+    // A ratio without the sampler that reads it: the SDK keeps everything.
+    const unused = await sampler({ OTEL_TRACES_SAMPLER_ARG: '0.1' });
+    expect(unused.verdict).toBe('WARN');
+    expect(unused.says).toMatch(
+      /OTEL_TRACES_SAMPLER_ARG=0\.1 is not used: parentbased_always_on takes no ratio \(parentbased_traceidratio does\): it samples every trace$/,
+    );
+
+    // Names are the specification's, in lower case, as the SDK compares them.
+    const upper = await sampler({ OTEL_TRACES_SAMPLER: 'ALWAYS_OFF' });
+    expect(upper.says).toMatch(
+      /OTEL_TRACES_SAMPLER=ALWAYS_OFF is not a sampler the SDK knows: it samples every trace/,
+    );
+
+    await expect(
+      sampler({ OTEL_TRACES_SAMPLER: 'traceidratio', OTEL_TRACES_SAMPLER_ARG: '0.25' }),
+    ).resolves.toMatchObject({
+      verdict: 'ok',
+      says: expect.stringMatching(/; sampler traceidratio 0\.25; .*; it takes an export$/),
+    });
+    await expect(sampler({ OTEL_TRACES_SAMPLER: 'always_off' })).resolves.toMatchObject({
+      verdict: 'ok',
+      says: expect.stringMatching(/; sampler always_off; .*; it takes an export$/),
+    });
+  });
+
   it('in `cards-sync doctor` as an operator runs it, with tracing on: the line, the vendor key sent and never printed', async () => {
     const run = await runCli(['doctor'], {
       DATABASE_URL: database.url,

@@ -3,6 +3,7 @@ import { OTLPTraceExporter as JsonTraceExporter } from '@opentelemetry/exporter-
 import { OTLPTraceExporter as ProtoTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
 import { convertLegacyHttpOptions } from '@opentelemetry/otlp-exporter-base/node-http';
 import { core } from '@opentelemetry/sdk-node';
+import { createSamplerFromEnv } from '@opentelemetry/sdk-node/build/src/create-from-env.js';
 
 // What `cards-sync doctor` asks of tracing when it is on: the exporter the SDK builds from the
 // standard variables, sent an export of no span. Loaded only then (src/commands/doctor-tracing.ts
@@ -23,6 +24,36 @@ export interface ExportProbe {
   otlp: boolean;
   /** undefined when the export was taken; else the HTTP status or the error's code. Never a message. */
   refused?: string;
+}
+
+/** The sampler the SDK builds from OTEL_TRACES_SAMPLER(_ARG): its specification name, and its ratio when it has one. */
+export interface SamplerInEffect {
+  name: string;
+  ratio?: number;
+}
+
+const SAMPLER_NAMES: Record<string, string> = {
+  AlwaysOnSampler: 'always_on',
+  AlwaysOffSampler: 'always_off',
+  TraceIdRatioBased: 'traceidratio',
+};
+
+/**
+ * The sampler the worker's SDK uses, built by @opentelemetry/sdk-node's own function from the
+ * process's environment (it reads process.env itself), so that what doctor says is what the SDK
+ * falls back to: an unknown name is no sampler, and the TracerProvider then uses its default
+ * (parentbased_always_on); a ratio that is not a number in [0, 1] is 1.
+ */
+export function samplerInEffect(): SamplerInEffect {
+  const sampler = createSamplerFromEnv();
+  // The samplers hold their settings privately; their toString() names the class and the ratio.
+  const text = sampler?.toString() ?? 'ParentBased{root=AlwaysOnSampler}';
+  const m = /^(ParentBased\{root=)?(AlwaysOnSampler|AlwaysOffSampler|TraceIdRatioBased)(?:\{([^}]*)\})?/.exec(
+    text,
+  );
+  if (!m) return { name: text };
+  const name = `${m[1] ? 'parentbased_' : ''}${SAMPLER_NAMES[m[2]!]}`;
+  return m[3] === undefined ? { name } : { name, ratio: Number(m[3]) };
 }
 
 const set = (name: string): string | undefined => process.env[name]?.trim() || undefined;
