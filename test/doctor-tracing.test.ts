@@ -138,6 +138,9 @@ describe("doctor's tracing check", () => {
     expect(notHttp.says).toMatch(
       /to an endpoint that is not an http:\/\/ or https:\/\/ URL; .*\(ERR_INVALID_PROTOCOL\)/,
     );
+    expect(notHttp.says).toMatch(
+      /; OTEL_EXPORTER_OTLP_ENDPOINT has no scheme \(write http:\/\/collector:4318\): the SDK takes collector: for one and sends nothing$/,
+    );
 
     const protocol = await withOtel(
       { OTEL_EXPORTER_OTLP_ENDPOINT: url, OTEL_EXPORTER_OTLP_PROTOCOL: 'http' },
@@ -195,6 +198,37 @@ describe("doctor's tracing check", () => {
       verdict: 'ok',
       says: expect.stringMatching(/; sampler always_off; .*; it takes an export$/),
     });
+  });
+
+  it('says an endpoint without a scheme is not used, how to write it, and what the SDK sends to instead', async () => {
+    const port = url.slice('http://127.0.0.1:'.length);
+    const general = await withOtel({ OTEL_EXPORTER_OTLP_ENDPOINT: `127.0.0.1:${port}` }, () =>
+      tracingCheck(),
+    );
+    expect(general.verdict).toBe('WARN');
+    expect(general.says).toMatch(
+      new RegExp(
+        `^on: OTLP http/protobuf to localhost:4318/v1/traces; .*; OTEL_EXPORTER_OTLP_ENDPOINT is not used, it has no scheme \\(write http://127\\.0\\.0\\.1:${port}\\): the SDK sends traces to its default \\(localhost:4318\\) instead$`,
+      ),
+    );
+    expect(received).toEqual([]);
+
+    // The signal's own variable passed over: the general one is used, and the export reaches it.
+    const specific = await withOtel(
+      {
+        OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: `127.0.0.1:${port}/ingest/t0ken`,
+        OTEL_EXPORTER_OTLP_ENDPOINT: url,
+      },
+      () => tracingCheck(),
+    );
+    expect(specific).toEqual({
+      verdict: 'WARN',
+      name: 'tracing',
+      says:
+        `on: OTLP http/protobuf to 127.0.0.1:${port}/v1/traces; sampler parentbased_always_on; service cards-sync; it takes an export; ` +
+        `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is not used, it has no scheme (write http://127.0.0.1:${port}/…): the SDK sends traces to OTEL_EXPORTER_OTLP_ENDPOINT instead`,
+    });
+    expect(received.map((r) => r.path)).toEqual(['/v1/traces']);
   });
 
   it('in `cards-sync doctor` as an operator runs it, with tracing on: the line, the vendor key sent and never printed', async () => {

@@ -1,5 +1,5 @@
 import type { SamplerInEffect } from '../tracing/probe.js';
-import { isOtelVariable, tracingWanted } from '../tracing/wanted.js';
+import { endpointProblems, isOtelVariable, tracingWanted } from '../tracing/wanted.js';
 
 // `cards-sync doctor`'s tracing check: whether the standard OTEL_* variables turn tracing on, where
 // the traces go and whether that endpoint takes an export (src/tracing/probe.ts, loaded only
@@ -92,7 +92,8 @@ export async function tracingCheck(env: Env = process.env): Promise<TracingCheck
   const p = await probeExporter(PROBE_TIMEOUT_MS);
   const sampler = samplerOf(env, samplerInEffect());
   // What is wrong besides the export, each said after it: the line stays ok only without any.
-  const problems = sampler.problem === undefined ? [] : [sampler.problem];
+  // An endpoint the SDK passes over comes first: the endpoint shown is then the one used instead.
+  const problems = [...endpointProblems(env), ...(sampler.problem === undefined ? [] : [sampler.problem])];
   const line = (verdict: 'ok' | 'WARN', says: string): TracingCheck => ({
     verdict: problems.length > 0 ? 'WARN' : verdict,
     name: 'tracing',
