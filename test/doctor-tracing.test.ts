@@ -138,6 +138,9 @@ describe("doctor's tracing check", () => {
     expect(notHttp.says).toMatch(
       /to an endpoint that is not an http:\/\/ or https:\/\/ URL; .*\(ERR_INVALID_PROTOCOL\)/,
     );
+    expect(notHttp.says).toMatch(
+      /; OTEL_EXPORTER_OTLP_ENDPOINT has no scheme \(write http:\/\/collector:4318\): the SDK takes collector: for one and sends nothing$/,
+    );
 
     const protocol = await withOtel(
       { OTEL_EXPORTER_OTLP_ENDPOINT: url, OTEL_EXPORTER_OTLP_PROTOCOL: 'http' },
@@ -145,6 +148,87 @@ describe("doctor's tracing check", () => {
     );
     expect(protocol.verdict).toBe('WARN');
     expect(protocol.says).toMatch(/the protocol http is not one the SDK knows .*: it uses http\/protobuf$/);
+  });
+
+  it('warns when the sampler asked for is not the one in effect, naming the one the SDK falls back to', async () => {
+    const sampler = (vars: Record<string, string>) =>
+      withOtel({ OTEL_EXPORTER_OTLP_ENDPOINT: url, ...vars }, () => tracingCheck());
+
+    const unknown = await sampler({ OTEL_TRACES_SAMPLER: 'bogus' });
+    expect(unknown.verdict).toBe('WARN');
+    expect(unknown.says).toMatch(
+      /; sampler parentbased_always_on; .*; it takes an export; OTEL_TRACES_SAMPLER=bogus is not a sampler the SDK knows: it samples every trace \(parentbased_always_on\)$/,
+    );
+
+    const notNumber = await sampler({
+      OTEL_TRACES_SAMPLER: 'parentbased_traceidratio',
+      OTEL_TRACES_SAMPLER_ARG: 'abc',
+    });
+    expect(notNumber.verdict).toBe('WARN');
+    expect(notNumber.says).toMatch(
+      /; sampler parentbased_traceidratio 1; .*; OTEL_TRACES_SAMPLER_ARG=abc is not a ratio in \[0, 1\]: it samples every trace \(parentbased_traceidratio 1\)$/,
+    );
+
+    const outOfRange = await sampler({ OTEL_TRACES_SAMPLER: 'traceidratio', OTEL_TRACES_SAMPLER_ARG: '10' });
+    expect(outOfRange.verdict).toBe('WARN');
+    expect(outOfRange.says).toMatch(
+      /OTEL_TRACES_SAMPLER_ARG=10 is not a ratio in \[0, 1\]: it samples every trace \(traceidratio 1\)$/,
+    );
+
+    // A ratio without the sampler that reads it: the SDK keeps everything.
+    const unused = await sampler({ OTEL_TRACES_SAMPLER_ARG: '0.1' });
+    expect(unused.verdict).toBe('WARN');
+    expect(unused.says).toMatch(
+      /OTEL_TRACES_SAMPLER_ARG=0\.1 is not used: parentbased_always_on takes no ratio \(parentbased_traceidratio does\): it samples every trace$/,
+    );
+
+    // Names are the specification's, in lower case, as the SDK compares them.
+    const upper = await sampler({ OTEL_TRACES_SAMPLER: 'ALWAYS_OFF' });
+    expect(upper.says).toMatch(
+      /OTEL_TRACES_SAMPLER=ALWAYS_OFF is not a sampler the SDK knows: it samples every trace/,
+    );
+
+    await expect(
+      sampler({ OTEL_TRACES_SAMPLER: 'traceidratio', OTEL_TRACES_SAMPLER_ARG: '0.25' }),
+    ).resolves.toMatchObject({
+      verdict: 'ok',
+      says: expect.stringMatching(/; sampler traceidratio 0\.25; .*; it takes an export$/),
+    });
+    await expect(sampler({ OTEL_TRACES_SAMPLER: 'always_off' })).resolves.toMatchObject({
+      verdict: 'ok',
+      says: expect.stringMatching(/; sampler always_off; .*; it takes an export$/),
+    });
+  });
+
+  it('says an endpoint without a scheme is not used, how to write it, and what the SDK sends to instead', async () => {
+    const port = url.slice('http://127.0.0.1:'.length);
+    const general = await withOtel({ OTEL_EXPORTER_OTLP_ENDPOINT: `127.0.0.1:${port}` }, () =>
+      tracingCheck(),
+    );
+    expect(general.verdict).toBe('WARN');
+    expect(general.says).toMatch(
+      new RegExp(
+        `^on: OTLP http/protobuf to localhost:4318/v1/traces; .*; OTEL_EXPORTER_OTLP_ENDPOINT is not used, it has no scheme \\(write http://127\\.0\\.0\\.1:${port}\\): the SDK sends traces to its default \\(localhost:4318\\) instead$`,
+      ),
+    );
+    expect(received).toEqual([]);
+
+    // The signal's own variable passed over: the general one is used, and the export reaches it.
+    const specific = await withOtel(
+      {
+        OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: `127.0.0.1:${port}/ingest/t0ken`,
+        OTEL_EXPORTER_OTLP_ENDPOINT: url,
+      },
+      () => tracingCheck(),
+    );
+    expect(specific).toEqual({
+      verdict: 'WARN',
+      name: 'tracing',
+      says:
+        `on: OTLP http/protobuf to 127.0.0.1:${port}/v1/traces; sampler parentbased_always_on; service cards-sync; it takes an export; ` +
+        `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is not used, it has no scheme (write http://127.0.0.1:${port}/…): the SDK sends traces to OTEL_EXPORTER_OTLP_ENDPOINT instead`,
+    });
+    expect(received.map((r) => r.path)).toEqual(['/v1/traces']);
   });
 
   it('in `cards-sync doctor` as an operator runs it, with tracing on: the line, the vendor key sent and never printed', async () => {

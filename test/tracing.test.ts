@@ -262,6 +262,25 @@ describe('tracing on', () => {
     expect(retried.trace_id).toBe(traceId);
   });
 
+  it('a worker says at start, in one line, that an endpoint without a scheme is not used', async () => {
+    const q = setup();
+    const run = await runCli(['worker', '--exit-when-idle'], {
+      ...q.env,
+      OTEL_EXPORTER_OTLP_ENDPOINT: '127.0.0.1:4830',
+    });
+    expect(run.code, run.stderr).toBe(0);
+    const lines = run.stderr
+      .split('\n')
+      .filter((l) => l.includes('OTEL_EXPORTER_OTLP'))
+      .map((l) => JSON.parse(l) as { level: number; msg: string });
+    expect(lines).toEqual([
+      expect.objectContaining({
+        level: 40,
+        msg: 'tracing: OTEL_EXPORTER_OTLP_ENDPOINT is not used, it has no scheme (write http://127.0.0.1:4830): the SDK sends traces to its default (localhost:4318) instead',
+      }),
+    ]);
+  });
+
   it('POST /api/resync continues its caller’s trace (W3C traceparent)', async () => {
     const q = setup();
     const serve = startCli(['serve'], { ...q.env, ...tracingEnv(), ADMIN_PORT: '0', ADMIN_TOKEN });

@@ -19,6 +19,7 @@ import { startLedgerMaintenance } from '../ledger/maintenance.js';
 import { createLogger } from '../logger.js';
 import { createMetrics } from '../metrics.js';
 import { onShutdown } from '../shutdown.js';
+import { endpointProblems, tracingWanted } from '../tracing/wanted.js';
 import { packageVersion } from '../version.js';
 import { ensureRedis, type Io } from './common.js';
 import { startAdmin } from './serve.js';
@@ -45,6 +46,10 @@ export async function cmdWorker(config: Config, io: Io, opts: WorkerCliOptions):
   const tokens = requireCardTokens(config.tokens);
   const concurrency = opts.concurrency ?? config.syncConcurrency;
   const logger = createLogger({ level: config.logLevel });
+  // An OTLP endpoint the SDK passes over in silence (`127.0.0.1:4318`, no scheme) would leave the
+  // worker's traces going elsewhere or nowhere with nothing said: one line at start says so.
+  const endpoints = tracingWanted(io.env) ? endpointProblems(io.env) : [];
+  if (endpoints.length > 0) logger.warn(`tracing: ${endpoints.join('; ')}`);
   const metrics = createMetrics();
   const known = knownMigration();
   await checkBeforeStart(config, logger, known);

@@ -1,8 +1,9 @@
 import { OTLPTraceExporter as GrpcTraceExporter } from '@opentelemetry/exporter-trace-otlp-grpc';
 import { OTLPTraceExporter as JsonTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { OTLPTraceExporter as ProtoTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
-import { convertLegacyHttpOptions } from '@opentelemetry/otlp-exporter-base/node-http';
 import { core } from '@opentelemetry/sdk-node';
+import { createSamplerFromEnv } from '@opentelemetry/sdk-node/build/src/create-from-env.js';
+import { codeOf, exporterNames, otlpProtocol, otlpUrl } from './exporter-env.js';
 
 // What `cards-sync doctor` asks of tracing when it is on: the exporter the SDK builds from the
 // standard variables, sent an export of no span. Loaded only then (src/commands/doctor-tracing.ts
@@ -25,7 +26,35 @@ export interface ExportProbe {
   refused?: string;
 }
 
-const set = (name: string): string | undefined => process.env[name]?.trim() || undefined;
+/** The sampler the SDK builds from OTEL_TRACES_SAMPLER(_ARG): its specification name, and its ratio when it has one. */
+export interface SamplerInEffect {
+  name: string;
+  ratio?: number;
+}
+
+const SAMPLER_NAMES: Record<string, string> = {
+  AlwaysOnSampler: 'always_on',
+  AlwaysOffSampler: 'always_off',
+  TraceIdRatioBased: 'traceidratio',
+};
+
+/**
+ * The sampler the worker's SDK uses, built by @opentelemetry/sdk-node's own function from the
+ * process's environment (it reads process.env itself), so that what doctor says is what the SDK
+ * falls back to: an unknown name is no sampler, and the TracerProvider then uses its default
+ * (parentbased_always_on); a ratio that is not a number in [0, 1] is 1.
+ */
+export function samplerInEffect(): SamplerInEffect {
+  const sampler = createSamplerFromEnv();
+  // The samplers hold their settings privately; their toString() names the class and the ratio.
+  const text = sampler?.toString() ?? 'ParentBased{root=AlwaysOnSampler}';
+  const m = /^(ParentBased\{root=)?(AlwaysOnSampler|AlwaysOffSampler|TraceIdRatioBased)(?:\{([^}]*)\})?/.exec(
+    text,
+  );
+  if (!m) return { name: text };
+  const name = `${m[1] ? 'parentbased_' : ''}${SAMPLER_NAMES[m[2]!]}`;
+  return m[3] === undefined ? { name } : { name, ratio: Number(m[3]) };
+}
 
 /** An endpoint for a line of doctor's output: no user, password or query, and a path only of the standard shape. */
 function shown(url: string): string {
@@ -38,38 +67,16 @@ function shown(url: string): string {
   }
 }
 
-/** The error of a failed export, as a code: an HTTP or gRPC status, or a system error's code. */
-function codeOf(error: unknown, protocol: string): string {
-  const e = error as { code?: unknown; cause?: { code?: unknown }; name?: string } | undefined;
-  if (typeof e?.code === 'number') return `${protocol === 'grpc' ? 'gRPC status' : 'HTTP'} ${e.code}`;
-  if (typeof e?.code === 'string' && /^[A-Z_0-9]+$/.test(e.code)) return e.code;
-  if (typeof e?.cause?.code === 'string') return e.cause.code;
-  return e?.name ?? 'Error';
-}
-
 /**
  * Builds the SDK's trace exporter as the process's environment configures it (the SDK reads
  * process.env itself) and sends it an export of no span.
  */
 export async function probeExporter(timeoutMillis: number): Promise<ExportProbe> {
-  // As @opentelemetry/sdk-node reads OTEL_TRACES_EXPORTER and the protocol (getSpanProcessorsFromEnv).
-  const list = [...new Set((process.env.OTEL_TRACES_EXPORTER ?? '').split(',').map((s) => s.trim()))].filter(
-    (s) => s !== '' && s !== 'null',
-  );
-  const names = list.length === 0 || (list.length > 1 && list.includes('none')) ? ['otlp'] : list;
+  const names = exporterNames();
   const others = names.filter((n) => n !== 'otlp');
-  const asked = set('OTEL_EXPORTER_OTLP_TRACES_PROTOCOL') ?? set('OTEL_EXPORTER_OTLP_PROTOCOL');
-  const supported = asked === undefined || ['grpc', 'http/json', 'http/protobuf'].includes(asked);
-  const protocol = supported ? (asked ?? 'http/protobuf') : 'http/protobuf';
-  const endpoint =
-    protocol === 'grpc'
-      ? shown(
-          set('OTEL_EXPORTER_OTLP_TRACES_ENDPOINT') ??
-            set('OTEL_EXPORTER_OTLP_ENDPOINT') ??
-            'http://localhost:4317',
-        )
-      : shown(convertLegacyHttpOptions({}, 'TRACES', 'v1/traces', {}).url);
-  const base = { protocol, ...(supported ? {} : { unsupported: asked }), endpoint, others };
+  const { protocol, unsupported } = otlpProtocol();
+  const endpoint = shown(otlpUrl(protocol));
+  const base = { protocol, ...(unsupported === undefined ? {} : { unsupported }), endpoint, others };
   if (!names.includes('otlp')) return { ...base, otlp: false };
   const exporter =
     protocol === 'grpc'

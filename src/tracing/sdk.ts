@@ -82,3 +82,27 @@ export function createSdk(env: NodeJS.ProcessEnv, version: string): NodeSDK {
     instrumentations: instrumentations(env.CARDS_API_BASE_URL),
   });
 }
+
+/**
+ * Starts the SDK. With `exportTimeoutMs`, its trace exporters give up an export after that long,
+ * retries included, instead of the SDK's 10 s: a short command's last export then cannot hold it
+ * when the Collector is down (docs/operations.md, Tracing). The exporters read their timeout from
+ * the environment when start() builds them and only then, so the variable is set for that moment
+ * and put back after (a lower value set by the operator is kept).
+ */
+export function startSdk(sdk: NodeSDK, env: NodeJS.ProcessEnv, exportTimeoutMs?: number): void {
+  if (exportTimeoutMs === undefined) {
+    sdk.start();
+    return;
+  }
+  const name = 'OTEL_EXPORTER_OTLP_TRACES_TIMEOUT';
+  const saved = env[name];
+  const asked = Number(saved?.trim() || env.OTEL_EXPORTER_OTLP_TIMEOUT?.trim() || Number.NaN);
+  env[name] = String(asked > 0 && asked < exportTimeoutMs ? asked : exportTimeoutMs);
+  try {
+    sdk.start();
+  } finally {
+    if (saved === undefined) delete env[name];
+    else env[name] = saved;
+  }
+}
