@@ -67,6 +67,9 @@ describe('the webhooks view', () => {
     expect(section).toContain(`action="/admin/webhooks/${seeded.id}/replay"`);
     expect(section).toContain(`name="_csrf" value="${CSRF}"`);
     expect(section).toMatch(/name="since" value="\d{4}-\d\d-\d\dT[\d:.]+Z"/);
+    // A replay carries the events' own ids (docs/webhooks.md), and the page says so.
+    expect(section).toContain("each with the event's own id as its webhook-id, the same as before");
+    expect(section).not.toContain('its own webhook-id');
   });
 
   it('shows a disabled endpoint with its reason', async () => {

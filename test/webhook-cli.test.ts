@@ -181,8 +181,13 @@ describe('cards-sync webhooks', () => {
       ]);
       expect(replay.code).toBe(0);
       expect(replay.stdout).toMatch(/2 events queued again/);
+      // What it says of the ids is what is sent: the events' own, as on their first delivery.
+      expect(replay.stdout).toContain(`(${first} … ${whileOff})`);
+      expect(replay.stdout).toContain("the event's own id as its webhook-id, the same as before");
+      expect(replay.stdout).not.toMatch(/its own webhook-id|tell a repeat/);
       await waitFor('the replayed deliveries', async () => receiver.received.length >= 4);
       expect(receiver.received.slice(2).map((r) => r.headers['webhook-id'])).toEqual([first, whileOff]);
+      expect(receiver.received.slice(2).map((r) => JSON.parse(r.body).id)).toEqual([first, whileOff]);
     } finally {
       await loop.stop(2000);
       await sender.close();

@@ -90,7 +90,7 @@ function replayForm(v: EndpointView, csrf: string | null): string {
   const hint =
     v.oldestDeadAt === null
       ? 'No dead letters. To send events again, give an ISO time (2026-11-26T10:00:00Z) or a change-feed cursor.'
-      : `Sends again every event from just before its oldest dead letter (${esc(since)}), each with its own webhook-id: a receiver deduplicates on it.`;
+      : `Sends again every event from just before its oldest dead letter (${esc(since)}), each with the event's own id as its webhook-id, the same as before: a receiver that deduplicates on it drops the ones it already has.`;
   return (
     `<form class="replay-form" id="replay-${id}" method="post" action="/admin/webhooks/${id}/replay">${csrfField(csrf)}` +
     `<label>Replay from <input type="text" name="since" value="${esc(since)}" placeholder="ISO time or feed cursor" required></label> ` +

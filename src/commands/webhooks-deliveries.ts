@@ -68,8 +68,15 @@ export async function cmdWebhooksReplay(
     );
     return done;
   });
+  const n = outcome.replayed;
+  const ids =
+    outcome.firstEventId === null
+      ? ''
+      : n === 1
+        ? ` (${outcome.firstEventId})`
+        : ` (${outcome.firstEventId} … ${outcome.lastEventId})`;
   io.out(
-    `endpoint ${o.id}: ${outcome.replayed} event${outcome.replayed === 1 ? '' : 's'} queued again from ${outcome.from} (each with its own webhook-id, so a receiver can tell a repeat)`,
+    `endpoint ${o.id}: ${n} event${n === 1 ? '' : 's'} queued again from ${outcome.from}${ids}; each is sent with the event's own id as its webhook-id, the same as before, so a receiver that deduplicates on it drops the ones it already has (docs/webhooks.md#replays-and-deduplication)`,
   );
   return 0;
 }
