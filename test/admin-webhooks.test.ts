@@ -4,6 +4,7 @@ import { adminActions } from '../db/schema.js';
 import { CSRF, READ_TOKEN, useAdminApp } from './admin-client.js';
 import { ADMIN_TOKEN } from './fixtures.js';
 import { useTestDatabase } from './helpers.js';
+import { emit } from './webhook-events.js';
 import {
   DESCRIPTION,
   deliveriesOf,
@@ -57,7 +58,8 @@ describe('the webhooks view', () => {
     expect(section).toContain('&lt;script&gt;alert(1)&lt;/script&gt; upstream broke');
     expect(section).toMatch(/<dd class="state"><span class="alert">FAILING<\/span> since/);
     expect(section).toMatch(/<dd class="dead-letters">2<\/dd>/);
-    expect(section).toMatch(/<dd class="pending">1<\/dd>/);
+    expect(section).toMatch(/<dd class="pending"[^>]*>1<\/dd>/);
+    expect(section).not.toContain('near-retention');
     expect(section).toMatch(/<dd class="lag" [^>]*>\d+ s<\/dd>/);
     for (const event of seeded.events) expect(section).toContain(event);
     const dead = section.slice(section.indexOf(`id="dead-${seeded.id}"`));
@@ -79,6 +81,28 @@ describe('the webhooks view', () => {
     );
     const html = await (await get('/admin/webhooks')).text();
     expect(html).toContain('<span class="alert">disabled</span>: gone &lt;b&gt;410&lt;/b&gt;');
+  });
+
+  it('counts what waits for a disabled endpoint, and says in red when its oldest waiting event nears the retention', async () => {
+    await pool().query(
+      "update webhook_endpoints set enabled = false, disabled_reason = 'by an operator' where id = $1",
+      [seeded.id],
+    );
+    const [old] = await emit(pool(), subscriber, 3);
+    // 25 days old: past 80% of the default retention of 30 days.
+    await pool().query(
+      "update change_events set created_at = created_at - interval '25 days' where 'evt_' || id::text = $1",
+      [old],
+    );
+    const html = await (await get('/admin/webhooks')).text();
+    const section = html.slice(html.indexOf(`id="endpoint-${seeded.id}"`));
+    // Its pending delivery, and the three events it has not taken while disabled.
+    expect(section).toMatch(/<dd class="pending"[^>]*>4<\/dd>/);
+    const lag = Number(/<dd class="lag" [^>]*>(\d+) s<\/dd>/.exec(section)?.[1]);
+    expect(lag).toBeGreaterThanOrEqual(25 * 86_400);
+    expect(section).toContain(
+      `<p class="alert near-retention" id="near-retention-${seeded.id}">EVENTS NEAR RETENTION: its oldest waiting event is 25.0 days old, and events older than 30 days (CHANGE_EVENTS_RETENTION_DAYS) are dropped unseen; enable it before then (cards-sync webhooks enable ${seeded.id})</p>`,
+    );
   });
 
   it('the reader sees the page without a form or the CSRF value', async () => {

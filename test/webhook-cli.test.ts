@@ -212,6 +212,9 @@ describe('cards-sync webhooks', () => {
         url: `${receiver.url}/hook`,
         enabled: true,
         lagSeconds: expect.any(Number),
+        pending: 1,
+        pendingCapped: false,
+        nearRetention: false,
         failing: false,
         deadLetters: 1,
         disabledReason: null,
@@ -221,7 +224,7 @@ describe('cards-sync webhooks', () => {
     expect(status.stdout).not.toContain('token=abc');
     const text = await cli(['status'], { REDIS_URL: inject('redisUrl') });
     expect(text.stdout).toMatch(
-      new RegExp(`${endpointId} ${receiver.url}/hook: ok, lag \\d+s, dead letters 1`),
+      new RegExp(`${endpointId} ${receiver.url}/hook: ok, pending 1, lag \\d+s, dead letters 1`),
     );
 
     const exposed = await databaseGauges(database.handle.db);
@@ -229,5 +232,99 @@ describe('cards-sync webhooks', () => {
     expect(exposed).toMatch(
       new RegExp(`cards_sync_webhook_lag_seconds\\{endpoint="${endpointId}"\\} (89|9\\d)`),
     );
+  });
+
+  it('a disabled endpoint is not up to date: list, status and /metrics count what waits for it, loud near the retention', async () => {
+    const pool = database.handle.pool;
+    // Nothing delivers here: every endpoint keeps what waits for it.
+    await pool.query('update webhook_endpoints set enabled = false');
+    const added = await cli(['webhooks', 'add', `${receiver.url}/off`]);
+    const id = Number(/webhook endpoint (\d+) added/.exec(added.stdout)?.[1]);
+    const filtered = await cli([
+      'webhooks',
+      'add',
+      `${receiver.url}/removed-only`,
+      '--types',
+      'card.removed',
+    ]);
+    const removedOnly = Number(/webhook endpoint (\d+) added/.exec(filtered.stdout)?.[1]);
+    expect((await cli(['webhooks', 'disable', String(id)])).code).toBe(0);
+    expect((await cli(['webhooks', 'disable', String(removedOnly)])).code).toBe(0);
+    const waiting = await emit(pool, 31, 3);
+    // The first of them written 20 hours ago: past 80% of a one-day retention (19.2 h).
+    await pool.query(
+      "update change_events set created_at = created_at - interval '20 hours' where 'evt_' || id::text = $1",
+      [waiting[0]],
+    );
+    const env = { CHANGE_EVENTS_RETENTION_DAYS: '1', REDIS_URL: inject('redisUrl') };
+
+    const listed = JSON.parse((await cli(['webhooks', 'list', '--json'], env)).stdout) as {
+      id: number;
+      pending: number;
+      pendingCapped: boolean;
+      lagSeconds: number;
+      nearRetention: boolean;
+    }[];
+    const entry = listed.find((e) => e.id === id)!;
+    expect(entry).toMatchObject({ enabled: false, pending: 3, pendingCapped: false, nearRetention: true });
+    expect(entry.lagSeconds).toBeGreaterThanOrEqual(20 * 3600);
+    expect(entry.lagSeconds).toBeLessThan(21 * 3600);
+    // It takes only card.removed: the card.added events do not wait for it.
+    expect(listed.find((e) => e.id === removedOnly)).toMatchObject({
+      pending: 0,
+      lagSeconds: 0,
+      nearRetention: false,
+    });
+    const text = await cli(['webhooks', 'list'], env);
+    expect(text.stdout).toMatch(
+      new RegExp(`${id} .* disabled: disabled by an operator  pending 3  lag \\d+s`),
+    );
+    expect(text.stdout).toContain(
+      `EVENTS NEAR RETENTION: its oldest waiting event is 0.8 days old, and events older than 1 days (CHANGE_EVENTS_RETENTION_DAYS) are dropped unseen; enable it before then (cards-sync webhooks enable ${id})`,
+    );
+
+    const status = JSON.parse((await cli(['status', '--json'], env)).stdout).webhooks;
+    expect(status.find((e: { id: number }) => e.id === id)).toMatchObject({
+      enabled: false,
+      pending: 3,
+      nearRetention: true,
+      lagSeconds: expect.toSatisfy((n: number) => n >= 20 * 3600 && n < 21 * 3600),
+    });
+    expect((await cli(['status'], env)).stdout).toMatch(
+      new RegExp(
+        `${id} ${receiver.url}/off: disabled, pending 3, lag \\d+s, dead letters 0\n    EVENTS NEAR RETENTION`,
+      ),
+    );
+
+    const exposed = await databaseGauges(database.handle.db);
+    const lag = Number(
+      new RegExp(`cards_sync_webhook_lag_seconds\\{endpoint="${id}"\\} (\\d+)`).exec(exposed)?.[1],
+    );
+    expect(lag).toBeGreaterThanOrEqual(20 * 3600);
+    expect(exposed).toContain('cards_sync_change_events_retention_seconds 2592000');
+
+    // A card.removed event waits for the filtered one.
+    await emit(pool, 31, 1, 'card.removed');
+    expect(
+      JSON.parse((await cli(['webhooks', 'list', '--json'], env)).stdout).find(
+        (e: { id: number }) => e.id === removedOnly,
+      ),
+    ).toMatchObject({ pending: 1, nearRetention: false });
+  });
+
+  it('counts at most 10,000 waiting events of each kind, and says more may wait', async () => {
+    const pool = database.handle.pool;
+    await pool.query(
+      `insert into change_events (subscriber_id, created_at, aggregatetype, aggregateid, type, payload)
+       select 32, now(), 'subscriber', '32', 'card.added', '{}'::jsonb from generate_series(1, 10001)`,
+    );
+    const listed = JSON.parse((await cli(['webhooks', 'list', '--json'])).stdout) as {
+      types: string[] | null;
+      pending: number;
+      pendingCapped: boolean;
+    }[];
+    const all = listed.find((e) => e.types === null && e.pending >= 10_000)!;
+    expect(all).toMatchObject({ pending: 10_000, pendingCapped: true });
+    expect((await cli(['webhooks', 'list'])).stdout).toContain('pending 10000+');
   });
 });

@@ -1,6 +1,6 @@
 import type { DeliveryReport } from '../events/deliveries-report.js';
 import type { EndpointRow } from '../events/endpoints-sql.js';
-import { urlWithoutQuery } from '../events/webhooks-status.js';
+import { nearRetention, nearRetentionText, pendingText, urlWithoutQuery } from '../events/webhooks-status.js';
 import { csrfField } from './csrf.js';
 import { esc, layout, readOnlyNote, time } from './html.js';
 
@@ -98,17 +98,20 @@ function replayForm(v: EndpointView, csrf: string | null): string {
   );
 }
 
-function endpointSection(v: EndpointView, csrf: string | null): string {
+function endpointSection(v: EndpointView, csrf: string | null, retentionDays: number): string {
   const e = v.endpoint;
+  const near = nearRetention(e.lagSeconds, retentionDays)
+    ? `<p class="alert near-retention" id="near-retention-${e.id}">${esc(nearRetentionText(e, retentionDays))}</p>\n`
+    : '';
   return `<section class="endpoint" id="endpoint-${e.id}" data-endpoint="${e.id}">
 <h2>Endpoint ${e.id}</h2>
-<dl>
+${near}<dl>
 <dt>URL</dt><dd class="url">${esc(urlWithoutQuery(e.url))}</dd>
 <dt>description</dt><dd class="description">${esc(e.description)}</dd>
 <dt>event types</dt><dd>${esc(e.eventTypes?.join(', ') ?? 'all')}</dd>
 <dt>state</dt><dd class="state">${state(e)}</dd>
-<dt>pending</dt><dd class="pending">${e.pending}</dd>
-<dt>lag</dt><dd class="lag" title="age of its oldest undelivered event">${e.lagSeconds} s</dd>
+<dt>pending</dt><dd class="pending" title="events not delivered yet, enabled or not (counted up to 10,000 of each kind)">${pendingText(e)}</dd>
+<dt>lag</dt><dd class="lag" title="age of its oldest undelivered event, enabled or not">${e.lagSeconds} s</dd>
 <dt>dead letters</dt><dd class="dead-letters">${e.deadLetters}</dd>
 </dl>
 ${replayForm(v, csrf)}
@@ -130,6 +133,8 @@ export interface WebhooksPageView {
   /** The forms' `_csrf`; null for the reader, whose page has no forms. */
   csrf: string | null;
   flash?: ReplayFlash | undefined;
+  /** `CHANGE_EVENTS_RETENTION_DAYS`: an endpoint whose oldest waiting event nears it is flagged. */
+  retentionDays: number;
 }
 
 export function renderWebhooksPage(view: WebhooksPageView): string {
@@ -138,7 +143,7 @@ export function renderWebhooksPage(view: WebhooksPageView): string {
       ? '<p class="alert">No webhook tables in this database: run `cards-sync migrate`.</p>'
       : view.endpoints.length === 0
         ? '<p id="no-endpoints">No webhook endpoints; add one with <code>cards-sync webhooks add URL</code>.</p>'
-        : view.endpoints.map((v) => endpointSection(v, view.csrf)).join('\n');
+        : view.endpoints.map((v) => endpointSection(v, view.csrf, view.retentionDays)).join('\n');
   const body = `<h1>Webhooks</h1>
 <p>Each endpoint, its latest deliveries and its dead letters (docs/webhooks.md). Secrets are never shown.</p>
 ${flashBlock(view.flash)}

@@ -4,6 +4,7 @@ import { listDeliveries, oldestDeadLetterAt } from '../events/deliveries-report.
 import { listEndpoints } from '../events/endpoints-sql.js';
 import { feedCursorAt } from '../events/fanout.js';
 import { replayEndpoint } from '../events/replay.js';
+import { DEFAULT_RETENTION_DAYS } from '../events/webhooks-status.js';
 import type { AdminDeps } from './app.js';
 import { auditRequest } from './audit.js';
 import { type AdminEnv, requireToken } from './auth.js';
@@ -59,6 +60,7 @@ export function registerWebhooksRoutes(app: Hono<AdminEnv>, deps: AdminDeps): vo
         endpoints: await readViews(),
         csrf: formToken(c.get('role'), deps.adminToken),
         flash: parseReplayFlash(c.req.query()),
+        retentionDays: deps.changeEventsRetentionDays ?? DEFAULT_RETENTION_DAYS,
       }),
     ),
   );

@@ -9,6 +9,7 @@ import {
 } from '../events/endpoints-sql.js';
 import { feedHead } from '../events/fanout.js';
 import { assertPublicUrl, WebhookAddressError } from '../events/ssrf.js';
+import { nearRetention, nearRetentionText, pendingText } from '../events/webhooks-status.js';
 import { formatTime } from '../time.js';
 import type { KeyRing } from '../tokens/keyring.js';
 import { auditCli } from './audit.js';
@@ -93,6 +94,8 @@ export async function cmdWebhooksList(config: Config, io: Io, o: { json: boolean
     failing: e.failingSince !== null,
     failingSince: e.failingSince?.toISOString() ?? null,
     pending: e.pending,
+    pendingCapped: e.pendingCapped,
+    nearRetention: nearRetention(e.lagSeconds, config.changeEventsRetentionDays),
     deadLetters: e.deadLetters,
     createdAt: e.createdAt.toISOString(),
   }));
@@ -111,9 +114,10 @@ export async function cmdWebhooksList(config: Config, io: Io, o: { json: boolean
         : 'enabled'
       : `disabled: ${e.disabledReason ?? ''}`;
     io.out(
-      `${e.id}  ${e.url}  types ${e.types?.join(',') ?? 'all'}  ${state}  pending ${e.pending}  lag ${e.lagSeconds}s  dead letters ${e.deadLetters}` +
+      `${e.id}  ${e.url}  types ${e.types?.join(',') ?? 'all'}  ${state}  pending ${pendingText(e)}  lag ${e.lagSeconds}s  dead letters ${e.deadLetters}` +
         (e.description === '' ? '' : `  "${e.description}"`),
     );
+    if (e.nearRetention) io.out(`    ${nearRetentionText(e, config.changeEventsRetentionDays)}`);
   }
   return 0;
 }

@@ -22,11 +22,23 @@ export interface EndpointRow {
   disabledReason: string | null;
   createdAt: Date;
   failingSince: Date | null;
+  /**
+   * Events waiting for it, enabled or not: its pending deliveries and the events of its types past
+   * its place in the feed (not taken yet: all of them while it is disabled). Counted up to
+   * {@link PENDING_COUNT_CAP} of each; `pendingCapped` then says more may wait.
+   */
   pending: number;
+  pendingCapped: boolean;
   deadLetters: number;
-  /** Age in seconds of the oldest undelivered event; 0 when none waits. */
+  /** Age in seconds of the oldest event waiting for it (as `pending` counts them); 0 when none waits. */
   lagSeconds: number;
 }
+
+/**
+ * Waiting events counted at most, of each kind: an endpoint disabled for days may have millions
+ * past its place, and `list`, `status`, the ops page and every scrape read this.
+ */
+export const PENDING_COUNT_CAP = 10_000;
 
 /** Adds an endpoint that takes events after `feedCursor`; returns its id and its secret (shown once). */
 export async function insertEndpoint(
@@ -59,16 +71,37 @@ export async function insertEndpoint(
   }
 }
 
+// What waits for each endpoint. Its pending deliveries (taken from the feed, retried or not yet
+// tried), and what the fan-out has not taken yet: the events past its place in the feed. A disabled
+// endpoint takes nothing, so everything written since it was disabled is there, not in deliveries.
+// The count reads at most PENDING_COUNT_CAP rows of each. The oldest waiting event is exact: the
+// oldest pending delivery's event time, and the first event of its types past its place, in the
+// feed's (commit) order, found by the feed's index (one probe per day partition unless it takes
+// only some types, when the events of other types before it are read too).
+const LIST = `select e.id, e.url, e.description, e.event_types, e.enabled, e.disabled_reason, e.created_at,
+       e.failing_since,
+       (select count(*) from (select 1 from webhook_deliveries d
+          where d.endpoint_id = e.id and d.status = 'pending' limit $1) p)::int as pending,
+       (select count(*) from webhook_deliveries d where d.endpoint_id = e.id and d.status = 'dead')::int as dead,
+       u.scanned, u.wanted,
+       coalesce(extract(epoch from now() - least(
+         (select min(d.event_at) from webhook_deliveries d where d.endpoint_id = e.id and d.status = 'pending'),
+         f.created_at)), 0)::float8 as lag
+     from webhook_endpoints e
+     cross join lateral (select split_part(e.feed_cursor, '-', 1)::xid8 as txid,
+                                split_part(e.feed_cursor, '-', 2)::bigint as seq) c
+     cross join lateral (
+       select count(*)::int as scanned,
+              count(*) filter (where e.event_types is null or x.type = any(e.event_types))::int as wanted
+       from (select ev.type from change_events ev where (ev.txid, ev.seq) > (c.txid, c.seq) limit $1) x) u
+     left join lateral (
+       select x.created_at from change_events x
+       where (x.txid, x.seq) > (c.txid, c.seq) and (e.event_types is null or x.type = any(e.event_types))
+       order by x.txid, x.seq limit 1) f on true
+     order by e.id`;
+
 export async function listEndpoints(db: Queryable): Promise<EndpointRow[]> {
-  const { rows } = await db.query(
-    `select e.id, e.url, e.description, e.event_types, e.enabled, e.disabled_reason, e.created_at,
-            e.failing_since,
-            (select count(*) from webhook_deliveries d where d.endpoint_id = e.id and d.status = 'pending')::int as pending,
-            (select count(*) from webhook_deliveries d where d.endpoint_id = e.id and d.status = 'dead')::int as dead,
-            coalesce(extract(epoch from now() - (select min(d.event_at) from webhook_deliveries d
-              where d.endpoint_id = e.id and d.status = 'pending')), 0)::float8 as lag
-     from webhook_endpoints e order by e.id`,
-  );
+  const { rows } = await db.query(LIST, [PENDING_COUNT_CAP]);
   return rows.map((r) => ({
     id: Number(r.id),
     url: r.url,
@@ -78,7 +111,8 @@ export async function listEndpoints(db: Queryable): Promise<EndpointRow[]> {
     disabledReason: r.disabled_reason,
     createdAt: r.created_at,
     failingSince: r.failing_since,
-    pending: r.pending,
+    pending: r.pending + r.wanted,
+    pendingCapped: r.pending >= PENDING_COUNT_CAP || r.scanned >= PENDING_COUNT_CAP,
     deadLetters: r.dead,
     lagSeconds: Math.max(0, Math.round(r.lag)),
   }));
