@@ -280,7 +280,7 @@ describe('cards-sync webhooks', () => {
       new RegExp(`${id} .* disabled: disabled by an operator  pending 3  lag \\d+s`),
     );
     expect(text.stdout).toContain(
-      `EVENTS NEAR RETENTION: its oldest waiting event is 0.8 days old, and events older than 1 days (CHANGE_EVENTS_RETENTION_DAYS) are dropped unseen; enable it before then (cards-sync webhooks enable ${id})`,
+      `EVENTS NEAR RETENTION: its oldest waiting event is 0.8 days old, and events older than 1 days (CHANGE_EVENTS_RETENTION_DAYS) are dropped unseen; enable it before then (cards-sync webhooks enable ${id}), or remove it if nobody wants them (cards-sync webhooks remove ${id})`,
     );
 
     const status = JSON.parse((await cli(['status', '--json'], env)).stdout).webhooks;
@@ -326,5 +326,72 @@ describe('cards-sync webhooks', () => {
     const all = listed.find((e) => e.types === null && e.pending >= 10_000)!;
     expect(all).toMatchObject({ pending: 10_000, pendingCapped: true });
     expect((await cli(['webhooks', 'list'])).stdout).toContain('pending 10000+');
+  });
+
+  it('remove takes an endpoint away: says what waited, audits it without a secret, keeps its deliveries readable; an unknown id exits 2', async () => {
+    const pool = database.handle.pool;
+    const added = await cli(['webhooks', 'add', `${receiver.url}/going?token=abc`]);
+    const id = Number(/webhook endpoint (\d+) added/.exec(added.stdout)?.[1]);
+    const secret = /(whsec_[A-Za-z0-9+/=]+)/.exec(added.stdout)![1]!;
+    await pool.query(
+      `insert into webhook_deliveries (endpoint_id, event_id, subscriber_id, type, event_at, body, status, attempts, finished_at)
+       values ($1, 'evt_sent_before', 41, 'card.added', now(), '{}', 'delivered', 1, now())`,
+      [id],
+    );
+    // No worker runs: these wait for it, not taken from the feed yet.
+    await emit(pool, 41, 2);
+
+    const removed = await cli(['webhooks', 'remove', String(id)]);
+    expect(removed.code).toBe(0);
+    expect(removed.stdout).toMatch(
+      new RegExp(
+        `^webhook endpoint ${id} removed: ${receiver.url}/going\\?…; 2 events \\(the oldest \\d+ s old\\) still waited for it and will not be sent\n`,
+      ),
+    );
+    expect(removed.stdout).toContain(
+      `its past deliveries stay readable (cards-sync webhooks deliveries ${id}) for 30 days (CHANGE_EVENTS_RETENTION_DAYS)`,
+    );
+    expect(removed.stdout + removed.stderr).not.toContain('token=abc');
+    const audit = await pool.query(
+      "select detail from admin_actions where action = 'webhooks_remove' and (detail->>'endpoint')::int = $1",
+      [id],
+    );
+    expect(audit.rows).toHaveLength(1);
+    expect(audit.rows[0].detail).toEqual({
+      endpoint: id,
+      url: `${receiver.url}/going`,
+      pending: 2,
+      pendingCapped: false,
+      lagSeconds: expect.any(Number),
+    });
+    expect(JSON.stringify(audit.rows)).not.toContain(secret.slice(6, 20));
+
+    const listed = JSON.parse((await cli(['webhooks', 'list', '--json'])).stdout) as { id: number }[];
+    expect(listed.map((e) => e.id)).not.toContain(id);
+    const status = JSON.parse((await cli(['status', '--json'], { REDIS_URL: inject('redisUrl') })).stdout);
+    expect(status.webhooks.map((e: { id: number }) => e.id)).not.toContain(id);
+    // Its past deliveries stay readable.
+    const deliveries = await cli(['webhooks', 'deliveries', String(id), '--json']);
+    expect(deliveries.code).toBe(0);
+    expect(JSON.parse(deliveries.stdout).map((d: { eventId: string }) => d.eventId)).toEqual([
+      'evt_sent_before',
+    ]);
+    const text = await cli(['webhooks', 'deliveries', String(id)]);
+    expect(text.stdout).toMatch(new RegExp(`^endpoint ${id} was removed at .*; what it was sent:\n`));
+
+    for (const [args, message] of [
+      [['webhooks', 'remove', String(id)], new RegExp(`webhook endpoint ${id} was removed already, at `)],
+      [['webhooks', 'remove', '999999'], /no webhook endpoint 999999; `cards-sync webhooks list` shows them/],
+      [['webhooks', 'remove', 'abc'], /an endpoint id is a whole number/],
+      [['webhooks', 'enable', String(id)], new RegExp(`no webhook endpoint ${id}`)],
+      [['webhooks', 'rotate-secret', String(id)], new RegExp(`no webhook endpoint ${id}`)],
+      [['webhooks', 'replay', String(id), '--since', '0-0'], new RegExp(`no webhook endpoint ${id}`)],
+    ] as const) {
+      const r = await cli([...args]);
+      expect({ args, code: r.code }).toEqual({ args, code: 2 });
+      expect(r.stderr).toMatch(message);
+    }
+    const help = await cli(['webhooks', '--help']);
+    expect(help.stdout).toMatch(/remove <id>\s+take an endpoint away/);
   });
 });

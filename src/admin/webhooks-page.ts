@@ -1,11 +1,17 @@
 import type { DeliveryReport } from '../events/deliveries-report.js';
 import type { EndpointRow } from '../events/endpoints-sql.js';
-import { nearRetention, nearRetentionText, pendingText, urlWithoutQuery } from '../events/webhooks-status.js';
+import {
+  nearRetention,
+  nearRetentionText,
+  pendingText,
+  urlWithoutQuery,
+  waitingText,
+} from '../events/webhooks-status.js';
 import { csrfField } from './csrf.js';
 import { esc, layout, readOnlyNote, time } from './html.js';
 
 // The ops page's webhooks view (`GET /admin/webhooks`): each endpoint with its state, lag and dead
-// letters, its latest deliveries and dead letters, and a replay form. Never a secret: the rows
+// letters, its latest deliveries and dead letters, a replay form and a remove button. Never a secret: the rows
 // read here hold none (the sealed secret is not selected), the URL loses its query string, and
 // every text (description, reason, excerpt) is escaped.
 
@@ -31,18 +37,29 @@ export interface EndpointView {
   oldestDeadAt: Date | null;
 }
 
-/** What `?done=replayed&endpoint=…&replayed=…` says; numbers only, so no text comes from the link. */
-export interface ReplayFlash {
-  endpoint: number;
-  replayed: number;
-}
+/**
+ * What the link after a form says: `?done=replayed&endpoint=…&replayed=…`, or
+ * `?done=removed&endpoint=…&pending=…&capped=0|1&lag=…`. Numbers only, so no text comes from the link.
+ */
+export type WebhooksFlash =
+  | { done: 'replayed'; endpoint: number; replayed: number }
+  | { done: 'removed'; endpoint: number; pending: number; pendingCapped: boolean; lagSeconds: number };
 
-export function parseReplayFlash(query: Record<string, string>): ReplayFlash | undefined {
+export function parseWebhooksFlash(query: Record<string, string>): WebhooksFlash | undefined {
   const n = (v: string | undefined) => (v !== undefined && /^\d{1,9}$/.test(v) ? Number(v) : undefined);
   const endpoint = n(query.endpoint);
-  const replayed = n(query.replayed);
-  if (query.done !== 'replayed' || endpoint === undefined || replayed === undefined) return undefined;
-  return { endpoint, replayed };
+  if (endpoint === undefined) return undefined;
+  if (query.done === 'replayed') {
+    const replayed = n(query.replayed);
+    return replayed === undefined ? undefined : { done: 'replayed', endpoint, replayed };
+  }
+  if (query.done === 'removed') {
+    const pending = n(query.pending);
+    const lagSeconds = n(query.lag);
+    if (pending === undefined || lagSeconds === undefined) return undefined;
+    return { done: 'removed', endpoint, pending, pendingCapped: query.capped === '1', lagSeconds };
+  }
+  return undefined;
 }
 
 /** The `since` a replay of an endpoint's dead letters starts from, as the form shows it. */
@@ -98,6 +115,20 @@ function replayForm(v: EndpointView, csrf: string | null): string {
   );
 }
 
+/**
+ * The remove button. Its confirmation needs no script (the pages run none): a checkbox the browser
+ * requires, saying what will not be sent, and the route refuses a post without it.
+ */
+function removeForm(e: EndpointRow, csrf: string | null): string {
+  if (csrf === null) return '';
+  const waiting = waitingText(e);
+  return (
+    `<form class="remove-form" id="remove-${e.id}" method="post" action="/admin/webhooks/${e.id}/remove">${csrfField(csrf)}` +
+    `<label><input type="checkbox" name="confirm" value="yes" required> Remove endpoint ${e.id}: ${esc(waiting)} waiting for it will not be sent</label> ` +
+    '<button type="submit">Remove endpoint</button></form>'
+  );
+}
+
 function endpointSection(v: EndpointView, csrf: string | null, retentionDays: number): string {
   const e = v.endpoint;
   const near = nearRetention(e.lagSeconds, retentionDays)
@@ -115,6 +146,7 @@ ${near}<dl>
 <dt>dead letters</dt><dd class="dead-letters">${e.deadLetters}</dd>
 </dl>
 ${replayForm(v, csrf)}
+${removeForm(e, csrf)}
 <h3>Latest deliveries</h3>
 ${deliveriesTable(v.latest, `latest-${e.id}`, 'No deliveries yet.')}
 <h3>Dead letters</h3>
@@ -122,8 +154,11 @@ ${deliveriesTable(v.dead, `dead-${e.id}`, 'No dead letters.')}
 </section>`;
 }
 
-function flashBlock(f: ReplayFlash | undefined): string {
+function flashBlock(f: WebhooksFlash | undefined): string {
   if (f === undefined) return '';
+  if (f.done === 'removed') {
+    return `<p id="flash" class="flash done" data-done="removed">Endpoint ${f.endpoint} removed: ${esc(waitingText(f))} still waited for it and will not be sent. Its past deliveries stay readable (<code>cards-sync webhooks deliveries ${f.endpoint}</code>) until the retention drops them.</p>`;
+  }
   return `<p id="flash" class="flash done" data-done="replayed">Endpoint ${f.endpoint}: ${f.replayed} event${f.replayed === 1 ? '' : 's'} queued again (replay).</p>`;
 }
 
@@ -132,7 +167,7 @@ export interface WebhooksPageView {
   endpoints: EndpointView[] | null;
   /** The forms' `_csrf`; null for the reader, whose page has no forms. */
   csrf: string | null;
-  flash?: ReplayFlash | undefined;
+  flash?: WebhooksFlash | undefined;
   /** `CHANGE_EVENTS_RETENTION_DAYS`: an endpoint whose oldest waiting event nears it is flagged. */
   retentionDays: number;
 }

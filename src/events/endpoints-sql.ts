@@ -98,10 +98,12 @@ const LIST = `select e.id, e.url, e.description, e.event_types, e.enabled, e.dis
        select x.created_at from change_events x
        where (x.txid, x.seq) > (c.txid, c.seq) and (e.event_types is null or x.type = any(e.event_types))
        order by x.txid, x.seq limit 1) f on true
+     where e.removed_at is null and ($2::bigint is null or e.id = $2)
      order by e.id`;
 
-export async function listEndpoints(db: Queryable): Promise<EndpointRow[]> {
-  const { rows } = await db.query(LIST, [PENDING_COUNT_CAP]);
+/** The endpoints that exist (not removed), or the one of them with id `only`. */
+export async function listEndpoints(db: Queryable, only: number | null = null): Promise<EndpointRow[]> {
+  const { rows } = await db.query(LIST, [PENDING_COUNT_CAP, only]);
   return rows.map((r) => ({
     id: Number(r.id),
     url: r.url,
@@ -118,7 +120,68 @@ export async function listEndpoints(db: Queryable): Promise<EndpointRow[]> {
   }));
 }
 
-/** Enables or disables an endpoint; false when there is none with that id. */
+/** What `webhooks remove` came to. */
+export type Removal =
+  | { removed: true; url: string; waiting: Pick<EndpointRow, 'pending' | 'pendingCapped' | 'lagSeconds'> }
+  | { removed: false; removedAt: Date }
+  | undefined;
+
+/**
+ * Takes an endpoint away (`webhooks remove`), in one transaction under its row lock (a fan-out or
+ * a replay of it waits): marked removed and disabled, its secrets erased, what waited for it read
+ * first (it will not be sent). Its deliveries stay, readable by id until the retention drops them
+ * (pruneRemovedEndpoints). Undefined when there is no such endpoint; `removed: false` when it was
+ * removed already.
+ */
+export async function removeEndpoint(pool: pg.Pool, id: number): Promise<Removal> {
+  const client = await pool.connect();
+  try {
+    await client.query('begin');
+    const { rows } = await client.query<{ url: string; removed_at: Date | null }>(
+      'select url, removed_at from webhook_endpoints where id = $1 for update',
+      [id],
+    );
+    const row = rows[0];
+    if (row === undefined || row.removed_at !== null) {
+      await client.query('rollback');
+      return row === undefined ? undefined : { removed: false, removedAt: row.removed_at! };
+    }
+    const [waiting] = await listEndpoints(client, id);
+    await client.query(
+      `update webhook_endpoints
+       set removed_at = now(), enabled = false, disabled_at = coalesce(disabled_at, now()),
+           disabled_reason = 'removed', secret = '', previous_secret = null, previous_secret_expires_at = null
+       where id = $1`,
+      [id],
+    );
+    await client.query('commit');
+    return {
+      removed: true,
+      url: row.url,
+      waiting: {
+        pending: waiting?.pending ?? 0,
+        pendingCapped: waiting?.pendingCapped ?? false,
+        lagSeconds: waiting?.lagSeconds ?? 0,
+      },
+    };
+  } catch (error) {
+    await client.query('rollback').catch(() => {});
+    throw error;
+  } finally {
+    client.release();
+  }
+}
+
+/** Whether an endpoint is still there (not removed): checked by each attempt just before it sends. */
+export async function endpointLive(db: Queryable, id: number): Promise<boolean> {
+  const { rows } = await db.query<{ live: boolean }>(
+    'select removed_at is null as live from webhook_endpoints where id = $1',
+    [id],
+  );
+  return rows[0]?.live === true;
+}
+
+/** Enables or disables an endpoint; false when there is none with that id (or it was removed). */
 export async function setEndpointEnabled(
   db: Queryable,
   id: number,
@@ -129,7 +192,7 @@ export async function setEndpointEnabled(
     `update webhook_endpoints
      set enabled = $2, disabled_reason = $3, disabled_at = case when $2 then null else now() end,
          failing_since = case when $2 then null else failing_since end
-     where id = $1`,
+     where id = $1 and removed_at is null`,
     [id, enabled, enabled ? null : reason],
   );
   return rowCount === 1;
@@ -149,7 +212,7 @@ export async function rotateEndpointSecret(
     `update webhook_endpoints
      set previous_secret = secret, secret = $2,
          previous_secret_expires_at = now() + $3 * interval '1 millisecond'
-     where id = $1`,
+     where id = $1 and removed_at is null`,
     [id, ring.sealSecret(context(id), secret), ROTATION_GRACE_MS],
   );
   return rowCount === 1 ? secret : undefined;
@@ -169,7 +232,7 @@ export async function endpointTarget(
 ): Promise<EndpointTarget | undefined> {
   const { rows } = await db.query(
     `select url, secret, case when previous_secret_expires_at > now() then previous_secret end as previous
-     from webhook_endpoints where id = $1`,
+     from webhook_endpoints where id = $1 and removed_at is null`,
     [id],
   );
   const r = rows[0];
@@ -193,7 +256,8 @@ export async function resealEndpointSecrets(
   try {
     await client.query('begin');
     const { rows } = await client.query(
-      'select id, secret, previous_secret from webhook_endpoints order by id for update',
+      // A removed endpoint's secrets are erased: nothing to re-seal.
+      'select id, secret, previous_secret from webhook_endpoints where removed_at is null order by id for update',
     );
     const current = (v: string | null) => v === null || v.startsWith(`ct1:${ring.primaryId}:`);
     for (const r of rows) {

@@ -27,7 +27,7 @@ export async function replayEndpoint(
   try {
     await client.query('begin');
     const { rows } = await client.query<{ feed_cursor: string; event_types: string[] | null }>(
-      'select feed_cursor, event_types from webhook_endpoints where id = $1 for update',
+      'select feed_cursor, event_types from webhook_endpoints where id = $1 and removed_at is null for update',
       [endpointId],
     );
     const endpoint = rows[0];

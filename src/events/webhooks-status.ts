@@ -83,6 +83,13 @@ export async function readWebhooksStatus(
   }
 }
 
+/** What still waited for an endpoint, for a person: `8 events (the oldest 45 s old)`. */
+export function waitingText(w: { pending: number; pendingCapped: boolean; lagSeconds: number }): string {
+  if (w.pending === 0) return 'nothing';
+  const n = `${w.pending}${w.pendingCapped ? ' or more' : ''}`;
+  return `${n} event${w.pending === 1 && !w.pendingCapped ? '' : 's'} (the oldest ${w.lagSeconds} s old)`;
+}
+
 /** `12`, or `10000+` when more may wait. */
 export const pendingText = (e: { pending: number; pendingCapped: boolean }) =>
   `${e.pending}${e.pendingCapped ? '+' : ''}`;
@@ -95,7 +102,7 @@ export function nearRetentionText(
   const days = (e.lagSeconds / 86_400).toFixed(1);
   const todo = e.enabled
     ? 'check that workers run and deliver to it (docs/runbooks.md#cardssyncwebhookeventsnearretention)'
-    : `enable it before then (cards-sync webhooks enable ${e.id})`;
+    : `enable it before then (cards-sync webhooks enable ${e.id}), or remove it if nobody wants them (cards-sync webhooks remove ${e.id})`;
   return `EVENTS NEAR RETENTION: its oldest waiting event is ${days} days old, and events older than ${retentionDays} days (CHANGE_EVENTS_RETENTION_DAYS) are dropped unseen; ${todo}`;
 }
 
