@@ -40,6 +40,8 @@ export interface Metrics {
   webhookDeadLetters: Gauge<'endpoint'>;
   /** 1 for an endpoint cards-sync disabled itself after it failed for days; 0 for the others. */
   webhookAutoDisabled: Gauge<'endpoint'>;
+  /** `CHANGE_EVENTS_RETENTION_DAYS` in seconds: how old the lag may grow before waiting events are dropped. */
+  changeEventsRetention: Gauge;
   /** Change events written with their change and committed, by type: `card.added`, … */
   changeEvents: Counter<'type'>;
 }
@@ -212,7 +214,7 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
     }),
     webhookLag: new Gauge({
       name: 'cards_sync_webhook_lag_seconds',
-      help: 'Age of the oldest undelivered event of each webhook endpoint (0 when none waits; read at scrape time)',
+      help: 'Age of the oldest undelivered event of each webhook endpoint, enabled or disabled (0 when none waits; read at scrape time)',
       labelNames: ['endpoint'] as const,
       registers: [registry],
     }),
@@ -226,6 +228,11 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
       name: 'cards_sync_webhook_endpoint_auto_disabled',
       help: 'Webhook endpoints cards-sync disabled after they failed for days (1), by endpoint id (read at scrape time)',
       labelNames: ['endpoint'] as const,
+      registers: [registry],
+    }),
+    changeEventsRetention: new Gauge({
+      name: 'cards_sync_change_events_retention_seconds',
+      help: 'CHANGE_EVENTS_RETENTION_DAYS of this process, in seconds: change events older than this are dropped, whether every webhook endpoint had them or not',
       registers: [registry],
     }),
     changeEvents: new Counter({

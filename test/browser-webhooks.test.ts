@@ -14,7 +14,8 @@ import {
 } from './webhook-page-fixture.js';
 
 // The ops page's webhooks view in Debian's Chromium: from the overview to an endpoint with dead
-// letters, the replay button, and the replays queued; the reader sees the page but cannot replay.
+// letters, the replay button, and the replays queued; the remove button behind its confirmation;
+// the reader sees the page but can neither replay nor remove.
 
 const ARTIFACTS = new URL('../test-artifacts/', import.meta.url).pathname;
 const READ_TOKEN = 'browser-webhooks-read-token-3e81c0';
@@ -49,6 +50,7 @@ describe('the webhooks view in a browser', () => {
     const endpoint = page.locator(`#endpoint-${seeded.id}`);
     await expect(endpoint.locator('.dead-letters').textContent()).resolves.toBe('2');
     expect(await page.getByRole('button', { name: 'Replay' }).count()).toBe(0);
+    expect(await page.getByRole('button', { name: 'Remove endpoint' }).count()).toBe(0);
     await expect(endpoint.locator('.read-only').textContent()).resolves.toContain(
       'you may look but not replay',
     );
@@ -106,6 +108,43 @@ describe('the webhooks view in a browser', () => {
     expect((await deliveriesOf(database.handle.pool, seeded.id)).filter((d) => d.replay)).toEqual(
       seeded.dead.map((eventId) => ({ eventId, status: 'pending', replay: true })),
     );
+    await context.close();
+  });
+
+  it('the operator removes an endpoint: the button does nothing until the confirmation is ticked, then it is gone', async () => {
+    const going = await seedWebhookEndpoint(database.handle.pool, 8102);
+    const context = await browser.newContext({ httpCredentials: { username: 'ops', password: ADMIN_TOKEN } });
+    const page = await context.newPage();
+    await page.goto(`${url}/admin/webhooks`);
+    const endpoint = page.locator(`#endpoint-${going.id}`);
+    const confirm = endpoint.getByRole('checkbox', {
+      name: /Remove endpoint \d+: 1 event .* will not be sent/,
+    });
+    // Unticked, the browser refuses to send the form.
+    await endpoint.getByRole('button', { name: 'Remove endpoint' }).click();
+    expect(
+      await confirm.evaluate(
+        (el) => (el as unknown as { validity: { valueMissing: boolean } }).validity.valueMissing,
+      ),
+    ).toBe(true);
+    expect(page.url()).toBe(`${url}/admin/webhooks`);
+    const { rows } = await database.handle.pool.query(
+      'select removed_at from webhook_endpoints where id = $1',
+      [going.id],
+    );
+    expect(rows[0].removed_at).toBeNull();
+
+    await confirm.check();
+    await endpoint.getByRole('button', { name: 'Remove endpoint' }).click();
+    await page.waitForURL(/\/admin\/webhooks\?done=removed&endpoint=\d+&pending=1&capped=0&lag=\d+$/);
+    await expect(page.locator('#flash').textContent()).resolves.toMatch(
+      new RegExp(
+        `^Endpoint ${going.id} removed: 1 event \\(the oldest \\d+ s old\\) still waited for it and will not be sent\\.`,
+      ),
+    );
+    expect(await page.locator(`#endpoint-${going.id}`).count()).toBe(0);
+    expect(await page.locator(`#endpoint-${seeded.id}`).count()).toBe(1);
+    await page.screenshot({ path: `${ARTIFACTS}ops-webhooks-removed.png`, fullPage: true });
     await context.close();
   });
 });

@@ -76,6 +76,8 @@ const DESIGN_COLUMNS: Record<string, string[]> = {
     'feed_cursor',
     'failing_since',
     'created_at',
+    // `webhooks remove` (migration 0030).
+    'removed_at',
   ],
   webhook_deliveries: [
     'id',

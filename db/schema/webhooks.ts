@@ -44,6 +44,12 @@ export const webhookEndpoints = pgTable(
     /** Since when no attempt has succeeded (null while it answers 2xx). */
     failingSince: tz('failing_since'),
     createdAt: tz('created_at').notNull().defaultNow(),
+    /**
+     * When `webhooks remove` took it away (migration 0030); null while it exists. A removed endpoint
+     * is disabled, its secrets are erased, and it is in no list; its deliveries stay readable until
+     * the retention drops them, then it goes too.
+     */
+    removedAt: tz('removed_at'),
   },
   (t) => [
     check('webhook_endpoints_url_http', sql`${t.url} ~ '^https?://'`),

@@ -52,6 +52,8 @@ export interface AdminDeps {
   adminReadToken?: string | undefined;
   /** BullMQ prefix, for status. */
   prefix: string;
+  /** `CHANGE_EVENTS_RETENTION_DAYS`: webhook endpoints whose waiting events near it are flagged. Default 30. */
+  changeEventsRetentionDays?: number;
 }
 
 async function withDeadline<T>(what: Promise<T>, ms: number): Promise<T> {

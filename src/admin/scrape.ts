@@ -7,7 +7,7 @@ import { bulkPauseKey } from '../../jobs/bulk-breaker.js';
 import { readPauseReason } from '../../jobs/queue.js';
 import { progressOf } from '../../jobs/refresh-plan.js';
 import { AUTO_DISABLED_REASON } from '../events/delivery-sql.js';
-import { readWebhooksStatus } from '../events/webhooks-status.js';
+import { DEFAULT_RETENTION_DAYS, readWebhooksStatus } from '../events/webhooks-status.js';
 import { fleetDisagreements } from '../fleet/format.js';
 import { fleetCounts, liveFleet } from '../fleet/registry.js';
 import { type Metrics, STALE_AFTER_HOURS } from '../metrics.js';
@@ -19,9 +19,10 @@ import type { AdminDeps } from './app.js';
  * than failing the scrape (the process metrics still come through).
  */
 export async function collectGauges(
-  deps: Pick<AdminDeps, 'db' | 'redis' | 'syncQueue' | 'metrics'>,
+  deps: Pick<AdminDeps, 'db' | 'redis' | 'syncQueue' | 'metrics' | 'changeEventsRetentionDays'>,
 ): Promise<void> {
   const m: Metrics = deps.metrics;
+  const retentionDays = deps.changeEventsRetentionDays ?? DEFAULT_RETENTION_DAYS;
   const prefix = deps.syncQueue.opts.prefix ?? 'bull';
   const [counts, lastRefresh, current, fresh, paused, workers, conflicts, bulkPause, model, fleet, webhooks] =
     await Promise.all([
@@ -38,7 +39,7 @@ export async function collectGauges(
       // REFRESH_MAX_AGE as the refresh's plan recorded it (7 days before there is one).
       readFreshness(deps.db.$client, 7 * 86_400_000).catch(() => undefined),
       liveFleet(deps.db.$client).catch(() => undefined),
-      readWebhooksStatus(deps.db.$client).catch(() => undefined),
+      readWebhooksStatus(deps.db.$client, retentionDays).catch(() => undefined),
     ]);
   if (fleet) {
     // Reset first: a release or role that left must not linger at its last count.
@@ -46,6 +47,7 @@ export async function collectGauges(
     for (const c of fleetCounts(fleet)) m.fleetProcesses.set({ version: c.version, role: c.role }, c.count);
     m.fleetSettingsDiffer.set(fleetDisagreements(fleet).length);
   }
+  m.changeEventsRetention.set(retentionDays * 86_400);
   if (webhooks) {
     // Reset first: an endpoint deleted must not linger at its last value.
     m.webhookLag.reset();

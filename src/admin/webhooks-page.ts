@@ -1,11 +1,17 @@
 import type { DeliveryReport } from '../events/deliveries-report.js';
 import type { EndpointRow } from '../events/endpoints-sql.js';
-import { urlWithoutQuery } from '../events/webhooks-status.js';
+import {
+  nearRetention,
+  nearRetentionText,
+  pendingText,
+  urlWithoutQuery,
+  waitingText,
+} from '../events/webhooks-status.js';
 import { csrfField } from './csrf.js';
 import { esc, layout, readOnlyNote, time } from './html.js';
 
 // The ops page's webhooks view (`GET /admin/webhooks`): each endpoint with its state, lag and dead
-// letters, its latest deliveries and dead letters, and a replay form. Never a secret: the rows
+// letters, its latest deliveries and dead letters, a replay form and a remove button. Never a secret: the rows
 // read here hold none (the sealed secret is not selected), the URL loses its query string, and
 // every text (description, reason, excerpt) is escaped.
 
@@ -31,18 +37,29 @@ export interface EndpointView {
   oldestDeadAt: Date | null;
 }
 
-/** What `?done=replayed&endpoint=…&replayed=…` says; numbers only, so no text comes from the link. */
-export interface ReplayFlash {
-  endpoint: number;
-  replayed: number;
-}
+/**
+ * What the link after a form says: `?done=replayed&endpoint=…&replayed=…`, or
+ * `?done=removed&endpoint=…&pending=…&capped=0|1&lag=…`. Numbers only, so no text comes from the link.
+ */
+export type WebhooksFlash =
+  | { done: 'replayed'; endpoint: number; replayed: number }
+  | { done: 'removed'; endpoint: number; pending: number; pendingCapped: boolean; lagSeconds: number };
 
-export function parseReplayFlash(query: Record<string, string>): ReplayFlash | undefined {
+export function parseWebhooksFlash(query: Record<string, string>): WebhooksFlash | undefined {
   const n = (v: string | undefined) => (v !== undefined && /^\d{1,9}$/.test(v) ? Number(v) : undefined);
   const endpoint = n(query.endpoint);
-  const replayed = n(query.replayed);
-  if (query.done !== 'replayed' || endpoint === undefined || replayed === undefined) return undefined;
-  return { endpoint, replayed };
+  if (endpoint === undefined) return undefined;
+  if (query.done === 'replayed') {
+    const replayed = n(query.replayed);
+    return replayed === undefined ? undefined : { done: 'replayed', endpoint, replayed };
+  }
+  if (query.done === 'removed') {
+    const pending = n(query.pending);
+    const lagSeconds = n(query.lag);
+    if (pending === undefined || lagSeconds === undefined) return undefined;
+    return { done: 'removed', endpoint, pending, pendingCapped: query.capped === '1', lagSeconds };
+  }
+  return undefined;
 }
 
 /** The `since` a replay of an endpoint's dead letters starts from, as the form shows it. */
@@ -90,7 +107,7 @@ function replayForm(v: EndpointView, csrf: string | null): string {
   const hint =
     v.oldestDeadAt === null
       ? 'No dead letters. To send events again, give an ISO time (2026-11-26T10:00:00Z) or a change-feed cursor.'
-      : `Sends again every event from just before its oldest dead letter (${esc(since)}), each with its own webhook-id: a receiver deduplicates on it.`;
+      : `Sends again every event from just before its oldest dead letter (${esc(since)}), each with the event's own id as its webhook-id, the same as before: a receiver that deduplicates on it drops the ones it already has.`;
   return (
     `<form class="replay-form" id="replay-${id}" method="post" action="/admin/webhooks/${id}/replay">${csrfField(csrf)}` +
     `<label>Replay from <input type="text" name="since" value="${esc(since)}" placeholder="ISO time or feed cursor" required></label> ` +
@@ -98,20 +115,38 @@ function replayForm(v: EndpointView, csrf: string | null): string {
   );
 }
 
-function endpointSection(v: EndpointView, csrf: string | null): string {
+/**
+ * The remove button. Its confirmation needs no script (the pages run none): a checkbox the browser
+ * requires, saying what will not be sent, and the route refuses a post without it.
+ */
+function removeForm(e: EndpointRow, csrf: string | null): string {
+  if (csrf === null) return '';
+  const waiting = waitingText(e);
+  return (
+    `<form class="remove-form" id="remove-${e.id}" method="post" action="/admin/webhooks/${e.id}/remove">${csrfField(csrf)}` +
+    `<label><input type="checkbox" name="confirm" value="yes" required> Remove endpoint ${e.id}: ${esc(waiting)} waiting for it will not be sent</label> ` +
+    '<button type="submit">Remove endpoint</button></form>'
+  );
+}
+
+function endpointSection(v: EndpointView, csrf: string | null, retentionDays: number): string {
   const e = v.endpoint;
+  const near = nearRetention(e.lagSeconds, retentionDays)
+    ? `<p class="alert near-retention" id="near-retention-${e.id}">${esc(nearRetentionText(e, retentionDays))}</p>\n`
+    : '';
   return `<section class="endpoint" id="endpoint-${e.id}" data-endpoint="${e.id}">
 <h2>Endpoint ${e.id}</h2>
-<dl>
+${near}<dl>
 <dt>URL</dt><dd class="url">${esc(urlWithoutQuery(e.url))}</dd>
 <dt>description</dt><dd class="description">${esc(e.description)}</dd>
 <dt>event types</dt><dd>${esc(e.eventTypes?.join(', ') ?? 'all')}</dd>
 <dt>state</dt><dd class="state">${state(e)}</dd>
-<dt>pending</dt><dd class="pending">${e.pending}</dd>
-<dt>lag</dt><dd class="lag" title="age of its oldest undelivered event">${e.lagSeconds} s</dd>
+<dt>pending</dt><dd class="pending" title="events not delivered yet, enabled or not (counted up to 10,000 of each kind)">${pendingText(e)}</dd>
+<dt>lag</dt><dd class="lag" title="age of its oldest undelivered event, enabled or not">${e.lagSeconds} s</dd>
 <dt>dead letters</dt><dd class="dead-letters">${e.deadLetters}</dd>
 </dl>
 ${replayForm(v, csrf)}
+${removeForm(e, csrf)}
 <h3>Latest deliveries</h3>
 ${deliveriesTable(v.latest, `latest-${e.id}`, 'No deliveries yet.')}
 <h3>Dead letters</h3>
@@ -119,8 +154,11 @@ ${deliveriesTable(v.dead, `dead-${e.id}`, 'No dead letters.')}
 </section>`;
 }
 
-function flashBlock(f: ReplayFlash | undefined): string {
+function flashBlock(f: WebhooksFlash | undefined): string {
   if (f === undefined) return '';
+  if (f.done === 'removed') {
+    return `<p id="flash" class="flash done" data-done="removed">Endpoint ${f.endpoint} removed: ${esc(waitingText(f))} still waited for it and will not be sent. Its past deliveries stay readable (<code>cards-sync webhooks deliveries ${f.endpoint}</code>) until the retention drops them.</p>`;
+  }
   return `<p id="flash" class="flash done" data-done="replayed">Endpoint ${f.endpoint}: ${f.replayed} event${f.replayed === 1 ? '' : 's'} queued again (replay).</p>`;
 }
 
@@ -129,7 +167,9 @@ export interface WebhooksPageView {
   endpoints: EndpointView[] | null;
   /** The forms' `_csrf`; null for the reader, whose page has no forms. */
   csrf: string | null;
-  flash?: ReplayFlash | undefined;
+  flash?: WebhooksFlash | undefined;
+  /** `CHANGE_EVENTS_RETENTION_DAYS`: an endpoint whose oldest waiting event nears it is flagged. */
+  retentionDays: number;
 }
 
 export function renderWebhooksPage(view: WebhooksPageView): string {
@@ -138,7 +178,7 @@ export function renderWebhooksPage(view: WebhooksPageView): string {
       ? '<p class="alert">No webhook tables in this database: run `cards-sync migrate`.</p>'
       : view.endpoints.length === 0
         ? '<p id="no-endpoints">No webhook endpoints; add one with <code>cards-sync webhooks add URL</code>.</p>'
-        : view.endpoints.map((v) => endpointSection(v, view.csrf)).join('\n');
+        : view.endpoints.map((v) => endpointSection(v, view.csrf, view.retentionDays)).join('\n');
   const body = `<h1>Webhooks</h1>
 <p>Each endpoint, its latest deliveries and its dead letters (docs/webhooks.md). Secrets are never shown.</p>
 ${flashBlock(view.flash)}

@@ -1,15 +1,16 @@
 import type { Hono } from 'hono';
 import { parseEndpointId, parseSince } from '../commands/webhook-args.js';
 import { listDeliveries, oldestDeadLetterAt } from '../events/deliveries-report.js';
-import { listEndpoints } from '../events/endpoints-sql.js';
+import { listEndpoints, removeEndpoint } from '../events/endpoints-sql.js';
 import { feedCursorAt } from '../events/fanout.js';
 import { replayEndpoint } from '../events/replay.js';
+import { DEFAULT_RETENTION_DAYS, urlWithoutQuery } from '../events/webhooks-status.js';
 import type { AdminDeps } from './app.js';
 import { auditRequest } from './audit.js';
 import { type AdminEnv, requireToken } from './auth.js';
 import { formToken, readForm, requireForm } from './csrf.js';
 import { messagePage } from './html.js';
-import { type EndpointView, parseReplayFlash, renderWebhooksPage } from './webhooks-page.js';
+import { type EndpointView, parseWebhooksFlash, renderWebhooksPage } from './webhooks-page.js';
 
 /** Deliveries the page lists per endpoint, in each of its two tables. */
 export const SHOWN_DELIVERIES = 10;
@@ -17,10 +18,10 @@ export const SHOWN_DELIVERIES = 10;
 const UNDEFINED_TABLE = '42P01';
 
 /**
- * The webhooks view of the ops page and its replay form, with the data functions of `status`,
- * `webhooks list`, `webhooks deliveries` and `webhooks replay`. The reader may look; the replay
- * is the operator's, behind the same CSRF and origin checks as the other forms, and audited as
- * `webhooks_replay` like the command's.
+ * The webhooks view of the ops page, its replay form and remove button, with the data functions of
+ * `status`, `webhooks list`, `webhooks deliveries`, `webhooks replay` and `webhooks remove`. The
+ * reader may look; replay and remove are the operator's, behind the same CSRF and origin checks as
+ * the other forms, and audited as `webhooks_replay` and `webhooks_remove` like the commands'.
  */
 export function registerWebhooksRoutes(app: Hono<AdminEnv>, deps: AdminDeps): void {
   const guard = requireToken({ operator: deps.adminToken, reader: deps.adminReadToken });
@@ -58,7 +59,8 @@ export function registerWebhooksRoutes(app: Hono<AdminEnv>, deps: AdminDeps): vo
       renderWebhooksPage({
         endpoints: await readViews(),
         csrf: formToken(c.get('role'), deps.adminToken),
-        flash: parseReplayFlash(c.req.query()),
+        flash: parseWebhooksFlash(c.req.query()),
+        retentionDays: deps.changeEventsRetentionDays ?? DEFAULT_RETENTION_DAYS,
       }),
     ),
   );
@@ -95,6 +97,46 @@ export function registerWebhooksRoutes(app: Hono<AdminEnv>, deps: AdminDeps): vo
     });
     return c.redirect(
       `/admin/webhooks?done=replayed&endpoint=${id}&replayed=${done.replayed}#endpoint-${id}`,
+      303,
+    );
+  });
+
+  app.post('/admin/webhooks/:id/remove', guard, form, async (c) => {
+    const refuse = (title: string, message: string, status: 400 | 404) =>
+      c.html(messagePage(title, `${message}. Nothing was done.`), status);
+    let id: number;
+    try {
+      id = parseEndpointId(c.req.param('id'));
+    } catch (error) {
+      return refuse('Not an endpoint id', (error as Error).message, 400);
+    }
+    if ((await readForm(c)).confirm !== 'yes') {
+      return refuse(
+        'Not confirmed',
+        'tick the box that says what will not be sent, then press Remove endpoint again',
+        400,
+      );
+    }
+    const removal = await removeEndpoint(pool, id);
+    if (removal === undefined || !removal.removed) {
+      return refuse(
+        'No such endpoint',
+        removal === undefined
+          ? `there is no webhook endpoint ${id}; /admin/webhooks lists them`
+          : `webhook endpoint ${id} was removed already`,
+        404,
+      );
+    }
+    const w = removal.waiting;
+    await auditRequest(deps, c, 'webhooks_remove', {
+      endpoint: id,
+      url: urlWithoutQuery(removal.url),
+      pending: w.pending,
+      pendingCapped: w.pendingCapped,
+      lagSeconds: w.lagSeconds,
+    });
+    return c.redirect(
+      `/admin/webhooks?done=removed&endpoint=${id}&pending=${w.pending}&capped=${w.pendingCapped ? 1 : 0}&lag=${w.lagSeconds}`,
       303,
     );
   });

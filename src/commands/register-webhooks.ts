@@ -13,7 +13,7 @@ import {
 
 // The webhook commands' flags (DESIGN §3); their work is in webhooks.ts and webhooks-deliveries.ts.
 
-/** Adds `webhooks add|list|disable|enable|rotate-secret|deliveries|replay` to the program. */
+/** Adds `webhooks add|list|disable|enable|rotate-secret|remove|deliveries|replay` to the program. */
 export function registerWebhookCommands(program: Command, io: Io, state: { exitCode: number }): void {
   const config = () => loadConfig(io.env, { refreshUnused: { warn: io.err } });
   const webhooks = program
@@ -79,6 +79,17 @@ export function registerWebhookCommands(program: Command, io: Io, state: { exitC
     .action(async (endpointId: number) => {
       const { cmdWebhooksRotate } = await import('./webhooks.js');
       state.exitCode = await cmdWebhooksRotate(config(), io, { id: endpointId });
+    });
+
+  webhooks
+    .command('remove')
+    .description(
+      'take an endpoint away: says what still waited for it (not sent); its past deliveries stay readable until the retention',
+    )
+    .argument('<id>', 'the endpoint id', id)
+    .action(async (endpointId: number) => {
+      const { cmdWebhooksRemove } = await import('./webhooks.js');
+      state.exitCode = await cmdWebhooksRemove(config(), io, { id: endpointId });
     });
 
   webhooks

@@ -39,6 +39,7 @@ export async function startAdmin(
     adminToken: config.adminToken,
     adminReadToken: config.adminReadToken,
     prefix: config.queuePrefix,
+    changeEventsRetentionDays: config.changeEventsRetentionDays,
   });
   const host = listen.host ?? config.adminHost;
   const port = listen.port ?? config.adminPort;

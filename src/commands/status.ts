@@ -228,7 +228,7 @@ export async function cmdStatus(config: Config, io: Io, opts: { json: boolean })
     }
     // A database before migration 0017 has no fleet: say nothing of it rather than fail.
     fleet = await liveFleet(handle.pool).catch(() => null);
-    webhooks = await readWebhooksStatus(handle.pool).catch(() => null);
+    webhooks = await readWebhooksStatus(handle.pool, config.changeEventsRetentionDays).catch(() => null);
     actions = await recentAdminActions(handle.db, STATUS_ACTIONS).catch((error: unknown) => ({
       error: describeDbError(error, config.databaseUrl) ?? rootCause(error).message,
     }));
@@ -262,7 +262,7 @@ export async function cmdStatus(config: Config, io: Io, opts: { json: boolean })
     for (const line of formatStatus(queue, data, continuous)) io.out(line);
     if (freshness) for (const line of formatFreshness(freshness)) io.out(line);
     if (fleet) for (const line of formatFleet(fleet)) io.out(line);
-    if (webhooks) for (const line of formatWebhooks(webhooks)) io.out(line);
+    if (webhooks) for (const line of formatWebhooks(webhooks, config.changeEventsRetentionDays)) io.out(line);
     if (actions !== undefined) for (const line of formatActions(actions)) io.out(line);
   }
   return 'error' in data ? 1 : 0;

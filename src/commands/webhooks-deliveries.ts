@@ -14,9 +14,16 @@ import { withDb } from './webhooks.js';
 const missing = (id: number) =>
   new CliError(`no webhook endpoint ${id}; \`cards-sync webhooks list\` shows them`, 2);
 
-async function endpointExists(pool: import('pg').Pool, id: number): Promise<boolean> {
-  const { rowCount } = await pool.query('select 1 from webhook_endpoints where id = $1', [id]);
-  return rowCount === 1;
+/** Whether the endpoint exists, removed or not, and when it was removed (null while it is not). */
+async function endpointOf(
+  pool: import('pg').Pool,
+  id: number,
+): Promise<{ removedAt: Date | null } | undefined> {
+  const { rows } = await pool.query<{ removed_at: Date | null }>(
+    'select removed_at from webhook_endpoints where id = $1',
+    [id],
+  );
+  return rows[0] === undefined ? undefined : { removedAt: rows[0].removed_at };
 }
 
 export async function cmdWebhooksDeliveries(
@@ -24,14 +31,21 @@ export async function cmdWebhooksDeliveries(
   io: Io,
   o: { id: number; failed: boolean; json: boolean; limit: number },
 ): Promise<number> {
-  const rows = await withDb(config, async (handle) => {
-    if (!(await endpointExists(handle.pool, o.id))) throw missing(o.id);
-    return listDeliveries(handle.pool, { endpointId: o.id, failed: o.failed, limit: o.limit });
+  // A removed endpoint's deliveries stay readable until the retention drops them.
+  const { rows, removedAt } = await withDb(config, async (handle) => {
+    const endpoint = await endpointOf(handle.pool, o.id);
+    if (endpoint === undefined) throw missing(o.id);
+    return {
+      removedAt: endpoint.removedAt,
+      rows: await listDeliveries(handle.pool, { endpointId: o.id, failed: o.failed, limit: o.limit }),
+    };
   });
   if (o.json) {
     io.out(JSON.stringify(rows));
     return 0;
   }
+  if (removedAt !== null)
+    io.out(`endpoint ${o.id} was removed at ${formatTime(removedAt)}; what it was sent:`);
   if (rows.length === 0) {
     io.out(o.failed ? `no failed deliveries to endpoint ${o.id}` : `no deliveries to endpoint ${o.id} yet`);
     return 0;
@@ -68,8 +82,15 @@ export async function cmdWebhooksReplay(
     );
     return done;
   });
+  const n = outcome.replayed;
+  const ids =
+    outcome.firstEventId === null
+      ? ''
+      : n === 1
+        ? ` (${outcome.firstEventId})`
+        : ` (${outcome.firstEventId} … ${outcome.lastEventId})`;
   io.out(
-    `endpoint ${o.id}: ${outcome.replayed} event${outcome.replayed === 1 ? '' : 's'} queued again from ${outcome.from} (each with its own webhook-id, so a receiver can tell a repeat)`,
+    `endpoint ${o.id}: ${n} event${n === 1 ? '' : 's'} queued again from ${outcome.from}${ids}; each is sent with the event's own id as its webhook-id, the same as before, so a receiver that deduplicates on it drops the ones it already has (docs/webhooks.md#replays-and-deduplication)`,
   );
   return 0;
 }

@@ -4,19 +4,27 @@ import { CliError, ConfigError } from '../errors.js';
 import {
   insertEndpoint,
   listEndpoints,
+  removeEndpoint,
   rotateEndpointSecret,
   setEndpointEnabled,
 } from '../events/endpoints-sql.js';
 import { feedHead } from '../events/fanout.js';
 import { changeEventsInEffect, TURN_EVENTS_ON } from '../events/in-effect.js';
 import { assertPublicUrl, WebhookAddressError } from '../events/ssrf.js';
+import {
+  nearRetention,
+  nearRetentionText,
+  pendingText,
+  urlWithoutQuery,
+  waitingText,
+} from '../events/webhooks-status.js';
 import { formatTime } from '../time.js';
 import type { KeyRing } from '../tokens/keyring.js';
 import { auditCli } from './audit.js';
 import { describeDbError, type Io } from './common.js';
 import { shownUrl } from './webhook-args.js';
 
-// `cards-sync webhooks add|list|disable|enable|rotate-secret` (DESIGN §3). A secret is printed
+// `cards-sync webhooks add|list|disable|enable|rotate-secret|remove` (DESIGN §3). A secret is printed
 // once, on stdout, by `add` and `rotate-secret`; it is never in a log line, an error or the audit.
 
 /** Webhook secrets are sealed under the card-token key ring: no ring, no webhooks. */
@@ -99,6 +107,8 @@ export async function cmdWebhooksList(config: Config, io: Io, o: { json: boolean
     failing: e.failingSince !== null,
     failingSince: e.failingSince?.toISOString() ?? null,
     pending: e.pending,
+    pendingCapped: e.pendingCapped,
+    nearRetention: nearRetention(e.lagSeconds, config.changeEventsRetentionDays),
     deadLetters: e.deadLetters,
     createdAt: e.createdAt.toISOString(),
   }));
@@ -117,9 +127,10 @@ export async function cmdWebhooksList(config: Config, io: Io, o: { json: boolean
         : 'enabled'
       : `disabled: ${e.disabledReason ?? ''}`;
     io.out(
-      `${e.id}  ${e.url}  types ${e.types?.join(',') ?? 'all'}  ${state}  pending ${e.pending}  lag ${e.lagSeconds}s  dead letters ${e.deadLetters}` +
+      `${e.id}  ${e.url}  types ${e.types?.join(',') ?? 'all'}  ${state}  pending ${pendingText(e)}  lag ${e.lagSeconds}s  dead letters ${e.deadLetters}` +
         (e.description === '' ? '' : `  "${e.description}"`),
     );
+    if (e.nearRetention) io.out(`    ${nearRetentionText(e, config.changeEventsRetentionDays)}`);
   }
   return 0;
 }
@@ -162,5 +173,41 @@ export async function cmdWebhooksRotate(config: Config, io: Io, o: { id: number 
     throw new CliError(`no webhook endpoint ${o.id}; \`cards-sync webhooks list\` shows them`, 2);
   io.out(`webhook endpoint ${o.id}: new signing secret; the old one signs beside it for 24 h`);
   io.out(`signing secret (shown once, store it now): ${secret}`);
+  return 0;
+}
+
+export async function cmdWebhooksRemove(config: Config, io: Io, o: { id: number }): Promise<number> {
+  const outcome = await withDb(config, async (handle) => {
+    const removal = await removeEndpoint(handle.pool, o.id);
+    if (removal?.removed === true) {
+      await auditCli(
+        config,
+        io,
+        'webhooks_remove',
+        {
+          endpoint: o.id,
+          url: urlWithoutQuery(removal.url),
+          pending: removal.waiting.pending,
+          pendingCapped: removal.waiting.pendingCapped,
+          lagSeconds: removal.waiting.lagSeconds,
+        },
+        handle.db,
+      );
+    }
+    return removal;
+  });
+  if (outcome === undefined)
+    throw new CliError(`no webhook endpoint ${o.id}; \`cards-sync webhooks list\` shows them`, 2);
+  if (!outcome.removed)
+    throw new CliError(
+      `webhook endpoint ${o.id} was removed already, at ${formatTime(outcome.removedAt)}`,
+      2,
+    );
+  io.out(
+    `webhook endpoint ${o.id} removed: ${shownUrl(outcome.url)}; ${waitingText(outcome.waiting)} still waited for it and will not be sent`,
+  );
+  io.out(
+    `its past deliveries stay readable (cards-sync webhooks deliveries ${o.id}) for ${config.changeEventsRetentionDays} days (CHANGE_EVENTS_RETENTION_DAYS)`,
+  );
   return 0;
 }

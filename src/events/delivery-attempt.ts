@@ -4,6 +4,7 @@ import { type ActiveSpan, tracing } from '../tracing/index.js';
 import { type RetrySchedule, retryWaitMs } from './backoff.js';
 import type { WebhookSender } from './deliver-http.js';
 import { type ClaimedDelivery, finishAttempt, releaseDelivery } from './delivery-sql.js';
+import { endpointLive } from './endpoints-sql.js';
 import { signedHeaders } from './signing.js';
 
 // One delivery attempt of the loop (src/events/delivery.ts): signed, sent, recorded, logged.
@@ -35,6 +36,13 @@ export function attemptSender(o: AttemptOptions): (d: ClaimedDelivery, target: T
   const schedule = o.schedule;
 
   async function deliver(d: ClaimedDelivery, target: Target, span: ActiveSpan): Promise<void> {
+    // Claimed before `webhooks remove` committed (the claim and the removal may cross, and the
+    // loop keeps an endpoint's target for a second): nothing goes to an endpoint taken away.
+    if (!(await endpointLive(o.pool, d.endpointId))) {
+      span.set({ 'cards_sync.webhook.outcome': 'removed' });
+      await releaseDelivery(o.pool, d, o.workerId);
+      return;
+    }
     const headers = signedHeaders(target.secrets, d.eventId, Math.floor(Date.now() / 1000), d.body);
     const result = await o.sender.post(target.url, headers, d.body, o.signal);
     span.set({

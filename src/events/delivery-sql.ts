@@ -236,6 +236,33 @@ export async function pruneDeliveries(db: Queryable, retentionDays: number, limi
   return rowCount ?? 0;
 }
 
+/**
+ * The retention of removed endpoints (`webhooks remove`): once removed more than `retentionDays`
+ * ago, up to `limit` of their deliveries are dropped (the pending ones, never sent, the finished
+ * ones pruneDeliveries has not dropped yet), and an endpoint with none left goes too.
+ */
+export async function pruneRemovedEndpoints(
+  db: Queryable,
+  retentionDays: number,
+  limit = 10_000,
+): Promise<number> {
+  const { rowCount } = await db.query(
+    `delete from webhook_deliveries where id in (
+       select d.id from webhook_endpoints e join webhook_deliveries d on d.endpoint_id = e.id
+       where e.removed_at < now() - $1 * interval '1 day'
+       limit $2
+       for update of d skip locked)`,
+    [retentionDays, limit],
+  );
+  await db.query(
+    `delete from webhook_endpoints e
+     where e.removed_at < now() - $1 * interval '1 day'
+       and not exists (select 1 from webhook_deliveries d where d.endpoint_id = e.id)`,
+    [retentionDays],
+  );
+  return rowCount ?? 0;
+}
+
 /** `5 days`, `36 h`, `0.4 s`: how long, for a reason a person reads. */
 function spanText(ms: number): string {
   if (ms >= 86_400_000) return `${Math.round(ms / 86_400_000)} days`;

@@ -10,6 +10,7 @@ import {
   claimDeliveries,
   enabledEndpointIds,
   pruneDeliveries,
+  pruneRemovedEndpoints,
 } from './delivery-sql.js';
 import { endpointTarget } from './endpoints-sql.js';
 import { FANOUT_PAGE, takeEvents } from './fanout.js';
@@ -120,6 +121,11 @@ export function startDeliveryLoop(o: DeliveryOptions): DeliveryLoop {
       last = await pruneDeliveries(o.pool, o.retentionDays ?? 30, batch);
       dropped += last;
     } while (last === batch && !stopping && Date.now() - started < 1000);
+    if (last < batch && !stopping) {
+      const removed = await pruneRemovedEndpoints(o.pool, o.retentionDays ?? 30, batch);
+      dropped += removed;
+      if (removed === batch) last = batch;
+    }
     if (last === batch) prunedAt = Date.now() - 3_590_000;
     if (dropped > 0) o.logger.info({ dropped }, 'old webhook deliveries dropped');
   }

@@ -13,6 +13,9 @@ export interface ReplayOutcome {
   replayed: number;
   from: string;
   to: string;
+  /** The first and the last event queued again (their ids are the `webhook-id`s sent); null when none was. */
+  firstEventId: string | null;
+  lastEventId: string | null;
 }
 
 export async function replayEndpoint(
@@ -24,7 +27,7 @@ export async function replayEndpoint(
   try {
     await client.query('begin');
     const { rows } = await client.query<{ feed_cursor: string; event_types: string[] | null }>(
-      'select feed_cursor, event_types from webhook_endpoints where id = $1 for update',
+      'select feed_cursor, event_types from webhook_endpoints where id = $1 and removed_at is null for update',
       [endpointId],
     );
     const endpoint = rows[0];
@@ -35,6 +38,8 @@ export async function replayEndpoint(
     const from = compareCursors(since, endpoint.feed_cursor) > 0 ? endpoint.feed_cursor : since;
     let after = from;
     let replayed = 0;
+    let firstEventId: string | null = null;
+    let lastEventId: string | null = null;
     for (;;) {
       const page = await readFeedEntries(client, { after, limit: FANOUT_PAGE });
       if (page.entries.length === 0) break;
@@ -47,14 +52,18 @@ export async function replayEndpoint(
       );
       const skip = new Set(pending.map((p) => p.event_id));
       const fresh = wanted.filter((e) => !skip.has(e.event.id));
-      if (fresh.length > 0) await insertDeliveries(client, endpointId, fresh, true);
+      if (fresh.length > 0) {
+        await insertDeliveries(client, endpointId, fresh, true);
+        firstEventId ??= fresh[0]!.event.id;
+        lastEventId = fresh.at(-1)!.event.id;
+      }
       replayed += fresh.length;
       after = page.next;
     }
     const to = compareCursors(after, endpoint.feed_cursor) > 0 ? after : endpoint.feed_cursor;
     await client.query('update webhook_endpoints set feed_cursor = $2 where id = $1', [endpointId, to]);
     await client.query('commit');
-    return { replayed, from, to };
+    return { replayed, from, to, firstEventId, lastEventId };
   } catch (error) {
     await client.query('rollback').catch(() => {});
     throw error;
