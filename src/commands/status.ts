@@ -8,6 +8,7 @@ import { type DataStatus, readDataStatus } from '../../db/ops/status.js';
 import { readLeaseHolder } from '../../jobs/continuous-holder.js';
 import { type ContinuousStatus, continuousStatus, isContinuous } from '../../jobs/continuous-status.js';
 import type { HoldCause } from '../../jobs/hold.js';
+import { laneWaitsLine } from '../../jobs/lane-heads.js';
 import { createSyncQueue } from '../../jobs/queue.js';
 import { type QueueStatus, queueStatusOf } from '../../jobs/queue-status.js';
 import { createRedis } from '../../jobs/redis.js';
@@ -90,6 +91,13 @@ export function formatRefresh(r: RefreshRun): string {
   return `${head}: ${r.status} at ${formatTime(r.finishedAt)} (started ${formatTime(r.startedAt)})\n  ${counts}`;
 }
 
+/** `95 s (bulk lane); by lane: ops none, bulk 95 s of 600, refresh 11 s of 1200`, or `none`. */
+function formatOldestWaiting(q: QueueStatus): string {
+  if (q.oldestWaitingSeconds === null) return 'none';
+  const lane = q.oldestWaitingLane ? ` (${q.oldestWaitingLane} lane)` : '';
+  return `${q.oldestWaitingSeconds} s${lane}; by lane: ${laneWaitsLine(q.lanes)}`;
+}
+
 function formatStatus(
   q: QueueStatus,
   d: (DataStatus & { lastRefresh: RefreshRun | null }) | { error: string },
@@ -115,9 +123,7 @@ function formatStatus(
   lines.push(
     `  waiting ${(c.waiting ?? 0) + (c.prioritized ?? 0)}, active ${c.active ?? 0}, delayed ${c.delayed ?? 0}, failed ${c.failed ?? 0}, completed ${c.completed ?? 0} (jobs kept in Redis)`,
   );
-  lines.push(
-    `  oldest waiting job: ${q.oldestWaitingSeconds === null ? 'none' : `${q.oldestWaitingSeconds} s`}`,
-  );
+  lines.push(`  oldest waiting job: ${formatOldestWaiting(q)}`);
   const held = HELD_BY[q.rateLimitedBy ?? 'own_limit'];
   if (q.rateLimitedForMs > 0) lines.push(`  ${held} for another ${q.rateLimitedForMs} ms`);
   // In continuous mode there is no nightly run to announce: the window's lines say what runs.
