@@ -4,7 +4,7 @@ import { afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createDb } from '../db/client.js';
 import { syncRuns } from '../db/schema.js';
 import { savedCardChanges } from '../db/views.js';
-import { enqueueSyncs, readPauseReason, resumeQueue } from '../jobs/queue.js';
+import { enqueueSyncs, JOB_NAME, readPauseReason, resumeQueue } from '../jobs/queue.js';
 import { queueStatusOf } from '../jobs/queue-status.js';
 import { type SyncWorker, startSyncWorker } from '../jobs/worker.js';
 import { createApiClient } from '../src/api/client.js';
@@ -225,6 +225,37 @@ describe('outcomes through the queue', () => {
     // Nothing reached the API during the second after the 429.
     expect(Math.min(times[1]!, times[2]!) - limitedAt).toBeGreaterThanOrEqual(900);
     expect((await q.queue.getJobCounts('completed')).completed).toBe(2);
+  });
+});
+
+describe('a payload queued before the e-mail rule', () => {
+  it('an e-mail enqueue would refuse fails for good, naming the rule and never the address; nothing asked, nothing written', async () => {
+    const q = setup({ attempts: 3 });
+    const address = 'jane..doe@example.com';
+    // As an earlier release queued it: its schema only bounded the length.
+    const job = await q.queue.add(
+      JOB_NAME,
+      { target: { email: address }, trigger: 'cli' },
+      { jobId: 'old:malformed:1' },
+    );
+    const requestsBefore = upstream.mock.requests.length;
+    const runsBefore = (await database.handle.pool.query('select count(*)::int as n from sync_runs')).rows[0]
+      .n;
+    await q.start();
+    await waitFor('the job to fail', async () => (await q.queue.getJob(job.id!))?.finishedOn !== undefined);
+    const failed = (await q.queue.getJob(job.id!))!;
+    expect(await failed.getState()).toBe('failed');
+    // Unrecoverable: one attempt, no retry.
+    expect(failed.attemptsMade).toBe(1);
+    expect(failed.failedReason).toBe(
+      "the job's e-mail is not one enqueue accepts: the name before @ must not hold two dots in a row; correct it and enqueue it again with cards-sync enqueue",
+    );
+    expect(failed.failedReason).not.toContain('jane');
+    expect(lines.filter((l) => l.includes('jane'))).toEqual([]);
+    expect(upstream.mock.requests.length).toBe(requestsBefore);
+    expect((await database.handle.pool.query('select count(*)::int as n from sync_runs')).rows[0].n).toBe(
+      runsBefore,
+    );
   });
 });
 
