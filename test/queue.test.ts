@@ -305,7 +305,7 @@ describe('status says whose hold it is', () => {
 
   it("status without SYNC_RATE_LIMIT_PER_SEC in its environment tells the live workers' pacing, from the fleet", async () => {
     const q = setup({ concurrency: 1 });
-    const ids = Array.from({ length: 30 }, (_, i) => 350 + i);
+    const ids = Array.from({ length: 30 }, (_, i) => 3600 + i);
     for (const id of ids) upstream.script.set(`id:${id}`, ok([makeCard(id)]));
     await enqueueSyncs(
       q.queue,
