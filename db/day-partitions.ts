@@ -21,6 +21,21 @@ export interface DayPartitionedTable {
 }
 
 /**
+ * Takes the maintainers' lock for the transaction under way, without waiting: false when another
+ * maintainer holds it. Every worker runs the same upkeep; the one that finds the lock taken leaves
+ * the step to the one at it, rather than wait (and time out) to find the work done.
+ */
+export async function tryMaintainersLock(
+  client: pg.ClientBase,
+  table: DayPartitionedTable,
+): Promise<boolean> {
+  const { rows } = await client.query<{ ok: boolean }>('select pg_try_advisory_xact_lock($1) as ok', [
+    table.maintainersLock,
+  ]);
+  return rows[0]?.ok === true;
+}
+
+/**
  * Detaches one partition (tried again, with backoff, while a lock cannot be had within
  * DETACH_LOCK_TIMEOUT_MS, up to `attempts` times: default 20), then drops it; true when this call
  * detached it, false when another maintainer did first.
@@ -31,10 +46,12 @@ export async function detachAndDrop(
   name: string,
   o: { attempts?: number; onRetry?: (name: string) => void } = {},
 ): Promise<boolean> {
-  let detached = false;
+  let detached: boolean | 'busy' = false;
   for (let attempt = 1; ; attempt++) {
     try {
       detached = await detach(pool, table, name);
+      // Another maintainer is at it: the day is theirs to detach and drop.
+      if (detached === 'busy') return false;
       break;
     } catch (error) {
       if (rootCause(error).code !== '55P03' || attempt >= (o.attempts ?? 20)) throw error;
@@ -49,15 +66,19 @@ export async function detachAndDrop(
 }
 
 /**
- * Detaches one partition if it is still attached, waiting at most DETACH_LOCK_TIMEOUT_MS for each
- * lock (the maintainers' advisory lock, then the table): false when another maintainer did it first.
+ * Detaches one partition if it is still attached, waiting at most DETACH_LOCK_TIMEOUT_MS for the
+ * table's lock: false when another maintainer did it first, `busy` when another holds the
+ * maintainers' lock now.
  */
-async function detach(pool: pg.Pool, table: DayPartitionedTable, name: string): Promise<boolean> {
+async function detach(pool: pg.Pool, table: DayPartitionedTable, name: string): Promise<boolean | 'busy'> {
   const client = await pool.connect();
   try {
     await client.query('begin');
     await client.query(`set local lock_timeout = '${DETACH_LOCK_TIMEOUT_MS}ms'`);
-    await client.query('select pg_advisory_xact_lock($1)', [table.maintainersLock]);
+    if (!(await tryMaintainersLock(client, table))) {
+      await client.query('rollback');
+      return 'busy';
+    }
     const { rows } = await client.query(
       `select 1 from pg_inherits where inhrelid = to_regclass($1) and inhparent = 'public.${table.parent}'::regclass`,
       [`public.${name}`],

@@ -1,6 +1,8 @@
 import { type KeyRejection, readKeyVerdicts, standingRejections } from './api-key-verdicts.js';
 import { heldCount, readBulkPause } from './bulk-breaker.js';
 import { type HoldCause, readHoldCause } from './hold.js';
+import { type LaneWait, readLaneHeads } from './lane-heads.js';
+import type { Lane } from './lanes.js';
 import type { PauseReason } from './pause-record.js';
 import { type createSyncQueue, readPauseReason } from './queue.js';
 import type { RedisClient } from './redis.js';
@@ -26,8 +28,15 @@ export interface QueueStatus {
    * first): each stopped itself while another key worked (`scope: 'process'`), or paused the queue.
    */
   rejectedKeys: KeyRejection[];
-  /** Seconds the oldest waiting job has waited, or null when none waits. */
+  /**
+   * Seconds the oldest waiting job has waited, in any lane, or null when none waits: the oldest of
+   * the jobs at the heads of the lanes, each counted from when it was queued (jobs/lane-heads.ts).
+   */
   oldestWaitingSeconds: number | null;
+  /** The lane that job waits in; null when none waits. */
+  oldestWaitingLane: Lane | null;
+  /** Each lane (ops, bulk, refresh): its waiting jobs and how long the one at its head has waited. */
+  lanes: Record<Lane, LaneWait>;
   /** Milliseconds left of the queue-wide hold, 0 when none. */
   rateLimitedForMs: number;
   /**
@@ -69,7 +78,7 @@ export async function queueStatusOf(
   );
   const paused = await queue.isPaused();
   const reason = paused ? await readPauseReason(queue, redis) : undefined;
-  const [oldest] = await queue.getJobs(['wait', 'prioritized'], 0, 0, true);
+  const heads = await readLaneHeads(queue, redis);
   // A hold (queue.rateLimit) fills the limiter's counter to the brim, so it is told apart from
   // the limiter's own count of jobs in its window; that count holds the queue only once it
   // reaches SYNC_RATE_LIMIT_PER_SEC, not after any job (BullMQ's default of 1 would say so).
@@ -100,7 +109,9 @@ export async function queueStatusOf(
     ...(reason ? { pausedBecause: reason.reason, pausedBy: reason.by, pausedAt: reason.at } : {}),
     pause: reason ?? null,
     rejectedKeys: standingRejections(verdicts),
-    oldestWaitingSeconds: oldest ? Math.max(0, Math.round((Date.now() - oldest.timestamp) / 1000)) : null,
+    oldestWaitingSeconds: heads.oldestWaitingSeconds,
+    oldestWaitingLane: heads.oldestLane,
+    lanes: heads.lanes,
     rateLimitedForMs: Math.max(0, ttl),
     rateLimitedBy: cause,
     bulkLane: bulkPause

@@ -174,6 +174,96 @@ describe('the pull feed', () => {
   });
 });
 
+/** A cursor whose transaction this database will not reach: another database's, say. */
+async function futureCursor(): Promise<string> {
+  const { rows } = await pool().query<{ xmax: string }>(
+    'select pg_snapshot_xmax(pg_current_snapshot())::text as xmax',
+  );
+  return `${BigInt(rows[0]!.xmax) + 1_000_000_000n}-1`;
+}
+
+describe('a cursor beyond the head', () => {
+  it('GET /api/changes refuses it with 400 naming the head; a long poll from that head gets the next event', async () => {
+    upstream.script.set('id:4811', ok([makeCard(4811)]));
+    await sync(4811);
+    const head = await end();
+    const far = await futureCursor();
+    for (const cursor of [far, '99999999999999-1']) {
+      const res = await admin.get(`/api/changes?after=${cursor}&wait=5`, { token: READ_TOKEN });
+      expect(res.status).toBe(400);
+      const body = (await res.json()) as { error: string; head: string };
+      expect(body.head).toBe(head);
+      expect(body.error).toContain(`cursor ${cursor} is beyond the change feed's head ${head}:`);
+      expect(body.error).not.toContain('no event to read now');
+    }
+    // A reader at the head is caught up, not ahead: its long poll is answered by the next commit.
+    const answer = admin.get(`/api/changes?after=${head}&wait=30`, { token: READ_TOKEN });
+    await new Promise((r) => setTimeout(r, 200));
+    upstream.script.set('id:4812', ok([makeCard(4812)]));
+    await sync(4812);
+    const res = await answer;
+    expect(res.status).toBe(200);
+    const page = (await res.json()) as { events: { data: { subscriberId: number } }[] };
+    expect(page.events.map((e) => e.data.subscriberId)).toEqual([4812]);
+  });
+
+  it('cards-sync changes exits 2 naming the head; --follow from the head prints the next event', async () => {
+    const env = { DATABASE_URL: database.url, LOG_LEVEL: 'silent' };
+    const head = await end();
+    for (const args of [['changes'], ['changes', '--follow']]) {
+      const run = await runCli([...args, '--after', await futureCursor()], env);
+      expect(run.code, run.stderr).toBe(2);
+      expect(run.stdout).toBe('');
+      expect(run.stderr).toMatch(
+        new RegExp(`^cards-sync: cursor \\d+-1 is beyond the change feed's head ${head}:`),
+      );
+      expect(run.stderr).not.toContain('next:');
+    }
+    const atHead = await runCli(['changes', '--after', head], env);
+    expect(atHead.code, atHead.stderr).toBe(0);
+    expect(atHead.stderr).toBe(`next: ${head}\n`);
+    const child = startCli(['changes', '--follow', '--after', head], env);
+    try {
+      await new Promise((r) => setTimeout(r, 1000));
+      upstream.script.set('id:4813', ok([makeCard(4813)]));
+      await sync(4813);
+      await waitFor('the event', async () => child.stdout().includes('subscriber 4813'));
+    } finally {
+      child.process.kill('SIGINT');
+    }
+    expect((await child.done).code).toBe(0);
+  });
+
+  it('with every event dropped, a cursor the feed gave is still good; one beyond is refused, naming the horizon', async () => {
+    upstream.script.set('id:4814', ok([makeCard(4814)]));
+    await sync(4814);
+    const given = await end();
+    // What retention does to a quiet feed: no event left.
+    await pool().query('delete from change_events');
+    const env = { DATABASE_URL: database.url, LOG_LEVEL: 'silent' };
+    const run = await runCli(['changes', '--after', given], env);
+    expect(run.code, run.stderr).toBe(0);
+    expect(run.stderr).toBe(`next: ${given}\n`);
+    const res = await admin.get(`/api/changes?after=${given}`);
+    expect(res.status).toBe(200);
+    expect(await res.json()).toEqual({ events: [], next: given });
+
+    const refused = await admin.get(`/api/changes?after=${await futureCursor()}`);
+    expect(refused.status).toBe(400);
+    const body = (await refused.json()) as { error: string; head: string };
+    expect(body.head).toMatch(/^\d+-0$/);
+    expect(BigInt(body.head.split('-')[0]!)).toBeGreaterThan(BigInt(given.split('-')[0]!));
+    expect(body.error).toContain(`beyond the change feed's head ${body.head} (no event to read now):`);
+    // The head named is a cursor to follow from: it misses no new event.
+    const answer = admin.get(`/api/changes?after=${body.head}&wait=30`);
+    await new Promise((r) => setTimeout(r, 200));
+    upstream.script.set('id:4815', ok([makeCard(4815)]));
+    await sync(4815);
+    const page = (await (await answer).json()) as { events: { data: { subscriberId: number } }[] };
+    expect(page.events.map((e) => e.data.subscriberId)).toEqual([4815]);
+  });
+});
+
 describe('cards-sync changes', () => {
   const env = () => ({ DATABASE_URL: database.url, LOG_LEVEL: 'silent' });
 

@@ -12,8 +12,8 @@ import { dirname, join, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { buildProgram } from '../src/cli.js';
-import { CONFIG_VARIABLES } from '../src/config/index.js';
-import { SHARED_VARIABLES } from '../src/fleet/shared-settings.js';
+import { CONFIG_VARIABLES, loadConfig } from '../src/config/index.js';
+import { SHARED_VARIABLES, sharedSettings, showSetting } from '../src/fleet/shared-settings.js';
 import { createMetrics } from '../src/metrics.js';
 import {
   documentedMetrics,
@@ -89,6 +89,27 @@ describe('the documentation', () => {
       .find((l) => l.startsWith('Shared: '));
     const listed = [...(line ?? '').matchAll(/`([A-Z_]+)`/g)].map((m) => m[1]);
     expect(listed.sort()).toEqual([...SHARED_VARIABLES].sort());
+  });
+
+  it('says how a setting without effect is published as the registry holds it: JSON null, shown as none', () => {
+    const published = sharedSettings(
+      loadConfig({ REFRESH_MODE: 'continuous', REFRESH_BUDGET_PER_SEC: '5', REFRESH_CRON: '0 3 * * *' }),
+    );
+    expect(published.REFRESH_CRON).toBeNull();
+    expect(JSON.parse(JSON.stringify(published)).REFRESH_TZ).toBeNull();
+    expect(showSetting(published.REFRESH_CRON)).toBe('none');
+    const unwrapped = text('docs/configuration.md').replace(/\s+/g, ' ');
+    expect(unwrapped).toContain("JSON `null` where a setting has no effect in the worker's mode");
+    expect(unwrapped).toContain('show as `none`');
+  });
+
+  it('says what a second pause does to the reason: replaced, the first kept as an earlier one', () => {
+    const row = text('docs/commands.md')
+      .split('\n')
+      .find((l) => l.startsWith('| `cards-sync pause'));
+    expect(row).toContain('a second `pause` replaces the reason');
+    expect(row).toContain('as an earlier reason');
+    expect(row).not.toContain('keeps the first reason');
   });
 
   it('documents every command', () => {

@@ -6,6 +6,7 @@ import { describe, expect, inject, it } from 'vitest';
 import { declareKnownMigration } from '../db/fence.js';
 import { compactClosedDays, dropExpiredPartitions, ledgerPartitions } from '../db/ledger/partitions.js';
 import { migrationsFolder, runMigrations } from '../db/migrate.js';
+import { LEASE_LOCK_KEY } from '../jobs/continuous-lease.js';
 import { judgeLedger } from '../src/commands/doctor-ledger.js';
 import { maintainLedger, startLedgerMaintenance } from '../src/ledger/maintenance.js';
 import { captureLogger, createTestDatabase, useCleanups, useTestDatabase } from './helpers.js';
@@ -181,6 +182,35 @@ describe('the partitioned ledger', () => {
     expect([...a.dropped, ...b.dropped].map((d) => d.name)).toEqual([dayName(old)]);
     expect(a.rehomed + b.rehomed).toBe(1);
     expect(await partitionOf(stray)).toBe(dayName(far));
+  });
+
+  it("two workers' upkeeps at once, one holding the continuous refresh's lease: one makes the day, neither logs a failure", async () => {
+    const ahead = new Date(Date.now() + 4 * DAY);
+    await pool().query(`alter table sync_runs detach partition ${dayName(ahead)}`);
+    await pool().query(`drop table ${dayName(ahead)}`);
+    // A worker in REFRESH_MODE=continuous holds the lease, a session lock, all the while.
+    const lease = new pg.Client({ connectionString: database.url });
+    await lease.connect();
+    cleanups.push(() => lease.end());
+    expect((await lease.query('select pg_try_advisory_lock($1) as ok', [LEASE_LOCK_KEY])).rows[0].ok).toBe(
+      true,
+    );
+    const { logger, lines } = captureLogger();
+    const passes = await Promise.all(
+      [1, 2].map(async (n) => {
+        const created: string[][] = [];
+        const upkeep = startLedgerMaintenance(pool(), logger.child({ worker: n }), {
+          retentionDays: 90,
+          everyMs: 60_000,
+          onPass: (r) => created.push(r.created),
+        });
+        await waitFor(`worker ${n}'s first pass`, async () => created.length > 0);
+        await upkeep.stop();
+        return created[0]!;
+      }),
+    );
+    expect(passes.flat()).toEqual([dayName(ahead)]);
+    expect(lines.filter((l) => /upkeep failed|lock timeout/.test(l))).toEqual([]);
   });
 
   it('gives up a detach that would keep writers waiting, and leaves the day for the next pass', async () => {

@@ -4,10 +4,13 @@ import { afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createDb } from '../db/client.js';
 import { syncRuns } from '../db/schema.js';
 import { savedCardChanges } from '../db/views.js';
-import { enqueueSyncs, readPauseReason, resumeQueue } from '../jobs/queue.js';
+import { enqueueSyncs, JOB_NAME, readPauseReason, resumeQueue } from '../jobs/queue.js';
 import { queueStatusOf } from '../jobs/queue-status.js';
 import { type SyncWorker, startSyncWorker } from '../jobs/worker.js';
 import { createApiClient } from '../src/api/client.js';
+import { loadConfig } from '../src/config/index.js';
+import { joinFleet } from '../src/fleet/registry.js';
+import { sharedSettings } from '../src/fleet/shared-settings.js';
 import { API_KEY, makeCard, ok, testTokens, useScriptedApi } from './fixtures.js';
 import { captureLogger, useTestDatabase } from './helpers.js';
 import { runCli, testQueue, waitFor } from './queue-helpers.js';
@@ -225,6 +228,37 @@ describe('outcomes through the queue', () => {
   });
 });
 
+describe('a payload queued before the e-mail rule', () => {
+  it('an e-mail enqueue would refuse fails for good, naming the rule and never the address; nothing asked, nothing written', async () => {
+    const q = setup({ attempts: 3 });
+    const address = 'jane..doe@example.com';
+    // As an earlier release queued it: its schema only bounded the length.
+    const job = await q.queue.add(
+      JOB_NAME,
+      { target: { email: address }, trigger: 'cli' },
+      { jobId: 'old:malformed:1' },
+    );
+    const requestsBefore = upstream.mock.requests.length;
+    const runsBefore = (await database.handle.pool.query('select count(*)::int as n from sync_runs')).rows[0]
+      .n;
+    await q.start();
+    await waitFor('the job to fail', async () => (await q.queue.getJob(job.id!))?.finishedOn !== undefined);
+    const failed = (await q.queue.getJob(job.id!))!;
+    expect(await failed.getState()).toBe('failed');
+    // Unrecoverable: one attempt, no retry.
+    expect(failed.attemptsMade).toBe(1);
+    expect(failed.failedReason).toBe(
+      "the job's e-mail is not one enqueue accepts: the name before @ must not hold two dots in a row; correct it and enqueue it again with cards-sync enqueue",
+    );
+    expect(failed.failedReason).not.toContain('jane');
+    expect(lines.filter((l) => l.includes('jane'))).toEqual([]);
+    expect(upstream.mock.requests.length).toBe(requestsBefore);
+    expect((await database.handle.pool.query('select count(*)::int as n from sync_runs')).rows[0].n).toBe(
+      runsBefore,
+    );
+  });
+});
+
 describe('status says whose hold it is', () => {
   const holdOf = async (q: ReturnType<typeof setup>, ownRateLimitPerSec = 0) => {
     let seen: Awaited<ReturnType<typeof queueStatusOf>> | undefined;
@@ -267,6 +301,42 @@ describe('status says whose hold it is', () => {
     const seen = await holdOf(q, 1);
     expect(seen.rateLimitedBy).toBe('own_limit');
     expect(seen.rateLimitedForMs).toBeLessThanOrEqual(1000);
+  });
+
+  it("status without SYNC_RATE_LIMIT_PER_SEC in its environment tells the live workers' pacing, from the fleet", async () => {
+    const q = setup({ concurrency: 1 });
+    const ids = Array.from({ length: 30 }, (_, i) => 3600 + i);
+    for (const id of ids) upstream.script.set(`id:${id}`, ok([makeCard(id)]));
+    await enqueueSyncs(
+      q.queue,
+      ids.map((subscriberId) => ({ subscriberId })),
+      'manual',
+    );
+    // The worker runs at 1 a second and says so in the registry, as `cards-sync worker` does.
+    const worker = await joinFleet(database.handle.pool, {
+      role: 'worker',
+      version: 'test',
+      knownMigration: 'test',
+      keyIds: [],
+      concurrency: 1,
+      settings: sharedSettings(loadConfig({ SYNC_RATE_LIMIT_PER_SEC: '1', QUEUE_PREFIX: q.prefix })),
+    });
+    cleanups.push(() => worker.leave());
+    await q.start({ rateLimitPerSec: 1 });
+    const env = { REDIS_URL: inject('redisUrl'), QUEUE_PREFIX: q.prefix, DATABASE_URL: database.url };
+    // The limiter holds the queue for most of each second; a status may fall in the rest of one.
+    const shown = await waitFor(
+      'status showing the pacing',
+      async () => {
+        const run = await runCli(['status'], env);
+        return run.stdout.includes('paced by SYNC_RATE_LIMIT_PER_SEC') && run.stdout;
+      },
+      20_000,
+    );
+    expect(shown).toMatch(
+      /paced by SYNC_RATE_LIMIT_PER_SEC \(our own limit, not the API\): the next job waits for another \d+ ms/,
+    );
+    expect(shown).not.toContain('rate limited by the API');
   });
 
   it('no limit and no hold: a job just taken is not reported as a hold', async () => {

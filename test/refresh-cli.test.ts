@@ -1,6 +1,6 @@
 import { desc, sql } from 'drizzle-orm';
 import { describe, expect, inject, it } from 'vitest';
-import { abandonRefreshRun } from '../db/ops/refresh-runs.js';
+import { abandonRefreshRun, startRefreshRun } from '../db/ops/refresh-runs.js';
 import { refreshRuns, subscribers } from '../db/schema.js';
 import { createRefreshQueue } from '../jobs/refresh.js';
 import { useCleanups, useTestDatabase } from './helpers.js';
@@ -53,6 +53,30 @@ describe('cards-sync refresh', () => {
     expect(third.code, third.stderr).toBe(0);
     expect(third.stdout).toContain(`started refresh run ${row!.id + 1} `);
     await database.handle.db.execute(sql`truncate refresh_runs, subscribers`);
+  });
+
+  it('in continuous mode: refused, saying the window is always open and what to run instead', async () => {
+    const q = setup();
+    await database.handle.db.insert(subscribers).values([{ subscriberId: 1 }, { subscriberId: 2 }]);
+    const window = await startRefreshRun(database.handle.db, { trigger: 'continuous' });
+    expect(window.started).toBe(true);
+    const id = window.started ? window.run.id : 0;
+    try {
+      const run = await runCli(['refresh'], q.env);
+      expect(run.code).toBe(1);
+      expect(run.stderr).toMatch(
+        new RegExp(
+          `^cards-sync: refresh run ${id} \\(continuous\\) is already running, started [^;]+; ` +
+            'with REFRESH_MODE=continuous a refresh window is always open .*so a manual refresh never starts beside it\\. ' +
+            'For a one-off sweep, queue the subscribers with `cards-sync enqueue --file PATH` ',
+        ),
+      );
+      expect(run.stderr).toContain('follow the window with `cards-sync status`');
+      expect(await q.refreshQueue.getJobs(['waiting'])).toHaveLength(0);
+    } finally {
+      await abandonRefreshRun(database.handle.db, id, 'test');
+      await database.handle.db.execute(sql`truncate refresh_runs, subscribers`);
+    }
   });
 
   it('--stale that matches nobody starts no run: it says so, exit 0, and nothing reads as a refresh', async () => {

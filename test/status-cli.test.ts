@@ -1,7 +1,9 @@
 import { sql } from 'drizzle-orm';
 import { describe, expect, inject, it } from 'vitest';
 import { loadRefreshRun, startRefreshRun } from '../db/ops/refresh-runs.js';
+import { LANE_PRIORITY } from '../jobs/lanes.js';
 import { enqueueSyncs, JOB_NAME } from '../jobs/queue.js';
+import { queueStatusOf } from '../jobs/queue-status.js';
 import { formatRefresh } from '../src/commands/status.js';
 import { useCleanups, useTestDatabase } from './helpers.js';
 import { runCli, testQueue } from './queue-helpers.js';
@@ -28,6 +30,8 @@ interface StatusJson {
     pausedAt?: string;
     pause?: Record<string, unknown> | null;
     oldestWaitingSeconds: number | null;
+    oldestWaitingLane: string | null;
+    lanes: Record<'ops' | 'bulk' | 'refresh', { waiting: number; oldestWaitingSeconds: number | null }>;
   };
   data: {
     subscribers: number;
@@ -85,6 +89,85 @@ describe('status', () => {
     expect(json.queue.paused).toBe(false);
     expect(json.queue.oldestWaitingSeconds).toBeGreaterThanOrEqual(89);
     expect(json.data).toMatchObject({ subscribers: 0, failuresLast24h: [] });
+  });
+
+  it('jobs in every lane: the oldest in any lane is the head of its lane, and each lane has its own', async () => {
+    const q = setup();
+    const now = Date.now();
+    const job = (id: number, ageS: number, priority: number, refreshRunId?: number) => ({
+      name: JOB_NAME,
+      data: {
+        target: { subscriberId: id },
+        trigger: refreshRunId === undefined ? ('cli' as const) : ('nightly' as const),
+        ...(refreshRunId === undefined ? {} : { refreshRunId }),
+      },
+      opts: { jobId: `j${id}`, timestamp: now - ageS * 1000, priority },
+    });
+    // Added in the order each lane was filled: a file of bulk work 95 s ago, the refresh's fan-out
+    // since 40 s ago, a person's re-sync 20 s ago.
+    await q.queue.addBulk([
+      job(1, 95, LANE_PRIORITY.bulk),
+      job(2, 94, LANE_PRIORITY.bulk),
+      job(3, 93, LANE_PRIORITY.bulk),
+      job(11, 40, LANE_PRIORITY.refresh, 7),
+      job(12, 39, LANE_PRIORITY.refresh, 7),
+      job(13, 38, LANE_PRIORITY.refresh, 7),
+      job(21, 20, LANE_PRIORITY.ops),
+    ]);
+    // The refresh's share moved to the head of the wait list (jobs/lanes.ts), as a running
+    // continuous refresh does all the time: the job a worker takes next is 39 s old.
+    await (await q.queue.getJob('j12'))!.changePriority({ priority: 0, lifo: true });
+    // A retry back from its backoff enters its lane behind the jobs queued meanwhile.
+    await q.queue.add(
+      JOB_NAME,
+      { target: { subscriberId: 4 }, trigger: 'cli' },
+      {
+        jobId: 'j4',
+        timestamp: now - 5_000,
+        priority: LANE_PRIORITY.bulk,
+        delay: 60_000,
+      },
+    );
+    await (await q.queue.getJob('j4'))!.promote();
+
+    const direct = await queueStatusOf(q.queue, q.redis, q.prefix);
+    expect(direct.oldestWaitingLane).toBe('bulk');
+    expect(direct.oldestWaitingSeconds).toBeGreaterThanOrEqual(95);
+    expect(direct.oldestWaitingSeconds).toBeLessThan(125);
+    expect(direct.lanes.bulk).toEqual({ waiting: 4, oldestWaitingSeconds: direct.oldestWaitingSeconds });
+    expect(direct.lanes.refresh.waiting).toBe(2);
+    expect(direct.lanes.refresh.oldestWaitingSeconds).toBeGreaterThanOrEqual(40);
+    expect(direct.lanes.refresh.oldestWaitingSeconds).toBeLessThan(direct.oldestWaitingSeconds! - 50);
+    expect(direct.lanes.ops.waiting).toBe(2);
+    expect(direct.lanes.ops.oldestWaitingSeconds).toBeGreaterThanOrEqual(39);
+    expect(direct.lanes.ops.oldestWaitingSeconds).toBeLessThan(direct.lanes.refresh.oldestWaitingSeconds!);
+
+    const run = await runCli(['status'], q.env);
+    expect(run.code, run.stderr).toBe(0);
+    expect(run.stdout).toContain('waiting 8, active 0');
+    expect(run.stdout).toMatch(
+      /oldest waiting job: (9\d|1[01]\d) s \(bulk lane\); by lane: ops \d+ s of 2, bulk \d+ s of 4, refresh \d+ s of 2\n/,
+    );
+    const json = await statusJson(q.env);
+    expect(json.queue.oldestWaitingSeconds).toBeGreaterThanOrEqual(95);
+    expect(json.queue.oldestWaitingLane).toBe('bulk');
+    expect(Object.keys(json.queue.lanes)).toEqual(['ops', 'bulk', 'refresh']);
+    expect(json.queue.lanes.bulk.waiting).toBe(4);
+    expect(json.queue.lanes.bulk.oldestWaitingSeconds).toBe(json.queue.oldestWaitingSeconds);
+    expect(json.queue.lanes.refresh.oldestWaitingSeconds).toBeGreaterThanOrEqual(40);
+
+    // With the bulk lane served, the oldest is the refresh's head; with nothing waiting, none.
+    await q.queue.remove('j1');
+    await q.queue.remove('j2');
+    await q.queue.remove('j3');
+    await q.queue.remove('j4');
+    const after = await queueStatusOf(q.queue, q.redis, q.prefix);
+    expect(after.oldestWaitingLane).toBe('refresh');
+    expect(after.lanes.bulk).toEqual({ waiting: 0, oldestWaitingSeconds: null });
+    await q.queue.drain();
+    const empty = await queueStatusOf(q.queue, q.redis, q.prefix);
+    expect(empty).toMatchObject({ oldestWaitingSeconds: null, oldestWaitingLane: null });
+    expect(empty.lanes.ops).toEqual({ waiting: 0, oldestWaitingSeconds: null });
   });
 
   it('pause --reason, status shows it and how to resume; resume, status is running again', async () => {

@@ -1,5 +1,5 @@
 import pg from 'pg';
-import { type DayPartitionedTable, detachAndDrop } from '../day-partitions.js';
+import { type DayPartitionedTable, detachAndDrop, tryMaintainersLock } from '../day-partitions.js';
 
 // The ledger's partitions (migration 0019): `sync_runs` holds one partition per UTC day, a default
 // partition for rows of a day that has none, and after an upgrade `sync_runs_legacy`, the ledger
@@ -15,8 +15,9 @@ import { type DayPartitionedTable, detachAndDrop } from '../day-partitions.js';
 /** `sync_runs` for the day partitions' shared upkeep (db/day-partitions.ts). */
 const SYNC_RUNS: DayPartitionedTable = {
   parent: 'sync_runs',
-  // The advisory lock the ledger's maintainers take turns on.
-  maintainersLock: 7246118504,
+  // The advisory lock the ledger's maintainers take turns on (migration 0031's function takes it):
+  // not 7246118504, the continuous refresh's lease, which its holder keeps all the while.
+  maintainersLock: 7246118506,
   quote,
 };
 
@@ -83,15 +84,20 @@ export async function addLedgerPartitions(
      from generate_series((now() at time zone 'UTC')::date - $1::int, (now() at time zone 'UTC')::date + $2::int, interval '1 day') d`,
     [o.behindDays ?? 1, o.aheadDays],
   );
-  const created: string[] = [];
-  for (const { day } of days) {
-    const { rows } = await withLockTimeout(db, 5000, `select sync_runs_add_partition($1::date) as name`, [
-      day,
-    ]);
-    const name = (rows[0] as { name: string | null } | undefined)?.name;
-    if (name) created.push(name);
-  }
-  return created;
+  // Every day in one transaction under the maintainers' lock: a second maintainer finds it taken
+  // and leaves the days to the first (made by it, or found made), rather than wait its turn.
+  return withLockTimeout(db, 5000, async (client) => {
+    if (!(await tryMaintainersLock(client, SYNC_RUNS))) return [];
+    const created: string[] = [];
+    for (const { day } of days) {
+      const { rows } = await client.query<{ name: string | null }>(
+        'select sync_runs_add_partition($1::date) as name',
+        [day],
+      );
+      if (rows[0]?.name) created.push(rows[0].name);
+    }
+    return created;
+  });
 }
 
 /**
@@ -108,7 +114,11 @@ export async function rehomeDefaultRows(pool: pg.Pool): Promise<number> {
     try {
       await client.query('begin');
       await client.query(`set local lock_timeout = '1s'`);
-      await client.query('select pg_advisory_xact_lock($1)', [SYNC_RUNS.maintainersLock]);
+      // Another maintainer is moving them: they are its to move.
+      if (!(await tryMaintainersLock(client, SYNC_RUNS))) {
+        await client.query('rollback');
+        break;
+      }
       // Writes to the default wait (only stray rows go there); every other day's do not.
       await client.query('lock table sync_runs_default in share row exclusive mode');
       const name = `sync_runs_p${day.replaceAll('-', '')}`;
@@ -182,19 +192,18 @@ export async function dropExpiredPartitions(
   return dropped;
 }
 
-async function withLockTimeout(
+async function withLockTimeout<T>(
   db: Queryable,
   ms: number,
-  text: string,
-  values: unknown[] = [],
-): Promise<pg.QueryResult> {
-  // One statement in one transaction: `set local` ends with it.
+  work: (client: pg.ClientBase) => Promise<T>,
+): Promise<T> {
+  // One transaction: `set local` ends with it.
   const own = db instanceof pg.Pool;
   const client = db instanceof pg.Pool ? await db.connect() : db;
   try {
     await client.query('begin');
     await client.query(`set local lock_timeout = '${Math.round(ms)}ms'`);
-    const result = await client.query(text, values);
+    const result = await work(client);
     await client.query('commit');
     return result;
   } catch (error) {

@@ -1,4 +1,5 @@
 import type { Hono } from 'hono';
+import { CursorAheadError, checkCursor } from '../events/feed.js';
 import { pollFeed } from '../events/long-poll.js';
 import { FeedParamError, parseFeedParams } from '../events/params.js';
 import { createChangeSignal } from '../events/signal.js';
@@ -9,7 +10,8 @@ import { requireToken } from './auth.js';
 /**
  * `GET /api/changes?after=CURSOR&limit=N&wait=SECONDS` (operator or read token): a page of change
  * events after the cursor, `{"events": [...], "next": CURSOR}` (DESIGN §7). With `wait`, an empty
- * page is held until an event commits or the wait ends.
+ * page is held until an event commits or the wait ends. A cursor beyond the feed's head is refused
+ * (400, `{"error", "head"}`).
  */
 export function registerChangesRoute(app: Hono<AdminEnv>, deps: AdminDeps): void {
   const guard = requireToken({ operator: deps.adminToken, reader: deps.adminReadToken });
@@ -25,6 +27,12 @@ export function registerChangesRoute(app: Hono<AdminEnv>, deps: AdminDeps): void
     } catch (error) {
       if (!(error instanceof FeedParamError)) throw error;
       return c.json({ error: error.message }, 400);
+    }
+    try {
+      await checkCursor(deps.db.$client, params.after);
+    } catch (error) {
+      if (!(error instanceof CursorAheadError)) throw error;
+      return c.json({ error: error.message, head: error.head }, 400);
     }
     const page = await pollFeed(deps.db.$client, signal, { ...params, abort: c.req.raw.signal });
     return c.json(page, 200, { 'cache-control': 'no-store' });

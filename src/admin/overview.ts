@@ -4,6 +4,7 @@ import { auditDisagrees, type Freshness } from '../../db/ops/freshness.js';
 import type { RefreshRun } from '../../db/ops/refresh-runs.js';
 import type { DataStatus } from '../../db/ops/status.js';
 import type { ContinuousStatus } from '../../jobs/continuous-status.js';
+import { laneWaitsLine } from '../../jobs/lane-heads.js';
 import type { QueueStatus } from '../../jobs/queue-status.js';
 import { progressOf } from '../../jobs/refresh-plan.js';
 import { summarizeDetail } from '../audit.js';
@@ -258,7 +259,7 @@ ${controlForms(q, view.csrf)}
 <div class="tile">active<b id="count-active">${c.active ?? 0}</b></div>
 <div class="tile">delayed<b>${c.delayed ?? 0}</b></div>
 <div class="tile" title="jobs that failed for good and are still kept in Redis (a week at most); every failed attempt is in sync_runs, below">failed jobs (kept)<b id="count-failed">${c.failed ?? 0}</b></div>
-<div class="tile">oldest waiting<b>${q.oldestWaitingSeconds === null ? '—' : `${q.oldestWaitingSeconds} s`}</b></div>
+<div class="tile" title="by lane: ${esc(laneWaitsLine(q.lanes))}">oldest waiting<b id="oldest-waiting">${q.oldestWaitingSeconds === null ? '—' : `${q.oldestWaitingSeconds} s`}</b>${q.oldestWaitingLane ? `<small id="oldest-waiting-lane">${q.oldestWaitingLane} lane</small>` : ''}</div>
 </div>
 <h2>Freshness</h2>
 <p>${d.subscribers} subscribers, ${d.activeCards} active cards. Time since each subscriber's last successful sync:</p>

@@ -1,6 +1,13 @@
 import { createDb } from '../../db/client.js';
 import type { Config } from '../config/index.js';
-import { type ChangeEvent, FEED_START, MAX_LIMIT, readFeed } from '../events/feed.js';
+import {
+  type ChangeEvent,
+  CursorAheadError,
+  checkCursor,
+  FEED_START,
+  MAX_LIMIT,
+  readFeed,
+} from '../events/feed.js';
 import { changeEventsInEffect, TURN_EVENTS_ON } from '../events/in-effect.js';
 import { pollFeed } from '../events/long-poll.js';
 import { createChangeSignal } from '../events/signal.js';
@@ -29,7 +36,7 @@ export function formatEvent(e: ChangeEvent): string {
 /**
  * `cards-sync changes [--after CURSOR] [--follow] [--json]`: prints the feed's events in order;
  * the cursor to go on from is printed on stderr at the end (`next: …`). `--follow` waits for new
- * events until SIGINT or SIGTERM.
+ * events until SIGINT or SIGTERM. A cursor beyond the feed's head is refused (exit 2), naming the head.
  */
 export async function cmdChanges(
   config: Config,
@@ -45,6 +52,7 @@ export async function cmdChanges(
   let after = o.after ?? FEED_START;
   let printed = 0;
   try {
+    await checkCursor(handle.db.$client, after);
     // An empty feed is not always a quiet one: say so when the workers write no events.
     const events = await changeEventsInEffect(handle.db.$client, config.changeEvents);
     const why = `change events are ${events.says}: syncs write no events; ${TURN_EVENTS_ON}`;
@@ -69,6 +77,10 @@ export async function cmdChanges(
     io.err(`next: ${after}`);
     return 0;
   } catch (error) {
+    if (error instanceof CursorAheadError) {
+      io.err(`cards-sync: ${error.message}`);
+      return 2;
+    }
     io.err(`cards-sync: ${describeDbError(error, config.databaseUrl) ?? (error as Error).message}`);
     return 1;
   } finally {

@@ -26,6 +26,14 @@ export function parseDuration(raw: string): number {
   return ms;
 }
 
+// With REFRESH_MODE=continuous one window closes and the next opens at once: a manual run, which
+// waits for no run to be in progress, would never start. Say so, and what does the job instead.
+const CONTINUOUS_INSTEAD =
+  'with REFRESH_MODE=continuous a refresh window is always open (each syncs whoever is due first, the next opens as it closes), ' +
+  'so a manual refresh never starts beside it. For a one-off sweep, queue the subscribers with `cards-sync enqueue --file PATH` ' +
+  '(the bulk lane, served before the refresh); for fresher copies all the time, raise REFRESH_BUDGET_PER_SEC or lower REFRESH_MAX_AGE; ' +
+  'follow the window with `cards-sync status`';
+
 /** `cards-sync refresh [--stale DURATION]`: opens a manual refresh run and hands it to the workers. */
 export async function cmdRefresh(config: Config, io: Io, opts: { stale?: string }): Promise<number> {
   const staleMs = opts.stale !== undefined ? parseDuration(opts.stale) : undefined;
@@ -63,7 +71,11 @@ export async function cmdRefresh(config: Config, io: Io, opts: { stale?: string 
       await auditCli(config, io, 'refresh', { ...asked, started: false, inProgressRunId: r.id }, handle.db);
       io.err(
         `cards-sync: refresh run ${r.id} (${r.trigger}) is already ${r.status}, started ${formatTime(r.startedAt)}; ` +
-          (r.status === 'halted' ? '`cards-sync resume` continues it' : 'follow it with `cards-sync status`'),
+          (r.status === 'halted'
+            ? '`cards-sync resume` continues it'
+            : r.trigger === 'continuous'
+              ? CONTINUOUS_INSTEAD
+              : 'follow it with `cards-sync status`'),
       );
       return 1;
     }

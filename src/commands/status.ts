@@ -8,6 +8,7 @@ import { type DataStatus, readDataStatus } from '../../db/ops/status.js';
 import { readLeaseHolder } from '../../jobs/continuous-holder.js';
 import { type ContinuousStatus, continuousStatus, isContinuous } from '../../jobs/continuous-status.js';
 import type { HoldCause } from '../../jobs/hold.js';
+import { laneWaitsLine } from '../../jobs/lane-heads.js';
 import { createSyncQueue } from '../../jobs/queue.js';
 import { type QueueStatus, queueStatusOf } from '../../jobs/queue-status.js';
 import { createRedis } from '../../jobs/redis.js';
@@ -18,6 +19,7 @@ import { formatWebhooks, readWebhooksStatus, type WebhookStatus } from '../event
 import { formatFleet } from '../fleet/format.js';
 import { pauseDetailLines, rejectedKeyLines } from '../fleet/pause-lines.js';
 import { type FleetEntry, liveFleet } from '../fleet/registry.js';
+import { fleetRateLimit } from '../fleet/shared-settings.js';
 import { formatDuration, formatTime } from '../time.js';
 import { describeDbError, ensureRedis, type Io } from './common.js';
 import { formatContinuous } from './status-continuous.js';
@@ -43,9 +45,13 @@ export async function withQueue<T>(
   }
 }
 
-export async function readQueueStatus(config: Config): Promise<QueueStatus> {
+/** The queue's state; `rateLimitPerSec` is the workers' SYNC_RATE_LIMIT_PER_SEC (default: this process's). */
+export async function readQueueStatus(
+  config: Config,
+  rateLimitPerSec = config.syncRateLimitPerSec,
+): Promise<QueueStatus> {
   return withQueue(config, (queue, redis) =>
-    queueStatusOf(queue, redis, config.queuePrefix, config.syncRateLimitPerSec),
+    queueStatusOf(queue, redis, config.queuePrefix, rateLimitPerSec),
   );
 }
 
@@ -90,6 +96,13 @@ export function formatRefresh(r: RefreshRun): string {
   return `${head}: ${r.status} at ${formatTime(r.finishedAt)} (started ${formatTime(r.startedAt)})\n  ${counts}`;
 }
 
+/** `95 s (bulk lane); by lane: ops none, bulk 95 s of 600, refresh 11 s of 1200`, or `none`. */
+function formatOldestWaiting(q: QueueStatus): string {
+  if (q.oldestWaitingSeconds === null) return 'none';
+  const lane = q.oldestWaitingLane ? ` (${q.oldestWaitingLane} lane)` : '';
+  return `${q.oldestWaitingSeconds} s${lane}; by lane: ${laneWaitsLine(q.lanes)}`;
+}
+
 function formatStatus(
   q: QueueStatus,
   d: (DataStatus & { lastRefresh: RefreshRun | null }) | { error: string },
@@ -115,9 +128,7 @@ function formatStatus(
   lines.push(
     `  waiting ${(c.waiting ?? 0) + (c.prioritized ?? 0)}, active ${c.active ?? 0}, delayed ${c.delayed ?? 0}, failed ${c.failed ?? 0}, completed ${c.completed ?? 0} (jobs kept in Redis)`,
   );
-  lines.push(
-    `  oldest waiting job: ${q.oldestWaitingSeconds === null ? 'none' : `${q.oldestWaitingSeconds} s`}`,
-  );
+  lines.push(`  oldest waiting job: ${formatOldestWaiting(q)}`);
   const held = HELD_BY[q.rateLimitedBy ?? 'own_limit'];
   if (q.rateLimitedForMs > 0) lines.push(`  ${held} for another ${q.rateLimitedForMs} ms`);
   // In continuous mode there is no nightly run to announce: the window's lines say what runs.
@@ -202,14 +213,22 @@ function formatActions(actions: RecentActions): string[] {
 
 /** `cards-sync status [--json]`. */
 export async function cmdStatus(config: Config, io: Io, opts: { json: boolean }): Promise<number> {
-  const queue = await readQueueStatus(config);
+  const handle = createDb(config.databaseUrl, { max: 1, timeoutMs: config.databaseTimeoutMs });
+  // A database before migration 0017 has no fleet, one away none to read: say nothing of it then.
+  const fleet: FleetEntry[] | null = await liveFleet(handle.pool).catch(() => null);
+  // The workers' pace, as the registry has it (like REFRESH_MAX_AGE, which the plan records), not
+  // this shell's: a `status` run without SYNC_RATE_LIMIT_PER_SEC still tells their pacing apart.
+  const queue = await readQueueStatus(config, fleetRateLimit(fleet ?? [], config.syncRateLimitPerSec)).catch(
+    async (error: unknown) => {
+      await handle.close();
+      throw error;
+    },
+  );
   let data: (DataStatus & { lastRefresh: RefreshRun | null }) | { error: string };
   let actions: RecentActions | undefined;
   let freshness: Freshness | null = null;
-  let fleet: FleetEntry[] | null = null;
   let webhooks: WebhookStatus[] | null = null;
   let continuous: ContinuousStatus | null = null;
-  const handle = createDb(config.databaseUrl, { max: 1, timeoutMs: config.databaseTimeoutMs });
   try {
     data = { ...(await readDataStatus(handle.db)), lastRefresh: (await lastRefreshRun(handle.db)) ?? null };
     freshness = await readFreshness(handle.pool, config.refreshMaxAgeMs);
@@ -226,8 +245,6 @@ export async function cmdStatus(config: Config, io: Io, opts: { json: boolean })
         ).catch(() => readLeaseHolder(handle.pool, null, config.queuePrefix)),
       });
     }
-    // A database before migration 0017 has no fleet: say nothing of it rather than fail.
-    fleet = await liveFleet(handle.pool).catch(() => null);
     webhooks = await readWebhooksStatus(handle.pool, config.changeEventsRetentionDays).catch(() => null);
     actions = await recentAdminActions(handle.db, STATUS_ACTIONS).catch((error: unknown) => ({
       error: describeDbError(error, config.databaseUrl) ?? rootCause(error).message,

@@ -54,6 +54,29 @@ export class CursorError extends Error {
   readonly code = 'bad_cursor';
 }
 
+/**
+ * A cursor past every place this database's feed can have given: its transaction id is one this
+ * database has not reached yet (a cursor of another database's feed, say). Read from there, the
+ * feed would show nothing until the database's transactions caught up, and then start in the middle.
+ */
+export class CursorAheadError extends Error {
+  override readonly name = 'CursorAheadError';
+  readonly code = 'cursor_ahead';
+  constructor(
+    readonly cursor: string,
+    /** The feed's head: its newest event a reader can see, or where the next one will come after. */
+    readonly head: string,
+    /** Whether the feed holds no event a reader can see (none yet, or retention dropped them). */
+    empty: boolean,
+  ) {
+    super(
+      `cursor ${cursor} is beyond the change feed's head ${head}${empty ? ' (no event to read now)' : ''}: ` +
+        `transaction ${cursor.split('-')[0]} has not ended in this database, so this feed never gave it (is it another database's?); ` +
+        `go on from a "next" this feed gave, from ${head} for new events only, or from ${FEED_START} for every event kept`,
+    );
+  }
+}
+
 interface Cursor {
   txid: string;
   seq: string;
@@ -100,6 +123,38 @@ select exists (
   select 1 from change_events, horizon h
   where txid >= h.xmin and (txid, seq) > ($1::xid8, $2::bigint)
 ) as held`;
+
+// Every cursor the feed gives is an event's, whose transaction had ended when it was read, or
+// FEED_START: its transaction id is below the xmax of every snapshot taken since, and the xmax of
+// a snapshot never goes back (unlike the horizon, which leaves out other databases' transactions
+// by what pg_stat_activity shows). So a cursor at or past (xmax, 0) can only come from elsewhere,
+// while one a reader was given stays good when retention has dropped every event since. A seq is
+// never 0, so (xmax, 0) itself skips nothing. Its transaction id is not asked for: a reader does
+// not get one.
+const AHEAD = `
+select ($1::xid8, $2::bigint) >= (pg_snapshot_xmax(pg_current_snapshot()), 1::bigint) as ahead`;
+
+// The head a refused cursor is told of: the newest event a reader sees now, or, with none, the
+// horizon (every transaction below it has ended, so a reader from there misses no new event).
+const HEAD = `
+with ${HORIZON}
+select (select e.txid::text || '-' || e.seq::text from change_events e
+          where e.txid < h.xmin order by e.txid desc, e.seq desc limit 1) as last,
+       h.xmin::text || '-0' as horizon
+from horizon h`;
+
+/**
+ * Refuses a cursor this feed cannot have given (a {@link CursorAheadError} naming the head), once
+ * before a read or a follow: a cursor at the head is good, and stays good as events come after it.
+ */
+export async function checkCursor(db: Queryable, after: string | null | undefined): Promise<void> {
+  const text = after ?? FEED_START;
+  const cursor = parseCursor(text);
+  const { rows } = await db.query<{ ahead: boolean }>(AHEAD, [cursor.txid, cursor.seq]);
+  if (rows[0]?.ahead !== true) return;
+  const head = (await db.query<{ last: string | null; horizon: string }>(HEAD)).rows[0]!;
+  throw new CursorAheadError(text, head.last ?? head.horizon, head.last === null);
+}
 
 /** Reads one page after `after` (a cursor; FEED_START or null from the start). */
 export async function readFeed(

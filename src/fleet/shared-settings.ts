@@ -103,3 +103,22 @@ export function strictestMaxAge(
   }
   return strictest;
 }
+
+/**
+ * The SYNC_RATE_LIMIT_PER_SEC that paces the queue: the smallest one a live worker publishes (the
+ * first to reach its count in BullMQ's limiter window; 0 when every live worker runs without), or
+ * `own` when no live worker publishes one. BullMQ keeps no worker's limit in Redis, so a reader
+ * such as `status` learns it here rather than from its own environment.
+ */
+export function fleetRateLimit(
+  fleet: readonly { role: string; settings: Record<string, unknown> }[],
+  own: number,
+): number {
+  const limits = fleet
+    .filter((p) => p.role !== 'admin')
+    .map((p) => p.settings.SYNC_RATE_LIMIT_PER_SEC)
+    .filter((v): v is number => typeof v === 'number' && Number.isFinite(v) && v >= 0);
+  if (limits.length === 0) return own;
+  const paced = limits.filter((v) => v > 0);
+  return paced.length > 0 ? Math.min(...paced) : 0;
+}

@@ -29,7 +29,8 @@ export interface LedgerMaintenance {
 
 /**
  * One pass of the ledger's upkeep: stray rows into their days, the days ahead created, the days
- * past `SYNC_RUNS_RETENTION_DAYS` dropped whole. Safe to run from every worker at once.
+ * past `SYNC_RUNS_RETENTION_DAYS` dropped whole. Safe to run from every worker at once: a step
+ * another worker's upkeep is doing is left to it, without a word (db/day-partitions.ts).
  */
 export async function maintainLedger(
   pool: pg.Pool,
@@ -51,7 +52,12 @@ export async function maintainLedger(
 export function startLedgerMaintenance(
   pool: pg.Pool,
   logger: Logger,
-  o: { retentionDays: number; everyMs?: number },
+  o: {
+    retentionDays: number;
+    everyMs?: number;
+    /** Called with what each pass did (none by default). */
+    onPass?: (r: LedgerMaintenance) => void;
+  },
 ): Upkeep {
   const log = logger.child({ component: 'ledger' });
   return startUpkeep(
@@ -61,6 +67,7 @@ export function startLedgerMaintenance(
         onRetry: (partition) =>
           log.debug({ partition }, 'sync_runs busy: detaching the partition again shortly'),
       });
+      o.onPass?.(r);
       if (r.rehomed > 0)
         log.warn({ rows: r.rehomed }, 'sync_runs rows outside every day partition moved into their days');
       if (r.created.length > 0) log.debug({ partitions: r.created }, 'sync_runs partitions created ahead');
