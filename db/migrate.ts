@@ -99,6 +99,30 @@ async function recordBreaking(client: pg.Client, tags: string[]): Promise<boolea
   return true;
 }
 
+/**
+ * After breaking migrations were applied: the writer fence (db/fence.ts) now asks for the newest of
+ * them, and names the release that applied them. Nothing to do before the fence exists (0029).
+ */
+async function moveFence(
+  client: pg.Client,
+  appliedNow: string[],
+  release: string | undefined,
+): Promise<void> {
+  const { rows } = await client.query<{ ok: boolean }>(
+    `select to_regprocedure('cards_sync_move_fence(text)') is not null as ok`,
+  );
+  if (!rows[0]?.ok) return;
+  if (release !== undefined) {
+    await client.query(
+      'update breaking_migrations set release = $1 where release is null and tag = any($2::text[])',
+      [release, appliedNow],
+    );
+  }
+  const newest = (await client.query<{ tag: string }>('select max(tag) as tag from breaking_migrations'))
+    .rows[0]?.tag;
+  if (newest) await client.query('select cards_sync_move_fence($1)', [newest]);
+}
+
 /** Live processes (a beat within 45 s) that know migrations only up to before `tag`. */
 async function processesBehind(client: pg.Client, tag: string): Promise<LiveProcess[]> {
   const exists = await client.query<{ ok: boolean }>(
@@ -186,12 +210,7 @@ export async function runMigrations(databaseUrl: string, o: MigrateOptions = {})
     const applied = tags.slice(0, after).filter((t) => breaking.includes(t));
     await recordBreaking(client, applied);
     const appliedNow = tags.slice(before, after).filter((t) => breaking.includes(t));
-    if (o.release !== undefined && appliedNow.length > 0) {
-      await client.query(
-        'update breaking_migrations set release = $1 where release is null and tag = any($2::text[])',
-        [o.release, appliedNow],
-      );
-    }
+    if (appliedNow.length > 0) await moveFence(client, appliedNow, o.release);
     await client.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK_KEY]);
     return { createdDatabase, applied: after - before, ...(forced ? { forced } : {}) };
   } finally {

@@ -189,6 +189,8 @@ describe('breaking migrations', () => {
     ]);
     await pool().query('drop table test_breaking_marker');
     await pool().query(`delete from breaking_migrations where tag = '0099_test_breaking'`);
+    // The writer fence went to 0099 with it: back to this release's newest.
+    await pool().query('select cards_sync_move_fence((select max(tag) from breaking_migrations))');
     await pool().query(
       `delete from drizzle.__drizzle_migrations where created_at = (select max(created_at) from drizzle.__drizzle_migrations)`,
     );
@@ -204,6 +206,8 @@ describe('breaking migrations', () => {
     expect(waited.forced).toBeUndefined();
     await pool().query('drop table test_breaking_marker');
     await pool().query(`delete from breaking_migrations where tag = '0099_test_breaking'`);
+    // The writer fence went to 0099 with it: back to this release's newest.
+    await pool().query('select cards_sync_move_fence((select max(tag) from breaking_migrations))');
     await pool().query(
       `delete from drizzle.__drizzle_migrations where created_at = (select max(created_at) from drizzle.__drizzle_migrations)`,
     );
@@ -235,6 +239,8 @@ describe('breaking migrations', () => {
     expect(audit.rows[0]!.detail.processes.map((p) => p.id)).toEqual([stubborn.id]);
     await pool().query('drop table test_breaking_marker');
     await pool().query(`delete from breaking_migrations where tag = '0099_test_breaking'`);
+    // The writer fence went to 0099 with it: back to this release's newest.
+    await pool().query('select cards_sync_move_fence((select max(tag) from breaking_migrations))');
     await pool().query(
       `delete from drizzle.__drizzle_migrations where created_at = (select max(created_at) from drizzle.__drizzle_migrations)`,
     );

@@ -1,10 +1,12 @@
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import pg from 'pg';
-import { afterAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, describe, expect, inject, it, onTestFinished } from 'vitest';
 import { withDatabase } from '../db/databases.js';
 import { declareKnownMigration, FENCE_SETTING } from '../db/fence.js';
-import { knownMigration } from '../db/migrate.js';
+import { knownMigration, migrationsFolder, runMigrations } from '../db/migrate.js';
 import { API_KEY, CARD_TOKEN_KEYS, makeCard, ok, useScriptedApi } from './fixtures.js';
 import { adminQuery } from './helpers.js';
 import { runCli } from './queue-helpers.js';
@@ -46,6 +48,27 @@ const refusal = (known: string | undefined, sql: string) =>
     (error: { message: string; code?: string }) => error,
   );
 
+/** The release's migrations plus a test-only breaking one, in a folder of their own. */
+function withBreakingMigration(tag: string): string {
+  const dir = mkdtempSync(join(tmpdir(), 'cards-sync-migrations-'));
+  onTestFinished(() => rmSync(dir, { recursive: true, force: true }));
+  cpSync(migrationsFolder(), dir, { recursive: true });
+  const journalPath = join(dir, 'meta', '_journal.json');
+  const journal = JSON.parse(readFileSync(journalPath, 'utf8')) as {
+    entries: { idx: number; version: string; when: number; tag: string; breakpoints: boolean }[];
+  };
+  const last = journal.entries.at(-1)!;
+  journal.entries.push({ ...last, idx: last.idx + 1, when: last.when + 1000, tag });
+  writeFileSync(journalPath, JSON.stringify(journal));
+  writeFileSync(join(dir, `${tag}.sql`), 'CREATE TABLE "test_breaking_marker" ("id" integer);');
+  const record = JSON.parse(readFileSync(join(dir, 'breaking.json'), 'utf8')) as {
+    breaking: Record<string, string>;
+  };
+  record.breaking[tag] = 'test only';
+  writeFileSync(join(dir, 'breaking.json'), JSON.stringify(record));
+  return dir;
+}
+
 const count = (sql: string) => session(undefined, async (c) => Number((await c.query(sql)).rows[0].n));
 
 describe('the writer fence', () => {
@@ -73,8 +96,6 @@ describe('the writer fence', () => {
        values (9001, 4, 'tok', '4761-xxxx-xxxx-0001', 'Bonus', 1, 'AKBANK', -1, now(), now(), now(), now())`,
       'update saved_cards set removed_at = now() where subscriber_id = 4',
       'delete from saved_card_change_log where subscriber_id = 4',
-      'update subscribers set last_status = null where subscriber_id = 4',
-      'delete from subscriber_schedule where subscriber_id = 4',
       'delete from card_conflicts',
     ];
     for (const sql of writes) {
@@ -83,7 +104,7 @@ describe('the writer fence', () => {
         const error = await refusal(known, sql);
         expect(error?.code, sql).toBe('CSF01');
         expect(error?.message).toMatch(
-          /^cards-sync: this release may not write (saved_cards|saved_card_change_log|subscribers|subscriber_schedule|card_conflicts): the database has breaking migration 0029_writer_fence, which it does not know \(it declares .+\); start cards-sync 0\.1\.0 or newer$/,
+          /^cards-sync: this release may not write (saved_cards|saved_card_change_log|card_conflicts): the database has breaking migration 0029_writer_fence, which it does not know \(it declares .+\); start cards-sync 0\.1\.0 or newer$/,
         );
       }
     }
@@ -94,25 +115,25 @@ describe('the writer fence', () => {
     ).toBe(4);
   });
 
-  it('lets a release that knows the newest breaking migration write, and holds for breaking migrations after 0029', async () => {
-    const write = 'update subscribers set consecutive_failures = 0 where subscriber_id = 4';
+  it('lets a release that knows the newest breaking migration write, and moves to each breaking migration migrate applies', async () => {
+    const write = 'update saved_cards set updated_at = updated_at where subscriber_id = 4';
     expect(await refusal(knownMigration(), write)).toBeUndefined();
     expect(await refusal('0099_a_later_one', write)).toBeUndefined();
-    // A later breaking migration, recorded as migrate records one: this release is now the old one.
-    await session(knownMigration(), (c) =>
-      c.query(`insert into breaking_migrations (tag, release) values ('0099_test_breaking', '9.9.9')`),
+    // A later breaking migration, applied as a later release's migrate applies it: this release
+    // is now the old one.
+    const folder = withBreakingMigration('0099_test_breaking');
+    await runMigrations(url, { folder, release: '9.9.9' });
+    const error = await refusal(knownMigration(), write);
+    expect(error?.message).toBe(
+      `cards-sync: this release may not write saved_cards: the database has breaking migration 0099_test_breaking, which it does not know (it declares ${knownMigration()}); start cards-sync 9.9.9 or newer`,
     );
-    try {
-      const error = await refusal(knownMigration(), write);
-      expect(error?.message).toBe(
-        `cards-sync: this release may not write subscribers: the database has breaking migration 0099_test_breaking, which it does not know (it declares ${knownMigration()}); start cards-sync 9.9.9 or newer`,
-      );
-      expect(await refusal('0099_test_breaking', write)).toBeUndefined();
-    } finally {
-      await session(undefined, (c) =>
-        c.query(`delete from breaking_migrations where tag = '0099_test_breaking'`),
-      );
-    }
+    expect(await refusal('0099_test_breaking', write)).toBeUndefined();
+    // This release's own guard says the same before it writes anything (exit 3).
+    const synced = await runCli(['sync', '--id', '4'], env());
+    expect(synced.code).toBe(3);
+    expect(synced.stderr).toContain('breaking migration 0099_test_breaking');
+    // Another writer leaves no trace: what remains is this release's cards.
+    expect(await count('select count(*) as n from saved_cards where subscriber_id = 4')).toBe(4);
   });
 
   it("leaves every read alone: the reporting role's, and an undeclared session's", async () => {
