@@ -41,12 +41,12 @@ describe('Debezium', () => {
     const card = makeCard(5901);
     upstream.script.set('id:5901', ok([card]));
     await syncSubscriber(
-      { db: handle.db, api, logger, tokens: testTokens },
+      { db: handle.db, api, logger, tokens: testTokens, changeEvents: true },
       { target: { subscriberId: 5901 }, trigger: 'manual' },
     );
     upstream.script.set('id:5901', ok([{ ...card, cardBankName: 'AKBANK' }]));
     await syncSubscriber(
-      { db: handle.db, api, logger, tokens: testTokens },
+      { db: handle.db, api, logger, tokens: testTokens, changeEvents: true },
       { target: { subscriberId: 5901 }, trigger: 'manual' },
     );
 
@@ -85,7 +85,7 @@ describe('Debezium', () => {
     await pool.query(`select pg_create_logical_replication_slot('cards_sync_pgoutput', 'pgoutput')`);
     upstream.script.set('id:5902', ok([makeCard(5902), makeCard(5902)]));
     await syncSubscriber(
-      { db: handle.db, api, logger, tokens: testTokens },
+      { db: handle.db, api, logger, tokens: testTokens, changeEvents: true },
       { target: { subscriberId: 5902 }, trigger: 'manual' },
     );
     const { rows } = await pool.query<{ data: Buffer }>(

@@ -208,7 +208,7 @@ describe('a cursor beyond the head', () => {
   });
 
   it('cards-sync changes exits 2 naming the head; --follow from the head prints the next event', async () => {
-    const env = { DATABASE_URL: database.url, LOG_LEVEL: 'silent' };
+    const env = { DATABASE_URL: database.url, CHANGE_EVENTS: 'on', LOG_LEVEL: 'silent' };
     const head = await end();
     for (const args of [['changes'], ['changes', '--follow']]) {
       const run = await runCli([...args, '--after', await futureCursor()], env);
@@ -240,7 +240,7 @@ describe('a cursor beyond the head', () => {
     const given = await end();
     // What retention does to a quiet feed: no event left.
     await pool().query('delete from change_events');
-    const env = { DATABASE_URL: database.url, LOG_LEVEL: 'silent' };
+    const env = { DATABASE_URL: database.url, CHANGE_EVENTS: 'on', LOG_LEVEL: 'silent' };
     const run = await runCli(['changes', '--after', given], env);
     expect(run.code, run.stderr).toBe(0);
     expect(run.stderr).toBe(`next: ${given}\n`);
@@ -265,7 +265,7 @@ describe('a cursor beyond the head', () => {
 });
 
 describe('cards-sync changes', () => {
-  const env = () => ({ DATABASE_URL: database.url, LOG_LEVEL: 'silent' });
+  const env = () => ({ DATABASE_URL: database.url, CHANGE_EVENTS: 'on', LOG_LEVEL: 'silent' });
 
   it('prints the events after a cursor, one JSON line each, and the next cursor on stderr', async () => {
     const after = await end();
