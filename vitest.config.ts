@@ -5,7 +5,7 @@ export default defineConfig({
     include: ['test/**/*.test.ts'],
     // The fault suite has its own run: npm run test:faults (vitest.faults.config.ts).
     exclude: ['test/faults/**', '**/node_modules/**'],
-    globalSetup: ['test/setup/global.ts', 'test/setup/secret-search.ts'],
+    globalSetup: ['test/support/setup/global.ts', 'test/support/setup/secret-search.ts'],
     testTimeout: 30_000,
     hookTimeout: 60_000,
     // Two cores here: more forks only fight over them and over Postgres.
