@@ -159,7 +159,7 @@ try {
     const ids: number[] = [];
     for (let i = 0; i < k; i++) ids.push(await addEndpoint(`drain-${k}-${i}`, drainFrom));
     // The endpoints' deliveries made here, on whatever statistics the table has: the claim reads
-    // the due index in its own order whatever they say (test/webhook-claim.test.ts).
+    // the due index in its own order whatever they say (test/integration/webhook-claim.test.ts).
     for (const id of ids) while (((await takeEvents(pool, id))?.read ?? 0) > 0);
     const mark = firstSeen.size;
     const start = Date.now();

@@ -1,7 +1,7 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 
-// One trace as a waterfall SVG, as a tracing UI draws it, from the spans test/tracing.test.ts's
-// OTLP receiver decoded (`TRACE_DUMP=spans.json npx vitest run test/tracing.test.ts`):
+// One trace as a waterfall SVG, as a tracing UI draws it, from the spans test/process/tracing.test.ts's
+// OTLP receiver decoded (`TRACE_DUMP=spans.json npx vitest run test/process/tracing.test.ts`):
 //
 //   node dist/bench/trace-chart.js spans.json docs/trace.svg [id:62100]
 //
@@ -96,7 +96,7 @@ export function traceChart(spans: Span[]): string {
     `<svg xmlns="http://www.w3.org/2000/svg" width="${w}" height="${h}" font-family="sans-serif" font-size="11">`,
     `<title>One sync's trace, drawn from an OTLP export</title>`,
     `<rect width="${w}" height="${h}" fill="white"/>`,
-    `<text x="10" y="20" font-size="14" font-weight="bold">One sync's trace: ${rows.length} spans over ${Math.round(t1 - t0)} ms (drawn from an OTLP export, test/tracing.test.ts)</text>`,
+    `<text x="10" y="20" font-size="14" font-weight="bold">One sync's trace: ${rows.length} spans over ${Math.round(t1 - t0)} ms (drawn from an OTLP export, test/process/tracing.test.ts)</text>`,
     `<text x="${labelW}" y="40" fill="#555">0 ms</text>`,
     `<text x="${labelW + barW}" y="40" fill="#555" text-anchor="end">${Math.round(t1 - t0)} ms</text>`,
   ];

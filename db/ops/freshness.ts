@@ -29,7 +29,7 @@ export interface Freshness {
 /**
  * Reads the freshness figures. The estimate is the mean of 1 − e^{−λ·age} over subscribers
  * (src/freshness/staleness.ts `estimatedStaleShare`, the same formula in SQL, checked against it
- * by test/freshness.test.ts): a never-synced one counts as stale, one without an estimate yet at
+ * by test/process/freshness.test.ts): a never-synced one counts as stale, one without an estimate yet at
  * the population's rate. Above 200,000 subscribers it reads a page sample, not the whole table.
  */
 export async function readFreshness(pool: pg.Pool, fallbackMaxAgeMs: number): Promise<Freshness> {

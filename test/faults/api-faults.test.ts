@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { expect, it } from 'vitest';
-import { useCleanups, useTestDatabase } from '../helpers.js';
+import { useCleanups, useTestDatabase } from '../support/helpers.js';
 import { startScenario } from './scenario.js';
 
 // The API misbehaves throughout: one answer in ten is a 503, and a few in a hundred are late past

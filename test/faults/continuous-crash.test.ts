@@ -1,9 +1,9 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { expect, it } from 'vitest';
-import { API_KEY } from '../fixtures.js';
-import { useCleanups, useTestDatabase } from '../helpers.js';
-import { leaseHolderPid } from '../lease-holder.js';
-import { type CliProcess, waitFor } from '../queue-helpers.js';
+import { API_KEY } from '../support/fixtures.js';
+import { useCleanups, useTestDatabase } from '../support/helpers.js';
+import { leaseHolderPid } from '../support/lease-holder.js';
+import { type CliProcess, waitFor } from '../support/queue-helpers.js';
 import { recordFaultRow } from './report.js';
 import { startScenario } from './scenario.js';
 import { secretsIn } from './secrets.js';

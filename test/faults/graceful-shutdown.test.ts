@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { expect, it } from 'vitest';
-import { useCleanups, useTestDatabase } from '../helpers.js';
-import { waitFor } from '../queue-helpers.js';
+import { useCleanups, useTestDatabase } from '../support/helpers.js';
+import { waitFor } from '../support/queue-helpers.js';
 import { startScenario } from './scenario.js';
 
 // SIGTERM under load, again and again: each stopped worker finishes its in-flight jobs, exits 0

@@ -6,10 +6,10 @@ import { csrfToken } from '../../src/admin/csrf.js';
 import { type ApiClient, createApiClient } from '../../src/api/client.js';
 import { directWriter } from '../../src/sync/group-commit.js';
 import { syncSubscriber } from '../../src/sync/sync-subscriber.js';
-import { testAdminApp } from '../admin-helpers.js';
-import { API_KEY, CARD_TOKEN_KEYS, makeCard, ok, testTokens, useScriptedApi } from '../fixtures.js';
-import { captureLogger, useTestDatabase } from '../helpers.js';
-import { runCli, testQueue } from '../queue-helpers.js';
+import { testAdminApp } from '../support/admin-helpers.js';
+import { API_KEY, CARD_TOKEN_KEYS, makeCard, ok, testTokens, useScriptedApi } from '../support/fixtures.js';
+import { captureLogger, useTestDatabase } from '../support/helpers.js';
+import { runCli, testQueue } from '../support/queue-helpers.js';
 import { recordFaultRow } from './report.js';
 import { secretsIn } from './secrets.js';
 

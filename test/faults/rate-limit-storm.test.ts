@@ -1,8 +1,8 @@
 import { expect, it } from 'vitest';
 import { createMockApi, type MockReply } from '../../src/mock-api/server.js';
-import { API_KEY } from '../fixtures.js';
-import { useCleanups, useTestDatabase } from '../helpers.js';
-import { waitFor } from '../queue-helpers.js';
+import { API_KEY } from '../support/fixtures.js';
+import { useCleanups, useTestDatabase } from '../support/helpers.js';
+import { waitFor } from '../support/queue-helpers.js';
 import { startScenario } from './scenario.js';
 
 // Two 429 storms while two worker processes sync: for five seconds every request is answered 429,

@@ -1,9 +1,9 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import type { RedisConfig } from '../../src/config/redis.js';
-import { useCleanups, useTestDatabase } from '../helpers.js';
-import { waitFor } from '../queue-helpers.js';
-import { redisServerAvailable, startRedisCluster, startSentinelGroup } from '../redis-topologies.js';
+import { useCleanups, useTestDatabase } from '../support/helpers.js';
+import { waitFor } from '../support/queue-helpers.js';
+import { redisServerAvailable, startRedisCluster, startSentinelGroup } from '../support/redis-topologies.js';
 import { type Scenario, startScenario } from './scenario.js';
 
 // Redis failovers while two workers sync thousands of subscribers: the master of the queue's slot

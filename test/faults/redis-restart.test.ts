@@ -7,8 +7,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { expect, it } from 'vitest';
 import { freePort } from '../../src/demo/local-servers.js';
-import { useCleanups, useTestDatabase } from '../helpers.js';
-import { waitFor } from '../queue-helpers.js';
+import { useCleanups, useTestDatabase } from '../support/helpers.js';
+import { waitFor } from '../support/queue-helpers.js';
 import { startScenario } from './scenario.js';
 
 // A private Redis (its own port, AOF on) is restarted while two workers sync: they reconnect and

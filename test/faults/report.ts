@@ -1,5 +1,5 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
-import { ARTIFACTS_DIR } from '../log-archive.js';
+import { ARTIFACTS_DIR } from '../support/log-archive.js';
 
 /** One scenario's line in the fault suite's closing table. */
 export interface FaultRow {

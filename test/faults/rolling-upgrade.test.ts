@@ -5,8 +5,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { expect, it } from 'vitest';
 import { liveFleet } from '../../src/fleet/registry.js';
-import { useCleanups, useTestDatabase } from '../helpers.js';
-import { type CliProcess, startCli, waitFor } from '../queue-helpers.js';
+import { useCleanups, useTestDatabase } from '../support/helpers.js';
+import { type CliProcess, startCli, waitFor } from '../support/queue-helpers.js';
 import { startScenario } from './scenario.js';
 
 // A rolling upgrade with the fleet running (issue 27): two builds side by side. The next build is

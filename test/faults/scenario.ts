@@ -6,8 +6,8 @@ import { queueIsIdle } from '../../jobs/worker.js';
 import type { SavedCard } from '../../src/api/schema.js';
 import type { RedisConfig } from '../../src/config/redis.js';
 import { cardsFor } from '../../src/mock-api/data.js';
-import { API_KEY, CARD_TOKEN_KEYS, testTokens } from '../fixtures.js';
-import { type CliProcess, startCli, testQueue, waitFor } from '../queue-helpers.js';
+import { API_KEY, CARD_TOKEN_KEYS, testTokens } from '../support/fixtures.js';
+import { type CliProcess, startCli, testQueue, waitFor } from '../support/queue-helpers.js';
 import { recordFaultRow } from './report.js';
 import { secretsIn } from './secrets.js';
 

@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { expect, it } from 'vitest';
-import { useCleanups, useTestDatabase } from '../helpers.js';
+import { useCleanups, useTestDatabase } from '../support/helpers.js';
 import { startScenario } from './scenario.js';
 
 // Two worker processes sync 20,000 subscribers while one of them is killed with SIGKILL at random

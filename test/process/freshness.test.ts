@@ -1,0 +1,381 @@
+import { sql } from 'drizzle-orm';
+import { afterEach, describe, expect, inject, it } from 'vitest';
+import { simulate } from '../../bench/freshness/sim.js';
+import { readFreshness } from '../../db/ops/freshness.js';
+import { policyParams, readPolicy, savePolicy } from '../../db/ops/refresh-policy.js';
+import { replan } from '../../jobs/refresh-policy.js';
+import {
+  afterClaim,
+  afterSuccess,
+  allowance,
+  defaultPolicy,
+  estimatedStaleShare,
+  estimateRate,
+  fitMixture,
+  groupRates,
+  intervalDays,
+  isMixture,
+  MS_PER_DAY,
+  observation,
+  type PolicyParams,
+  pooledRate,
+  posteriorMeanRate,
+  solveThreshold,
+  splitForAudit,
+  staleProbability,
+  wilson,
+} from '../../src/freshness/index.js';
+import { adminFor } from '../support/admin-helpers.js';
+import { useTestDatabase } from '../support/helpers.js';
+import { runCli, testQueue } from '../support/queue-helpers.js';
+
+/** A Poisson process of `rate` a day watched every `every` days, `n` times: the observations. */
+function watch(rate: number, every: number, n: number, seed = 1): number[] {
+  let a = seed;
+  const random = () => {
+    a = (a * 16807) % 2147483647;
+    return a / 2147483647;
+  };
+  return Array.from({ length: n }, () => observation(every, random() < -Math.expm1(-rate * every)));
+}
+
+const prior = { ratePerDay: 0.1, weight: 0.05 };
+const params = (thresholdDays: number, maxAgeDays = 7): PolicyParams => ({
+  thresholdDays,
+  maxAgeDays,
+  minIntervalDays: 0,
+  prior,
+});
+
+describe('the change-rate estimate', () => {
+  it('is the prior with no observation, and falls as unchanged time accumulates', () => {
+    expect(estimateRate(null, prior)).toBeCloseTo(0.1, 6);
+    const week = estimateRate([observation(7, false)], prior);
+    const month = estimateRate(
+      [7, 7, 7, 7].map((t) => observation(t, false)),
+      prior,
+    );
+    expect(week).toBeLessThan(0.1);
+    expect(month).toBeLessThan(week / 3);
+  });
+
+  it('recovers a true rate from irregular visits, where changes/time would not', () => {
+    // Daily changes seen every 2 days: a plain ratio reads at most one change per visit (0.5/day).
+    const obs = watch(1, 2, 32, 7);
+    const rate = estimateRate(obs, prior);
+    expect(rate).toBeGreaterThan(0.6);
+    expect(rate).toBeLessThan(1.6);
+    const naive = obs.filter((o) => o < 0).length / (32 * 2);
+    expect(naive).toBeLessThan(0.5);
+  });
+
+  it('works from seconds to weeks: the same visits a thousand times faster give a thousand times the rate', () => {
+    const slow = watch(0.3, 1, 32, 3);
+    const fast = slow.map((o) => o / 1000);
+    const r1 = estimateRate(slow, prior);
+    const r2 = estimateRate(fast, { ratePerDay: prior.ratePerDay * 1000, weight: prior.weight });
+    expect(r2 / r1).toBeCloseTo(1000, -1);
+  });
+
+  it('pools a population into one rate', () => {
+    const samples = Array.from({ length: 200 }, (_, i) => watch(0.2, 1, 10, (i + 1) * 104_729));
+    expect(pooledRate(samples, 1)).toBeGreaterThan(0.15);
+    expect(pooledRate(samples, 1)).toBeLessThan(0.26);
+    expect(pooledRate([], 0.5)).toBe(0.5);
+  });
+
+  it('fits a mixture to a heavy-tailed population and reads a busy wallet as busy, a quiet one as quiet', () => {
+    // 70% never change, 30% change 5 times a day; each watched every 0.5 day, 8 times.
+    const samples = Array.from({ length: 400 }, (_, i) => watch(i % 10 < 7 ? 0 : 5, 0.5, 8, (i + 1) * 7919));
+    const pooled = pooledRate(samples, 1);
+    const mixture = fitMixture(samples, pooled)!;
+    expect(mixture.weights.reduce((a, b) => a + b, 0)).toBeCloseTo(1, 9);
+    const mass = (lo: number, hi: number) =>
+      mixture.ratesPerDay.reduce((sum, r, j) => sum + (r >= lo && r < hi ? mixture.weights[j]! : 0), 0);
+    expect(mass(0, 0.05)).toBeGreaterThan(0.6);
+    expect(mass(1.5, 50)).toBeGreaterThan(0.25);
+    const allChanged = [0.5, 0.5, 0.5, 0.5].map((t) => observation(t, true));
+    const quiet = [observation(4, false)];
+    const withMixture = { ...prior, ratePerDay: pooled, mixture };
+    // Its true rate is 5: the mixture's estimate is nearer than the single prior's.
+    const busy = estimateRate(allChanged, withMixture);
+    const single = estimateRate(allChanged, { ratePerDay: pooled, weight: prior.weight });
+    expect(busy).toBeGreaterThan(3);
+    expect(Math.abs(busy - 5)).toBeLessThan(Math.abs(single - 5));
+    expect(estimateRate(quiet, withMixture)).toBeLessThan(0.05);
+    // With no observation: the population's mean rate.
+    const mean = mixture.ratesPerDay.reduce((sum, r, j) => sum + r * mixture.weights[j]!, 0);
+    expect(posteriorMeanRate(null, mixture)).toBeCloseTo(mean, 9);
+    // Too few subscribers observed: no mixture, and the single rate serves.
+    expect(fitMixture(samples.slice(0, 10), pooled)).toBeNull();
+    expect(isMixture(mixture)).toBe(true);
+    expect(isMixture({ ratesPerDay: [1, -1], weights: [0.5, 0.5] })).toBe(false);
+    expect(isMixture({ ratesPerDay: [1], weights: [0.5, 0.5] })).toBe(false);
+    expect(isMixture('[]')).toBe(false);
+  });
+});
+
+describe('the schedule', () => {
+  it('syncs a busier subscriber sooner, a quiet one at the max age, and leaves one too fast to keep to the max age', () => {
+    const p = params(0.2);
+    expect(intervalDays(0.5, p)).toBeLessThan(intervalDays(0.05, p));
+    expect(intervalDays(0.0001, p)).toBeCloseTo(7 * 0.9, 6);
+    // 1/λ < μ: no affordable interval keeps it fresh.
+    expect(intervalDays(10, p)).toBeCloseTo(7 * 0.9, 6);
+    expect(intervalDays(1, params(Number.POSITIVE_INFINITY))).toBeCloseTo(6.3, 6);
+  });
+
+  it('solves the threshold that spends the budget, and says when the max age cannot be kept', () => {
+    const groups = groupRates([...Array(600).fill(0.001), ...Array(300).fill(0.1), ...Array(100).fill(1)]);
+    const base = { maxAgeDays: 7, minIntervalDays: 0 };
+    const t = solveThreshold(groups, 400, base);
+    expect(t.keepsMaxAge).toBe(true);
+    const spent = groups.reduce(
+      (n, g) => n + g.count / intervalDays(g.ratePerDay, { ...base, thresholdDays: t.thresholdDays }),
+      0,
+    );
+    expect(spent / 400).toBeCloseTo(1, 2);
+    const short = solveThreshold(groups, 100, base);
+    expect(short.keepsMaxAge).toBe(false);
+    expect(short.thresholdDays).toBe(Number.POSITIVE_INFINITY);
+  });
+
+  it('after a success the next due follows the new estimate; a claim leases the subscriber within its max age', () => {
+    const now = 100 * MS_PER_DAY;
+    const before = {
+      lastSuccessAt: now - 2 * MS_PER_DAY,
+      observations: [observation(2, true)],
+      ratePerDay: 0.5,
+    };
+    const changed = afterSuccess(before, true, now, params(0.3));
+    const unchanged = afterSuccess(before, false, now, params(0.3));
+    expect(changed.observations).toHaveLength(2);
+    expect(changed.ratePerDay).toBeGreaterThan(unchanged.ratePerDay);
+    expect(changed.nextRefreshAt).toBeLessThan(unchanged.nextRefreshAt);
+    const claim = afterClaim(
+      { lastSuccessAt: now - 6.9 * MS_PER_DAY, observations: null, ratePerDay: 0 },
+      now,
+      params(0.3),
+    );
+    expect(claim - now).toBeCloseTo((7 / 8) * MS_PER_DAY, -3);
+    // Quiet intervals in a row are one observation (the same likelihood); 32 observations at most.
+    let s = { lastSuccessAt: 0, observations: [] as number[], ratePerDay: null as number | null };
+    for (let i = 1; i <= 6; i++) {
+      const u = afterSuccess(s, i % 3 === 0, i * MS_PER_DAY, defaultPolicy());
+      s = { lastSuccessAt: i * MS_PER_DAY, observations: u.observations!, ratePerDay: u.ratePerDay };
+    }
+    expect(s.observations).toEqual([2, -1, 2, -1]);
+    for (let i = 7; i <= 60; i++) {
+      const u = afterSuccess(s, i % 3 === 0, i * MS_PER_DAY, defaultPolicy());
+      s = { lastSuccessAt: i * MS_PER_DAY, observations: u.observations!, ratePerDay: u.ratePerDay };
+    }
+    expect(s.observations).toHaveLength(32);
+    expect(s.observations.slice(-2)).toEqual([2, -1]);
+  });
+
+  it('the budget: a token bucket that never bursts past its window, and an audit share that adds up', () => {
+    let marked: number | null = null;
+    let total = 0;
+    for (let t = 0; t <= 60_000; t += 100) {
+      const a = allowance(marked, t, 10);
+      marked = a.markedAt;
+      total += a.count;
+    }
+    expect(total).toBeGreaterThanOrEqual(600);
+    expect(total).toBeLessThanOrEqual(602);
+    expect(allowance(0, 3_600_000, 10).count).toBe(20);
+    // A budget under one request per burst still accrues.
+    expect(allowance(0, 200_000, 0.01).count).toBe(2);
+    let carry = 0;
+    let audits = 0;
+    for (let i = 0; i < 1000; i++) {
+      const s = splitForAudit(3, 0.02, carry);
+      carry = s.carry;
+      audits += s.audit;
+    }
+    expect(audits).toBe(60);
+  });
+
+  it('Wilson: 95% intervals that hold the truth', () => {
+    expect(wilson(0, 0)).toBeNull();
+    const w = wilson(10, 200)!;
+    expect(w.ratio).toBe(0.05);
+    expect(w.low).toBeGreaterThan(0.02);
+    expect(w.high).toBeLessThan(0.1);
+    expect(wilson(0, 50)!.low).toBe(0);
+  });
+
+  it('compressed to seconds, the policy keeps the max age and beats round robin (simulator, real policy code)', () => {
+    // A week of max age becomes a minute: every rate × 10,080, every duration ÷ 10,080.
+    const k = 10_080;
+    const classes = [
+      { label: 'never', share: 0.7, ratePerDay: 0 },
+      { label: 'monthly', share: 0.2, ratePerDay: k / 30 },
+      { label: 'every 2 days', share: 0.1, ratePerDay: k / 2 },
+    ];
+    const o = {
+      subscribers: 1000,
+      classes,
+      budgetPerDay: 0.25 * 1000 * k,
+      days: 30 / k,
+      warmupDays: 14 / k,
+      maxAgeDays: 7 / k,
+      auditShare: 0.02,
+      seed: 11,
+      tickSeconds: 60 / k,
+    };
+    const rr = simulate('round-robin', o);
+    const c = simulate('continuous', o);
+    expect(c.maxAgeDays).toBeLessThanOrEqual(o.maxAgeDays);
+    expect(c.staleShare).toBeLessThan(rr.staleShare * 0.8);
+  });
+});
+
+describe('the freshness figures', () => {
+  const database = useTestDatabase();
+  const cleanups: (() => Promise<unknown>)[] = [];
+  afterEach(async () => {
+    for (const c of cleanups.splice(0).reverse()) await c();
+    await database.handle.db.execute(sql`truncate sync_runs, subscribers, refresh_policy`);
+  });
+  const pool = () => database.handle.pool;
+
+  async function seedPopulation() {
+    // 40 subscribers: ages and rates spread out, 5 never synced.
+    await pool().query(
+      `insert into subscribers (subscriber_id, last_success_at, change_rate_per_day)
+        select g, case when g <= 5 then null else now() - (g * interval '3 hours') + interval '30 minutes' end,
+          case when g % 4 = 0 then null else 0.01 * g end
+        from generate_series(1, 40) g`,
+    );
+    // An audit of 50 re-syncs, 5 of which found changes; and a non-audit run that must not count.
+    await pool().query(
+      `insert into sync_runs (subscriber_id, trigger, started_at, finished_at, status, updated)
+        select g, 'audit', now() - interval '1 hour', now(), 'succeeded', case when g <= 5 then 1 else 0 end
+        from generate_series(1, 50) g`,
+    );
+    await pool().query(
+      `insert into sync_runs (subscriber_id, trigger, started_at, finished_at, status, updated)
+        values (1, 'refresh', now(), now(), 'succeeded', 3)`,
+    );
+    await savePolicy(pool(), {
+      mode: 'continuous',
+      thresholdDays: 0.5,
+      priorRatePerDay: 0.2,
+      priorMixture: null,
+      maxAgeSeconds: 86_400,
+      budgetPerSec: 1,
+      auditShare: 0.02,
+      subscribers: 40,
+      keepsMaxAge: true,
+      maxAgeNeedsPerSec: 40 / 86_400,
+    });
+  }
+
+  it("the estimate in SQL is the policy code's, and the audit is counted with its interval", async () => {
+    await seedPopulation();
+    const f = await readFreshness(pool(), 7 * MS_PER_DAY);
+    const { rows } = await pool().query<{ ms: number | null; rate: number | null; now_ms: number }>(
+      `select (extract(epoch from last_success_at) * 1000)::float8 as ms, change_rate_per_day as rate,
+          (extract(epoch from now()) * 1000)::float8 as now_ms from subscribers`,
+    );
+    const expected = estimatedStaleShare(
+      rows.map((r) => ({ lastSuccessAt: r.ms, ratePerDay: r.rate })),
+      rows[0]!.now_ms,
+      0.2,
+    );
+    expect(f.estimatedStaleRatio).toBeCloseTo(expected, 4);
+    expect(f.audit).toEqual({ samples: 50, staleRatio: 0.1, ...pick(wilson(5, 50)!) });
+    // Older than a day: subscribers 9…40 (3 h × g − 30 min > 24 h).
+    expect(f.pastMaxAge).toBe(32);
+    expect(f.neverSynced).toBe(5);
+    expect(f.maxAgeSeconds).toBe(86_400);
+    expect(staleProbability(0.5, 2)).toBeCloseTo(1 - Math.exp(-1), 9);
+  });
+
+  it('the plan fits the population mixture once 50 subscribers have observations; workers read it, and refuse a malformed one', async () => {
+    // 70 quiet wallets (a week unchanged, twice), 30 busy ones (changed in each of three days).
+    await pool().query(
+      `insert into subscribers (subscriber_id, last_success_at, change_observations)
+        select g, now(), case when g <= 70 then array[7, 7]::real[] else array[-1, -1, -1]::real[] end
+        from generate_series(1, 100) g`,
+    );
+    const settings = {
+      mode: 'continuous' as const,
+      budgetPerSec: 1,
+      maxAgeMs: 7 * MS_PER_DAY,
+      auditShare: 0.02,
+    };
+    const plan = await replan(pool(), settings);
+    expect(plan.priorMixture).not.toBeNull();
+    const stored = await readPolicy(pool());
+    expect(stored?.priorMixture).toEqual(plan.priorMixture);
+    const params = policyParams(stored, 7 * MS_PER_DAY);
+    expect(params.prior.mixture).toEqual(plan.priorMixture);
+    const busy = estimateRate([-1, -1, -1], params.prior);
+    const quiet = estimateRate([14], params.prior);
+    expect(busy).toBeGreaterThan(1);
+    expect(quiet).toBeLessThan(0.05);
+    // A row that is not a mixture is read as none: the single prior rate serves.
+    await pool().query(`update refresh_policy set prior_mixture = '{"ratesPerDay": [1], "weights": "x"}'`);
+    expect((await readPolicy(pool()))?.priorMixture).toBeNull();
+    expect(policyParams(await readPolicy(pool()), 7 * MS_PER_DAY).prior.mixture).toBeNull();
+    // Fewer than 50 observed: no mixture is fitted.
+    await pool().query('update subscribers set change_observations = null where subscriber_id > 40');
+    expect((await replan(pool(), settings)).priorMixture).toBeNull();
+  });
+
+  it('status --json has freshness; status says it in words; /metrics carries the gauges; the plan says whether the max age holds', async () => {
+    await seedPopulation();
+    const q = testQueue();
+    cleanups.push(q.cleanup);
+    const env = { REDIS_URL: inject('redisUrl'), QUEUE_PREFIX: q.prefix, DATABASE_URL: database.url };
+    const json = JSON.parse((await runCli(['status', '--json'], env)).stdout);
+    expect(json.freshness).toMatchObject({
+      mode: 'continuous',
+      audit: { samples: 50, staleRatio: 0.1 },
+      maxAgeSeconds: 86_400,
+      pastMaxAge: 32,
+      // The budget would keep it, but 32 subscribers are past it: the max age does not hold (issue 36).
+      keepsMaxAge: false,
+      budgetKeepsMaxAge: true,
+    });
+    expect(json.freshness.estimatedStaleRatio).toBeGreaterThan(0);
+    const text = (await runCli(['status'], env)).stdout;
+    expect(text).toMatch(
+      /freshness \(continuous\): estimated stale \d+\.\d\d% of subscribers; audit 10\.00% found changed/,
+    );
+    expect(text).toMatch(/max age 1d: 32 subscribers past it, 5 never synced/);
+    expect(text).toMatch(
+      /MAX AGE NOT KEPT: 32 subscribers past REFRESH_MAX_AGE although the budget suffices/,
+    );
+    expect(text).not.toMatch(/CANNOT KEEP MAX AGE/);
+    const get = adminFor(database, q, cleanups);
+    const metrics = await get('/metrics');
+    expect(metrics).toMatch(/^cards_sync_audit_stale_ratio 0\.1$/m);
+    expect(metrics).toMatch(/^cards_sync_audit_samples 50$/m);
+    expect(metrics).toMatch(/^cards_sync_subscribers_past_max_age 32$/m);
+    expect(metrics).toMatch(/^cards_sync_estimated_stale_ratio 0\.\d+$/m);
+    expect(metrics).toMatch(/^cards_sync_audit_stale_ratio_low 0\.0\d+$/m);
+    const overview = await get('/admin');
+    expect(overview).toMatch(/Estimated stale now: <b>\d+\.\d\d%<\/b>/);
+    expect(overview).toContain('id="audit-stale">10.00%');
+    expect(overview).toContain(
+      '<p class="alert" id="max-age-unkept">32 subscribers are past REFRESH_MAX_AGE.</p>',
+    );
+
+    // A budget too small for the max age: the plan says so, and status shouts it.
+    const plan = await replan(pool(), {
+      mode: 'continuous',
+      budgetPerSec: 0.0001,
+      maxAgeMs: MS_PER_DAY,
+      auditShare: 0.02,
+    });
+    expect(plan.keepsMaxAge).toBe(false);
+    expect((await runCli(['status'], env)).stdout).toMatch(/CANNOT KEEP MAX AGE/);
+  });
+});
+
+function pick(w: { low: number; high: number }) {
+  return { low: w.low, high: w.high };
+}

@@ -1,0 +1,168 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { parseChanges, parseWakeUp, walletChanges } from '../../src/mock-api/changes.js';
+import { cardsAtVersion, cardsFor } from '../../src/mock-api/data.js';
+import { createMockApi, type MockApi } from '../../src/mock-api/server.js';
+import { runCli } from '../support/queue-helpers.js';
+
+// `mock-api --changes`: the sandbox's wallets change over wall time at stated rates (issue 26's
+// end-to-end run compares the tables with this truth).
+
+describe('mock-api --changes', () => {
+  let mock: MockApi | undefined;
+  afterEach(async () => {
+    await mock?.stop();
+    mock = undefined;
+  });
+
+  it('reads share:rate pairs and refuses anything else with the rule', () => {
+    expect(parseChanges('0.7:0,0.2:1/h,0.08:12/h,0.02:1/m')).toEqual([
+      { share: 0.7, perSecond: 0 },
+      { share: 0.2, perSecond: 1 / 3600 },
+      { share: 0.08, perSecond: 12 / 3600 },
+      { share: 0.02, perSecond: 1 / 60 },
+    ]);
+    expect(parseChanges('0.5:2/d')).toEqual([{ share: 0.5, perSecond: 2 / 86_400 }]);
+    for (const bad of ['', '0.5', '0.5:12/x', '1.5:1/h', 'a:1/h', '0.5:-1/h']) {
+      expect(() => parseChanges(bad)).toThrow(/--changes takes share:rate pairs/);
+    }
+    expect(() => parseChanges('0.6:1/h,0.6:0')).toThrow('--changes: the shares sum to 1.2, more than 1');
+  });
+
+  it('takes lower-case units only, as REFRESH_MAX_AGE does: 1/M is minutes or months, so neither', () => {
+    expect(() => parseChanges('0.5:1/M')).toThrow(/lower-case s, m, h, d, w/);
+    expect(() => parseChanges('0.5:1/H')).toThrow(/lower-case/);
+    expect(parseWakeUp('0.1:12/h@10m')).toEqual({ share: 0.1, perSecond: 12 / 3600, afterMs: 600_000 });
+    expect(() => parseWakeUp('0.1:12/h@10M')).toThrow(/lower-case s, m, h, d, w/);
+    expect(() => parseWakeUp('0.1:12/H@10m')).toThrow(/--wake-up takes share:rate@after/);
+  });
+
+  it('draws the same changes for the same seed and start, at the stated shares', () => {
+    const classes = parseChanges('0.2:60/m,0.3:0');
+    const a = walletChanges(classes, 0, 3);
+    const b = walletChanges(classes, 0, 3);
+    let busy = 0;
+    for (let id = 1; id <= 5000; id++) {
+      expect(a.versionAt(id, 60_000)).toBe(b.versionAt(id, 60_000));
+      if (a.rateOf(id) > 0) busy += 1;
+    }
+    expect(busy / 5000).toBeGreaterThan(0.17);
+    expect(busy / 5000).toBeLessThan(0.23);
+    // A busy wallet (60 changes a minute) has changed about 60 times in a minute; a quiet one never.
+    const busyId = [...Array(100).keys()].map((i) => i + 1).find((id) => a.rateOf(id) > 0)!;
+    const quietId = [...Array(100).keys()].map((i) => i + 1).find((id) => a.rateOf(id) === 0)!;
+    expect(a.versionAt(busyId, 60_000)).toBeGreaterThan(30);
+    expect(a.versionAt(busyId, 60_000)).toBeLessThan(100);
+    expect(a.versionAt(quietId, 3_600_000)).toBe(0);
+    // A different seed draws other changes.
+    const c = walletChanges(classes, 0, 4);
+    const differs = [...Array(200).keys()].some(
+      (i) => c.versionAt(i + 1, 60_000) !== a.versionAt(i + 1, 60_000),
+    );
+    expect(differs).toBe(true);
+  });
+
+  it('answers each lookup with the wallet as it stands at that moment, over HTTP', async () => {
+    let now = 1_000_000;
+    mock = createMockApi({
+      apiKey: 'k',
+      changes: { classes: parseChanges('1:1/s'), seed: 1, startMs: now, clock: () => now },
+    });
+    const url = await mock.start();
+    const get = async (id: number) =>
+      (
+        await fetch(`${url}/api/saved-cards/subscriber/${id}`, { headers: { authorization: 'Apikey k' } })
+      ).json();
+    expect(await get(7)).toEqual(cardsFor(7));
+    expect(mock.version(7)).toBe(0);
+    now += 60_000; // about 60 changes later
+    const later = await get(7);
+    expect(mock.version(7)).toBeGreaterThan(20);
+    expect(later).toEqual(mock.truth(7));
+    expect(later).not.toEqual(cardsFor(7));
+    // Ids stay those of the subscriber's cards; tokens moved on, bank names stayed real ones.
+    for (const card of later as { id: number; subscriberId: number; cardBankName: string }[]) {
+      expect(card.subscriberId).toBe(7);
+      expect(card.cardBankName).not.toMatch(/-\d+$/);
+    }
+    expect(mock.changeRate(7)).toBe(1);
+  });
+
+  it("a change moves tokens on; bank names stay the real banks' own, each with its code, the same for the same seed", () => {
+    // The five banks of the provider's sample, each by its short and its legal name.
+    const REAL: Record<string, number> = {
+      AKBA: 100100000,
+      'AKBANK T.A.S.': 100100000,
+      GARANTI: 100200000,
+      'T. GARANTI BANKASI A.S.': 100200000,
+      YAPIKREDI: 100300000,
+      'YAPI VE KREDI BANKASI A.S.': 100300000,
+      ISBANK: 100400000,
+      'T. IS BANKASI A.S.': 100400000,
+      ZIRAAT: 100500000,
+      'T.C. ZIRAAT BANKASI A.S.': 100500000,
+    };
+    const seen = new Set<string>();
+    for (let id = 1; id <= 300; id++) {
+      for (const version of [0, 1, 2, 7, 1_000]) {
+        const cards = cardsAtVersion(id, version);
+        expect(cardsAtVersion(id, version)).toEqual(cards);
+        for (const card of cards) {
+          expect(REAL, `subscriber ${id} version ${version}: ${card.cardBankName}`).toHaveProperty(
+            [card.cardBankName],
+            card.cardBankCode,
+          );
+          seen.add(card.cardBankName);
+        }
+      }
+      // A change is always visible upstream: every card that stays has a new token.
+      const before = new Map(cardsAtVersion(id, 1).map((c) => [c.id, c.cardToken]));
+      for (const card of cardsAtVersion(id, 2))
+        if (before.has(card.id)) expect(card.cardToken).not.toBe(before.get(card.id));
+    }
+    // Both names of every bank turn up: a report by name finds 10 names of 5 banks, never 66.
+    expect([...seen].sort()).toEqual(Object.keys(REAL).sort());
+    // `mock-api --generation` draws from the same names.
+    for (const card of cardsFor(42, { generation: 3 }))
+      expect(REAL[card.cardBankName]).toBe(card.cardBankCode);
+  });
+
+  it('refuses a bad --changes on the command line with exit 2', async () => {
+    const run = await runCli(['mock-api', '--port', '0', '--changes', '0.5:3/y'], {});
+    expect(run.code).toBe(2);
+    expect(run.stderr).toContain('--changes takes share:rate pairs');
+  });
+});
+
+describe('mock-api --created-dates from-changes (issue 36)', () => {
+  it("dates an added card at its change, a busy wallet's first cards before the start from its rate, a quiet one's years ago; the same every time", () => {
+    const start = Date.UTC(2026, 10, 25);
+    const classes = parseChanges('0.5:60/m,0.5:0');
+    const world = (clock: number) => {
+      const mock = createMockApi({
+        changes: { classes, seed: 4, startMs: start, clock: () => clock, createdDates: 'from-changes' },
+      });
+      return mock;
+    };
+    const a = world(start + 120_000);
+    const b = world(start + 120_000);
+    let busy = 0;
+    for (let id = 1; id <= 200; id++) {
+      const cards = a.truth(id);
+      expect(cards).toEqual(b.truth(id));
+      const newest = Math.max(...cards.map((c) => Date.parse(c.createDate)));
+      if (a.changeRate(id) > 0) {
+        busy += 1;
+        // 60 changes a minute, 3 in 8 adding a card: the newest is seconds to minutes old.
+        expect(start + 120_000 - newest).toBeLessThan(30 * 60_000);
+      } else expect(start - newest).toBeGreaterThan(365 * 86_400_000);
+    }
+    expect(busy).toBeGreaterThan(50);
+    // The control keeps the dates unrelated to change.
+    const control = createMockApi({
+      changes: { classes, seed: 4, startMs: start, clock: () => start + 120_000 },
+    });
+    for (let id = 1; id <= 50; id++) {
+      expect(control.truth(id).every((c) => start - Date.parse(c.createDate) > 365 * 86_400_000)).toBe(true);
+    }
+  });
+});
