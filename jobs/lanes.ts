@@ -1,7 +1,7 @@
 import type { Queue } from 'bullmq';
 import type { SyncTrigger } from '../db/schema.js';
-import type { SyncJobData, SyncJobResult } from './queue.js';
 import type { RedisClient } from './redis.js';
+import type { SyncJobData, SyncJobResult } from './sync-job.js';
 
 /**
  * Lanes of the one sync queue. A BullMQ worker takes the next job from the wait list first and

@@ -5,10 +5,10 @@ import { type EnqueueCounts, enqueueSyncs } from '../../jobs/queue.js';
 import type { Target } from '../api/lookup.js';
 import { pauseDetail, resumeAudit } from '../audit.js';
 import { parseEmail, parseSubscriberId, parseTarget, TargetError } from '../targets.js';
-import type { AdminDeps } from './app.js';
 import { auditRequest } from './audit.js';
 import { type AdminEnv, requireToken } from './auth.js';
 import { formToken, readForm, requireForm } from './csrf.js';
+import type { AdminDeps } from './deps.js';
 import { messagePage } from './html.js';
 import { isKnown, type ResyncState, renderSubscriberPage, renderUnknownEmail } from './subscriber-page.js';
 

@@ -11,7 +11,7 @@ import { DEFAULT_RETENTION_DAYS, readWebhooksStatus } from '../events/webhooks-s
 import { fleetDisagreements } from '../fleet/format.js';
 import { fleetCounts, liveFleet } from '../fleet/registry.js';
 import { type Metrics, STALE_AFTER_HOURS } from '../metrics.js';
-import type { AdminDeps } from './app.js';
+import type { AdminDeps } from './deps.js';
 
 /**
  * The gauges read at scrape time, from Redis and Postgres: queue counts and state, workers,

@@ -1,15 +1,7 @@
-import {
-  appendObservation,
-  estimateRate,
-  forgetDaysFor,
-  MS_PER_DAY,
-  type Observation,
-  observation,
-  PRIOR_WEIGHT,
-  type RatePrior,
-} from './estimate.js';
+import { estimateRate, forgetDaysFor, MS_PER_DAY, PRIOR_WEIGHT, type RatePrior } from './estimate.js';
 import { type Evidence, mixtureFor } from './evidence.js';
 import { posteriorRateDraw } from './mixture.js';
+import { appendObservation, type Observation, observation } from './observation.js';
 
 // When each subscriber is synced next, within a request budget. Pure: the time is always passed
 // in, so the simulator (bench/freshness.ts) runs the same code as the workers.
