@@ -1,6 +1,6 @@
 import { z } from 'zod';
+import type { SavedCard } from '../../db/cards.js';
 import { containsCardNumber } from '../card-number.js';
-import type { SavedCard } from '../cards.js';
 
 export type { SavedCard };
 

@@ -1,4 +1,4 @@
-import type { SavedCard, StoredCard } from '../cards.js';
+import type { SavedCard, StoredCard } from '../../db/cards.js';
 
 export type { StoredCard };
 

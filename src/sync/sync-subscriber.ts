@@ -1,3 +1,4 @@
+import type { SavedCard } from '../../db/cards.js';
 import type { Db } from '../../db/client.js';
 import { isConnectionError, rootCause } from '../../db/errors.js';
 import { dbClock } from '../../db/ops/clock.js';
@@ -5,7 +6,6 @@ import { findSubscriberIdByEmail } from '../../db/ops/subscribers.js';
 import type { SyncTrigger } from '../../db/schema.js';
 import type { ApiClient } from '../api/client.js';
 import type { FetchOutcome, Target } from '../api/lookup.js';
-import type { SavedCard } from '../cards.js';
 import type { Logger } from '../logger.js';
 import { redactExcerpt } from '../redact.js';
 import type { CardTokens } from '../tokens/card-tokens.js';
