@@ -17,7 +17,7 @@ import type { RedisClient } from './redis.js';
 // workers' concurrency in all), whose answers are already on their way.
 
 /** The bulk answers judged: those of the last this many minutes. */
-export const BULK_WINDOW_MINUTES = 10;
+const BULK_WINDOW_MINUTES = 10;
 
 export interface BulkBreakerOptions {
   /** Share of answered bulk syncs that wiped a wallet above which the lane pauses (`REFRESH_MAX_WIPE_RATIO`). Default 0.2. */

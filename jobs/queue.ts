@@ -10,10 +10,7 @@ import type { SyncJobData, SyncJobResult } from './sync-job.js';
 
 // Why the queue is paused lives in its own module; these names stay importable from here.
 export {
-  type PauseReason,
   pauseQueue,
-  pauseReasonKey,
-  type RejectedKey,
   readPauseReason,
   resumeQueue,
 } from './pause-record.js';
@@ -42,7 +39,7 @@ export interface SyncQueueOptions {
  * history so Redis does not grow without end, and no stack trace kept in a failed job (it would
  * show this machine's file paths on the dashboard; the message stays in `failedReason`).
  */
-export function defaultJobOptions(attempts: number, backoffDelayMs = 2000): JobsOptions {
+function defaultJobOptions(attempts: number, backoffDelayMs = 2000): JobsOptions {
   return {
     attempts,
     backoff: { type: 'exponential', delay: backoffDelayMs, jitter: 0.5 },
@@ -87,7 +84,7 @@ let sequence = 0;
  * The options of one job: deduplicated per subscriber, run once more if it is running now.
  * `emailKey` hashes an e-mail into the ids (jobs/job-ids.ts).
  */
-export function jobOptionsFor(
+function jobOptionsFor(
   target: Target,
   emailKey: Buffer,
   refreshRunId?: number,

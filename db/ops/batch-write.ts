@@ -47,7 +47,7 @@ export interface KnownChange {
 }
 
 /** A successful sync: what its `subscribers` row becomes. */
-export interface Success {
+interface Success {
   subscriberId: number;
   activeCards: number;
   /**

@@ -12,7 +12,7 @@ import { requireToken } from './auth.js';
 import type { AdminDeps } from './deps.js';
 
 /** Most subscribers one resync request may name. */
-export const MAX_RESYNC_ITEMS = 10_000;
+const MAX_RESYNC_ITEMS = 10_000;
 
 const resyncBody = z
   .object({

@@ -26,10 +26,10 @@ import { collectGauges } from './scrape.js';
 import { registerWebhooksRoutes } from './webhooks-routes.js';
 
 /** Operator actions the overview lists. */
-export const RECENT_ACTIONS = 5;
+const RECENT_ACTIONS = 5;
 
 /** Largest request body, bytes. */
-export const MAX_BODY_BYTES = 256 * 1024;
+const MAX_BODY_BYTES = 256 * 1024;
 
 async function withDeadline<T>(what: Promise<T>, ms: number): Promise<T> {
   let timer: NodeJS.Timeout | undefined;

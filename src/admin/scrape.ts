@@ -95,7 +95,7 @@ export async function collectGauges(
 }
 
 /** The refresh gauges, from the run in progress (all 0 when none is). */
-export function setRefreshGauges(metrics: Metrics, run: RefreshRun | undefined): void {
+function setRefreshGauges(metrics: Metrics, run: RefreshRun | undefined): void {
   const p = run ? progressOf(run) : undefined;
   metrics.refreshSubscribers.set({ state: 'planned' }, p?.planned ?? 0);
   metrics.refreshSubscribers.set({ state: 'done' }, p?.done ?? 0);

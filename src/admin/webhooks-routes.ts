@@ -13,7 +13,7 @@ import { messagePage } from './html.js';
 import { type EndpointView, parseWebhooksFlash, renderWebhooksPage } from './webhooks-page.js';
 
 /** Deliveries the page lists per endpoint, in each of its two tables. */
-export const SHOWN_DELIVERIES = 10;
+const SHOWN_DELIVERIES = 10;
 
 const UNDEFINED_TABLE = '42P01';
 

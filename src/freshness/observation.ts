@@ -2,7 +2,7 @@
 // Its own module because the estimate, the mixture, the evidence and the change-point all read it.
 
 /** How many of a subscriber's latest observations its estimate keeps (`subscribers.change_observations`). */
-export const OBSERVATIONS_KEPT = 32;
+const OBSERVATIONS_KEPT = 32;
 
 /**
  * One observation: the interval in days between two successful syncs, negative when the second

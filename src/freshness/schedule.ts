@@ -58,12 +58,6 @@ function hInverse(y: number): number {
   return (lo + hi) / 2;
 }
 
-/** What one sync of a subscriber last synced `ageDays` ago is worth: g(λ, age), in fresh days. */
-export function benefit(ratePerDay: number, ageDays: number): number {
-  if (!(ratePerDay > 0) || !(ageDays > 0)) return 0;
-  return h(ratePerDay * ageDays) / ratePerDay;
-}
-
 /** The days between two syncs of a subscriber whose cards change `ratePerDay` times a day. */
 export function intervalDays(
   ratePerDay: number,
@@ -215,7 +209,7 @@ export function solveThreshold(
 }
 
 /** REFRESH_MAX_AGE's default, days. */
-export const DEFAULT_MAX_AGE_DAYS = 7;
+const DEFAULT_MAX_AGE_DAYS = 7;
 
 /**
  * The plan before the refresh has made one (or without a refresh): everyone at the max age, from

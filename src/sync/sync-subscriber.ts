@@ -57,7 +57,7 @@ export interface SyncRequest {
 }
 
 /** `j***@example.com`: enough to recognise an e-mail in a log, not enough to harvest it. */
-export function maskEmail(email: string): string {
+function maskEmail(email: string): string {
   const at = email.lastIndexOf('@');
   if (at <= 0) return '***';
   return `${email[0]}***${email.slice(at)}`;
