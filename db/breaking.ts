@@ -15,7 +15,7 @@ export function breakingTags(folder: string): string[] {
 }
 
 /** `0010_unchanged_answers_digest` → 10: migrations are ordered by their number. */
-export function migrationNumber(tag: string): number {
+function migrationNumber(tag: string): number {
   const n = Number(/^(\d+)_/.exec(tag)?.[1]);
   return Number.isFinite(n) ? n : Number.NaN;
 }

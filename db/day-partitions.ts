@@ -8,7 +8,7 @@ import { rootCause } from './errors.js';
 // no one). Never a DELETE: a day leaves whole.
 
 /** How long a detach may wait for each of its locks (writers queue behind it meanwhile). */
-export const DETACH_LOCK_TIMEOUT_MS = 50;
+const DETACH_LOCK_TIMEOUT_MS = 50;
 
 /** A table partitioned by UTC day. */
 export interface DayPartitionedTable {

@@ -15,7 +15,7 @@ export { knownMigration, migrationsFolder, shippedCount } from './journal.js';
 const MIGRATION_LOCK_KEY = 7_246_118_502;
 
 /** Creates the database named in the URL when it does not exist; safe under concurrent callers. */
-export async function ensureDatabase(databaseUrl: string): Promise<boolean> {
+async function ensureDatabase(databaseUrl: string): Promise<boolean> {
   const name = databaseName(databaseUrl);
   if (name === '') return false;
   const probe = new pg.Client({ connectionString: databaseUrl });

@@ -18,13 +18,13 @@ export interface KeyRejection extends RejectedKey {
 }
 
 /** When the API last accepted a key, and from which process (its fleet id). */
-export interface KeyWorks {
+interface KeyWorks {
   at: string;
   by: string;
 }
 
 /** Rejections older than this are dropped from the record. */
-export const REJECTIONS_KEPT_MS = 24 * 3600_000;
+const REJECTIONS_KEPT_MS = 24 * 3600_000;
 /** The whole record goes this long after its last write. */
 const RECORD_TTL_S = 7 * 86_400;
 

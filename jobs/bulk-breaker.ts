@@ -4,7 +4,7 @@ import type { SyncJobData, SyncJobResult } from './queue.js';
 import type { RedisClient } from './redis.js';
 
 // The mass-removal breaker over bulk work (issue 25). A refresh run has its own breaker
-// (jobs/refresh.ts); a person's large list — `enqueue --file`, a resync request of more than
+// (jobs/refresh-fanout.ts); a person's large list — `enqueue --file`, a resync request of more than
 // BULK_THRESHOLD subscribers — runs in the bulk lane and had none: during an upstream incident that
 // answers `[]` for everyone, a 50,000-line file soft-removed 50,000 wallets. Now the bulk lane's
 // answers are counted in one-minute buckets shared by every worker; when, over the last
@@ -17,7 +17,7 @@ import type { RedisClient } from './redis.js';
 // workers' concurrency in all), whose answers are already on their way.
 
 /** The bulk answers judged: those of the last this many minutes. */
-export const BULK_WINDOW_MINUTES = 10;
+const BULK_WINDOW_MINUTES = 10;
 
 export interface BulkBreakerOptions {
   /** Share of answered bulk syncs that wiped a wallet above which the lane pauses (`REFRESH_MAX_WIPE_RATIO`). Default 0.2. */

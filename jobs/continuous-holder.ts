@@ -32,7 +32,7 @@ interface HolderRecord {
 }
 
 /** Where the lease holder says who it is. */
-export function leaseHolderKey(prefix: string): string {
+function leaseHolderKey(prefix: string): string {
   return `${prefix}:${QUEUE_NAME}:cards-sync:lease-holder`;
 }
 

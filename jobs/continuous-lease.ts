@@ -20,16 +20,13 @@ export const LEASE_LOCK_KEY = 7_246_118_504;
 /** `application_name` of the lease's sessions, followed by ` (pid N)`. */
 export const LEASE_APPLICATION_NAME = 'cards-sync refresh lease';
 
-/**
- * How long a holder cut off from Postgres (partitioned, frozen host) keeps the lease on the
- * server: TCP keepalives after 5 s idle, 2 s apart, 3 probes, and unacknowledged data for 10 s
- * (`tcp_user_timeout`) end its session. Its own claims fail meanwhile: they go over that session.
- */
-export const LEASE_SERVER_BOUND_MS = 11_000;
+// How long a holder cut off from Postgres (partitioned, frozen host) keeps the lease on the
+// server, about 11 s: TCP keepalives after 5 s idle, 2 s apart, 3 probes, and unacknowledged data
+// for 10 s (`tcp_user_timeout`) end its session. Its own claims fail meanwhile: they go over that session.
 /** A statement on the lease's session that runs longer than this is cancelled (and the lease dropped). */
 const STATEMENT_MS = 10_000;
 
-export class LeaseLostError extends Error {
+class LeaseLostError extends Error {
   override readonly name = 'LeaseLostError';
   readonly code = 'lease_lost';
 }

@@ -14,9 +14,9 @@ import { createLease, type Lease } from './continuous-lease.js';
 import { type ContinuousOptions, continuousFanout } from './continuous-refresh.js';
 import { createFairShare } from './lanes.js';
 import { settlesWithin } from './redis.js';
-import type { RefreshDeps, RefreshOptions } from './refresh.js';
 import { refreshBacklog } from './refresh-backlog.js';
 import { createRunChecks } from './refresh-checks.js';
+import type { RefreshDeps, RefreshOptions } from './refresh-fanout.js';
 import { REFRESH_PAYLOAD_VERSION, type RefreshJobData, runIsAlive } from './refresh-queue.js';
 
 // REFRESH_MODE=continuous: every worker runs this loop; the one holding the lease

@@ -10,7 +10,7 @@ import {
   resumeQueue,
 } from './pause-record.js';
 import type { RedisClient } from './redis.js';
-import type { RefreshJobData } from './refresh.js';
+import type { RefreshJobData } from './refresh-queue.js';
 import { REFRESH_PAYLOAD_VERSION } from './refresh-queue.js';
 
 /**

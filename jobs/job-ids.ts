@@ -10,7 +10,7 @@ import type { RedisClient } from './redis.js';
 // BullMQ's rules for custom ids.
 
 /** Where the key of the e-mail hash lives, beside the queue's own keys (and in its hash slot). */
-export function emailKeyKey(prefix: string): string {
+function emailKeyKey(prefix: string): string {
   return `${prefix}:saved-cards-sync:cards-sync:email-id-key`;
 }
 

@@ -19,7 +19,7 @@ import type { RedisClient } from './redis.js';
 // is the only one, or every key in use is rejected) the queue is paused for every worker, naming the
 // process and key that paused it. Either way no job fails or loses an attempt.
 
-export const AUTH_FIX =
+const AUTH_FIX =
   'the Saved Cards API rejected the key: processing is paused and no job was failed. ' +
   'Fix CARDS_API_KEY (or the file CARDS_API_KEY_FILE names), restart the workers so they read it, ' +
   'then run `cards-sync resume`';

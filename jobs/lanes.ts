@@ -1,7 +1,7 @@
 import type { Queue } from 'bullmq';
 import type { SyncTrigger } from '../db/schema.js';
-import type { SyncJobData, SyncJobResult } from './queue.js';
 import type { RedisClient } from './redis.js';
+import type { SyncJobData, SyncJobResult } from './sync-job.js';
 
 /**
  * Lanes of the one sync queue. A BullMQ worker takes the next job from the wait list first and
@@ -28,7 +28,7 @@ export const LANE_PRIORITY: Record<Lane, number> = { ops: 0, bulk: 1, refresh: 8
 export const BULK_THRESHOLD = 100;
 
 /** The refresh's share of the slots while ops work is being served. */
-export const REFRESH_FLOOR_SHARE = 0.2;
+const REFRESH_FLOOR_SHARE = 0.2;
 
 const OPS_TRIGGERS: ReadonlySet<SyncTrigger> = new Set(['manual', 'api', 'cli']);
 
@@ -77,7 +77,7 @@ export function opsServedKey(prefix: string): string {
 }
 
 /** How long the ops jobs started in a process are counted locally before one INCRBY sends them. */
-export const OPS_COUNT_FLUSH_MS = 100;
+const OPS_COUNT_FLUSH_MS = 100;
 
 /**
  * Counts the ops jobs this process starts, one INCRBY per {@link OPS_COUNT_FLUSH_MS} for all of

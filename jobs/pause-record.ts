@@ -17,7 +17,7 @@ export interface RejectedKey {
 }
 
 /** A reason replaced by a later one: what it said, who said it, when. */
-export interface EarlierReason {
+interface EarlierReason {
   reason: string;
   actor?: string;
   at: string;
@@ -41,10 +41,10 @@ export interface PauseReason {
 }
 
 /** Earlier reasons a pause record keeps. */
-export const MAX_EARLIER = 10;
+const MAX_EARLIER = 10;
 
 /** Where `pause` writes why the queue is paused; `resume` clears it. */
-export function pauseReasonKey(prefix: string): string {
+function pauseReasonKey(prefix: string): string {
   return `${prefix}:${QUEUE_NAME}:cards-sync:pause-reason`;
 }
 

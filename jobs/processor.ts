@@ -23,7 +23,7 @@ import type { RedisClient } from './redis.js';
 import { countOutcome } from './refresh-tally.js';
 
 /** Raised for a transient failure: BullMQ retries it with backoff. */
-export class TransientSyncError extends Error {
+class TransientSyncError extends Error {
   override readonly name = 'TransientSyncError';
   constructor(
     message: string,
@@ -45,7 +45,7 @@ export interface ProcessorDeps
 }
 
 /** How long a bulk job held by the paused bulk lane waits before it looks again (resume sends it on at once). */
-export const BULK_HOLD_MS = 15 * 60_000;
+const BULK_HOLD_MS = 15 * 60_000;
 
 /** Whether the bulk lane is paused, asked of Redis at most every 250 ms per process. */
 function bulkPausedFlag(redis: RedisClient, prefix: string) {
@@ -170,7 +170,7 @@ function withCheckedEmail(data: SyncJobData): SyncJobData {
 }
 
 /** How long a Postgres outage holds the workers before they try again, ms. */
-export const DB_HOLD_MS = 5000;
+const DB_HOLD_MS = 5000;
 
 /**
  * The sync processor: one job = one subscriber. Permanent outcomes fail at once

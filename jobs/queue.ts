@@ -1,22 +1,20 @@
 import { type JobsOptions, Queue } from 'bullmq';
-import { z } from 'zod';
-import { SYNC_TRIGGERS, type SyncTrigger } from '../db/schema.js';
+import type { SyncTrigger } from '../db/schema.js';
 import type { Target } from '../src/api/lookup.js';
 import { tracing } from '../src/tracing/index.js';
 import { dedupKey, emailIdKey } from './job-ids.js';
 import { LANE_PRIORITY, type Lane, promoteRefreshJob } from './lanes.js';
 import { QUEUE_NAME } from './queue-name.js';
 import type { RedisClient } from './redis.js';
+import type { SyncJobData, SyncJobResult } from './sync-job.js';
 
 // Why the queue is paused lives in its own module; these names stay importable from here.
 export {
-  type PauseReason,
   pauseQueue,
-  pauseReasonKey,
-  type RejectedKey,
   readPauseReason,
   resumeQueue,
 } from './pause-record.js';
+export { type SyncJobData, type SyncJobResult, syncJobSchema } from './sync-job.js';
 export { QUEUE_NAME };
 export const JOB_NAME = 'sync';
 
@@ -25,32 +23,6 @@ export const JOB_NAME = 'sync';
  * back unused (jobs/payload-version.ts); a payload without `v` is from a release before versions.
  */
 export const SYNC_PAYLOAD_VERSION = 1;
-
-/** The job payload: whom to sync and why. Never a secret. */
-export const syncJobSchema = z.object({
-  v: z.number().int().positive().optional(),
-  target: z.union([
-    z.object({ subscriberId: z.number().int().positive().refine(Number.isSafeInteger) }).strict(),
-    z.object({ email: z.string().min(3).max(254) }).strict(),
-  ]),
-  trigger: z.enum(SYNC_TRIGGERS),
-  refreshRunId: z.number().int().positive().optional(),
-  /** A refresh's job that a person's request moved into their lane (jobs/lanes.ts). */
-  promoted: z.literal(true).optional(),
-});
-export type SyncJobData = z.infer<typeof syncJobSchema>;
-
-/** What a finished job keeps in Redis: small on purpose. */
-export interface SyncJobResult {
-  status: string;
-  subscriberId: number | null;
-  syncRunId: number;
-  cardsSeen: number;
-  inserted: number;
-  updated: number;
-  removed: number;
-  restored: number;
-}
 
 /** Options of {@link createSyncQueue}. */
 export interface SyncQueueOptions {
@@ -67,7 +39,7 @@ export interface SyncQueueOptions {
  * history so Redis does not grow without end, and no stack trace kept in a failed job (it would
  * show this machine's file paths on the dashboard; the message stays in `failedReason`).
  */
-export function defaultJobOptions(attempts: number, backoffDelayMs = 2000): JobsOptions {
+function defaultJobOptions(attempts: number, backoffDelayMs = 2000): JobsOptions {
   return {
     attempts,
     backoff: { type: 'exponential', delay: backoffDelayMs, jitter: 0.5 },
@@ -112,7 +84,7 @@ let sequence = 0;
  * The options of one job: deduplicated per subscriber, run once more if it is running now.
  * `emailKey` hashes an e-mail into the ids (jobs/job-ids.ts).
  */
-export function jobOptionsFor(
+function jobOptionsFor(
   target: Target,
   emailKey: Buffer,
   refreshRunId?: number,

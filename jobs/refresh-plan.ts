@@ -66,10 +66,7 @@ export function progressOf(run: RefreshRun, now = new Date()): RefreshProgress {
 }
 
 /** Whether the run, by its plan or by `etaAt` when given, ends after the next scheduled refresh. */
-export function judge(
-  run: RefreshRun,
-  etaAt: Date | null = run.expectedFinishAt,
-): { overrun: string | null } {
+function judge(run: RefreshRun, etaAt: Date | null = run.expectedFinishAt): { overrun: string | null } {
   if (etaAt === null || run.nextRefreshAt === null || etaAt <= run.nextRefreshAt) return { overrun: null };
   const hours = (ms: number) => `${(ms / 3_600_000).toFixed(1)} h`;
   const budget = run.rateBudgetPerSec;

@@ -87,7 +87,7 @@ export async function replan(
 }
 
 /** Null when the budget keeps REFRESH_MAX_AGE; otherwise what it would take, with the fixes. */
-export function maxAgeVerdict(p: Omit<StoredPolicy, 'computedAt'>): string | null {
+function maxAgeVerdict(p: Omit<StoredPolicy, 'computedAt'>): string | null {
   if (p.keepsMaxAge) return null;
   return (
     `the refresh budget cannot keep REFRESH_MAX_AGE: ${p.subscribers} subscribers once per ${formatDuration(p.maxAgeSeconds)} need ` +

@@ -5,7 +5,7 @@ import { abandonRefreshRun, type RefreshRun, startRefreshRun } from '../db/ops/r
 import { REFRESH_TRIGGERS } from '../db/schema.js';
 import type { RedisClient } from './redis.js';
 
-// The refresh queue, its nightly scheduler and the opening of a run; the fan-out is jobs/refresh.ts.
+// The refresh queue, its nightly scheduler and the opening of a run; the fan-out is jobs/refresh-fanout.ts.
 
 export const REFRESH_QUEUE_NAME = 'saved-cards-refresh';
 export const SCHEDULER_ID = 'nightly-refresh';

@@ -18,7 +18,7 @@ export interface RefreshTally {
   cardsRestored: number;
 }
 
-export function tallyKey(prefix: string, runId: number): string {
+function tallyKey(prefix: string, runId: number): string {
   return `${prefix}:saved-cards-refresh:cards-sync:tally:${runId}`;
 }
 

@@ -4,7 +4,7 @@ import { abandonRefreshRun } from '../db/ops/refresh-runs.js';
 import type { RedisConfig } from '../src/config/redis.js';
 import { startContinuousRefresh } from './continuous-runner.js';
 import { closeRedis, createRedis, settlesWithin } from './redis.js';
-import { createRefreshProcessor, type RefreshDeps, type RefreshOptions } from './refresh.js';
+import { createRefreshProcessor, type RefreshDeps, type RefreshOptions } from './refresh-fanout.js';
 import { createRefreshQueue, REFRESH_QUEUE_NAME, type RefreshJobData } from './refresh-queue.js';
 
 /**

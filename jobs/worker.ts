@@ -1,10 +1,10 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type Queue, Worker } from 'bullmq';
 import type { Db } from '../db/client.js';
+import { onEventsCommitted } from '../db/events/outbox.js';
 import { policyCache } from '../db/ops/refresh-policy.js';
 import type { ApiClient } from '../src/api/client.js';
 import type { RedisConfig } from '../src/config/redis.js';
-import { onEventsCommitted } from '../src/events/outbox.js';
 import type { Logger } from '../src/logger.js';
 import type { Metrics } from '../src/metrics.js';
 import { createGroupCommitter } from '../src/sync/group-commit.js';
@@ -78,7 +78,7 @@ export async function startSyncWorker(
     changeEvents: deps.changeEvents ?? false,
     ...(deps.metrics ? { onBatch: (size: number) => deps.metrics?.writeBatchSize.observe(size) } : {}),
   });
-  // cards_sync_change_events_total: the events this process's syncs committed (src/events/outbox.ts).
+  // cards_sync_change_events_total: the events this process's syncs committed (db/events/outbox.ts).
   const metrics = deps.metrics;
   const stopCountingEvents = metrics
     ? onEventsCommitted((counts) => {

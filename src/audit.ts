@@ -15,7 +15,7 @@ export function cliActor(env: Record<string, string | undefined> = process.env):
 const EMAIL = /[^\s@<>()[\]"',;:]+@[^\s@<>()[\]"',;:]+\.[^\s@<>()[\]"',;:]+/g;
 
 /** `detail` with anything shaped like an e-mail address replaced: a free-text reason may hold one. */
-export function withoutEmails(value: unknown): unknown {
+function withoutEmails(value: unknown): unknown {
   if (typeof value === 'string') return value.replace(EMAIL, '[e-mail]');
   if (Array.isArray(value)) return value.map(withoutEmails);
   if (value !== null && typeof value === 'object') {

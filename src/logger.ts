@@ -8,7 +8,7 @@ export type { Logger };
  * Every path where a secret could sit in a log object. Secrets are also kept out of messages at
  * the source (errors are built without values); these paths are the second line of defence.
  */
-export const REDACT_PATHS = [
+const REDACT_PATHS = [
   'apiKey',
   '*.apiKey',
   'cardToken',

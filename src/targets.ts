@@ -20,9 +20,9 @@ export function parseSubscriberId(raw: string): number {
 }
 
 /** Longest e-mail, in UTF-8 bytes: RFC 5321's 256-octet path less its angle brackets. */
-export const MAX_EMAIL_BYTES = 254;
+const MAX_EMAIL_BYTES = 254;
 /** Longest domain label, in its ASCII (`xn--`) form (RFC 1035). */
-export const MAX_LABEL_LENGTH = 63;
+const MAX_LABEL_LENGTH = 63;
 
 /** RFC 5322 atext: what an unquoted local part may hold besides dots. */
 const ATEXT = "A-Za-z0-9!#$%&'*+\\-/=?^_`{|}~";

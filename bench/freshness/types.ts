@@ -49,7 +49,7 @@ export interface SimOptions {
 }
 
 /** A window of the run and its time-averaged stale share (hourly snapshots). */
-export interface WindowShare {
+interface WindowShare {
   fromDays: number;
   toDays: number;
   staleShare: number;

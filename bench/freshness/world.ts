@@ -6,7 +6,7 @@ import type { SimOptions } from './types.js';
 // policy never reads it; it learns it only through syncs (bench/freshness/sim.ts).
 
 /** The share of changes that add a card (the sandbox: 1 to 4 cards drawn afresh at each change). */
-export const ADD_SHARE = 3 / 8;
+const ADD_SHARE = 3 / 8;
 
 /** The seeded streams the world draws from; `random` is shared with the rest of the run. */
 export interface WorldStreams {

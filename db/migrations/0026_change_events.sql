@@ -1,5 +1,5 @@
 -- Change events (issue 37, DESIGN §7): the transactional outbox. Every sync that changes a card
--- inserts its events here in the same transaction (src/events/outbox.ts); nothing updates them.
+-- inserts its events here in the same transaction (db/events/outbox.ts); nothing updates them.
 -- id, aggregatetype, aggregateid, type and payload are the columns Debezium's outbox event router
 -- reads by default (docs/events.md). The pull feed reads them in (txid, seq) order, showing only
 -- the transactions older than every one still running (src/events/feed.ts).

@@ -1,6 +1,6 @@
 import type pg from 'pg';
-import type { StoredCard } from '../../src/cards.js';
 import type { SubscriberSchedule } from '../../src/freshness/index.js';
+import type { StoredCard } from '../cards.js';
 import { allInOrder, sentTogether } from './pipeline.js';
 
 // The first of the write path's two round trips (see batch-write.ts): begin, lock, read.

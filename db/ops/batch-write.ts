@@ -1,7 +1,7 @@
 import type pg from 'pg';
-import type { CardToWrite } from '../../src/cards.js';
-import { type EventCounts, writeChangeEvents } from '../../src/events/outbox.js';
 import type { ScheduleUpdate } from '../../src/freshness/index.js';
+import type { CardToWrite } from '../cards.js';
+import { type EventCounts, writeChangeEvents } from '../events/outbox.js';
 import type { ChangeKind, SyncStatus, SyncTrigger } from '../schema.js';
 import type { CardOwner } from './batch-read.js';
 import { WRITE_BATCH } from './batch-write-sql.js';
@@ -47,7 +47,7 @@ export interface KnownChange {
 }
 
 /** A successful sync: what its `subscribers` row becomes. */
-export interface Success {
+interface Success {
   subscriberId: number;
   activeCards: number;
   /**
@@ -74,7 +74,7 @@ export interface BatchWrite {
   changes: readonly KnownChange[];
   /** Successful syncs; subscribers distinct. E-mails are learned afterwards (`learnEmails`). */
   successes: readonly Success[];
-  /** While tracing is on: each subscriber's sync's trace context, for its events (src/events/outbox.ts). */
+  /** While tracing is on: each subscriber's sync's trace context, for its events (db/events/outbox.ts). */
   spanContexts?: ReadonlyMap<number, string>;
 }
 
@@ -82,7 +82,7 @@ export interface BatchWrite {
  * Writes a batch in one statement: cards upserted (ascending ids, so concurrent batches lock rows
  * in one order) and removed (an identical card is not written at all), one `sync_runs` row per run, history, and `subscribers`.
  * With change events on, a batch that may change a card sends its events right behind it
- * (src/events/outbox.ts), in the same round trip; an unchanged one, or any with events off, sends
+ * (db/events/outbox.ts), in the same round trip; an unchanged one, or any with events off, sends
  * nothing more.
  * Returns the run ids in the order of `runs`, the cards really marked removed, and how many change
  * events of each type the batch wrote (to be counted once the commit is known).

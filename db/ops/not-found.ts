@@ -1,6 +1,6 @@
 import { sql } from 'drizzle-orm';
-import { type EventCounts, eventsCommitted, writeChangeEventsIn } from '../../src/events/outbox.js';
 import type { Db, Tx } from '../client.js';
+import { type EventCounts, eventsCommitted, writeChangeEventsIn } from '../events/outbox.js';
 import { recordSubscriberFailure } from './subscribers.js';
 import { insertSyncRun, type NewSyncRun } from './sync-runs.js';
 
@@ -74,7 +74,7 @@ export async function recordNotFound(db: Db, answer: NotFoundAnswer): Promise<No
     const count = state.consecutive_not_found + (counted ? 1 : 0);
     const remove = counted && answer.goneAfter > 0 && count >= answer.goneAfter;
     const { syncRunId, removed } = await insertRunAndRemove(tx, subscriberId, answer.run, remove);
-    // Each card marked removed is an event, in this transaction (src/events/outbox.ts).
+    // Each card marked removed is an event, in this transaction (db/events/outbox.ts).
     if (removed > 0 && answer.changeEvents)
       events = await writeChangeEventsIn(tx, {
         subscriberIds: [subscriberId],

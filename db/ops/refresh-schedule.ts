@@ -116,7 +116,7 @@ export async function subscriberCount(pool: pg.Pool): Promise<number> {
 }
 
 /** Above this many subscribers, figures come from a sample of the table's pages. */
-export const SAMPLE_ABOVE = 200_000;
+const SAMPLE_ABOVE = 200_000;
 
 /** `from subscribers`, or a page sample of it big enough for about `rows` rows. */
 export function sampledFrom(total: number, rows: number): string {
@@ -134,26 +134,6 @@ export async function randomSubscribers(pool: pg.Pool, count: number): Promise<n
     [count],
   );
   return rows.map((r) => r.subscriber_id);
-}
-
-export interface PlanSample {
-  total: number;
-  rates: (number | null)[];
-  observations: (number[] | null)[];
-}
-
-/** What the plan is made from: the rates and observations of up to `size` subscribers. */
-export async function planSample(pool: pg.Pool, size = 20_000): Promise<PlanSample> {
-  const total = await subscriberCount(pool);
-  const { rows } = await pool.query<{
-    change_rate_per_day: number | null;
-    change_observations: number[] | null;
-  }>(`select change_rate_per_day, change_observations from ${sampledFrom(total, size)} limit $1`, [size]);
-  return {
-    total,
-    rates: rows.map((r) => r.change_rate_per_day),
-    observations: rows.map((r) => r.change_observations),
-  };
 }
 
 /**

@@ -8,11 +8,11 @@ import { findSubscriberIdByEmail } from './subscribers.js';
 // show what it never read.
 
 /** Most cards the page lists (active first). */
-export const PAGE_CARDS = 500;
+const PAGE_CARDS = 500;
 /** Runs the page lists, newest first. */
-export const PAGE_RUNS = 20;
+const PAGE_RUNS = 20;
 /** History rows the page lists, newest first. */
-export const PAGE_CHANGES = 50;
+const PAGE_CHANGES = 50;
 
 /** The columns of a run as the admin pages and API show it. */
 export const runColumns = {
@@ -147,7 +147,7 @@ export async function latestRunId(db: Db, subscriberId?: number): Promise<number
  * The newest run after `since` of a subscriber, or of an e-mail (ignoring case); `since` bounds the
  * primary-key range, so only the newest rows are read.
  */
-export async function newestRunAfter(
+async function newestRunAfter(
   db: Executor,
   who: { subscriberId: number } | { email: string },
   since: number,
@@ -166,7 +166,7 @@ export async function newestRunAfter(
 }
 
 /** The cards one run of a subscriber changed in its wallet, and how (`added`, `updated`, `removed`, `restored`). */
-export async function cardsChangedBy(
+async function cardsChangedBy(
   db: Executor,
   syncRunId: number,
   subscriberId: number,

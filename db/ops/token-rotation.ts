@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import type { StoredToken } from '../../src/cards.js';
+import type { StoredToken } from '../cards.js';
 
 // `cards-sync tokens rotate`: moves every stored token under the ring's first key, in batches that
 // each commit on their own (a kill loses at most the batch in flight, and a rerun continues with

@@ -6,13 +6,13 @@ import { enqueueSyncs } from '../../jobs/queue.js';
 import type { Target } from '../api/lookup.js';
 import { parseEmail, parseSubscriberId, TargetError } from '../targets.js';
 import { tracing } from '../tracing/index.js';
-import type { AdminDeps } from './app.js';
 import { auditRequest } from './audit.js';
 import type { AdminEnv } from './auth.js';
 import { requireToken } from './auth.js';
+import type { AdminDeps } from './deps.js';
 
 /** Most subscribers one resync request may name. */
-export const MAX_RESYNC_ITEMS = 10_000;
+const MAX_RESYNC_ITEMS = 10_000;
 
 const resyncBody = z
   .object({

@@ -3,7 +3,6 @@ import { serve } from '@hono/node-server';
 import { sql } from 'drizzle-orm';
 import { Hono } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
-import type { Db } from '../../db/client.js';
 import { freshnessBuckets } from '../../db/ops/admin.js';
 import { recentAdminActions } from '../../db/ops/admin-actions.js';
 import { readFreshness } from '../../db/ops/freshness.js';
@@ -12,18 +11,14 @@ import { countDue } from '../../db/ops/refresh-schedule.js';
 import { readDataStatus } from '../../db/ops/status.js';
 import { readLeaseHolder } from '../../jobs/continuous-holder.js';
 import { continuousStatus, isContinuous } from '../../jobs/continuous-status.js';
-import type { createSyncQueue } from '../../jobs/queue.js';
 import { queueStatusOf } from '../../jobs/queue-status.js';
-import type { RedisClient } from '../../jobs/redis.js';
-import type { createRefreshQueue } from '../../jobs/refresh.js';
 import { liveFleet } from '../fleet/registry.js';
-import type { Logger } from '../logger.js';
-import type { Metrics } from '../metrics.js';
 import { registerApiRoutes } from './api-routes.js';
 import { type AdminEnv, requireToken } from './auth.js';
 import { mountBoard } from './board.js';
 import { registerChangesRoute } from './changes-route.js';
 import { formToken } from './csrf.js';
+import type { AdminDeps } from './deps.js';
 import { registerOpsRoutes } from './ops-routes.js';
 import { parseFlash, renderOverview } from './overview.js';
 import { noFraming } from './same-origin.js';
@@ -31,30 +26,10 @@ import { collectGauges } from './scrape.js';
 import { registerWebhooksRoutes } from './webhooks-routes.js';
 
 /** Operator actions the overview lists. */
-export const RECENT_ACTIONS = 5;
+const RECENT_ACTIONS = 5;
 
 /** Largest request body, bytes. */
-export const MAX_BODY_BYTES = 256 * 1024;
-
-export interface AdminDeps {
-  db: Db;
-  redis: RedisClient;
-  syncQueue: ReturnType<typeof createSyncQueue>;
-  refreshQueue: ReturnType<typeof createRefreshQueue>;
-  metrics: Metrics;
-  logger: Logger;
-  /** `ADMIN_TOKEN`, the operator's: may look and act. Without it, nobody acts. */
-  adminToken: string | undefined;
-  /**
-   * `ADMIN_READ_TOKEN`, the reader's: may look (pages, reads, a read-only Bull Board) but not act.
-   * Default unset. With neither token, every route but health, readiness and metrics is off.
-   */
-  adminReadToken?: string | undefined;
-  /** BullMQ prefix, for status. */
-  prefix: string;
-  /** `CHANGE_EVENTS_RETENTION_DAYS`: webhook endpoints whose waiting events near it are flagged. Default 30. */
-  changeEventsRetentionDays?: number;
-}
+const MAX_BODY_BYTES = 256 * 1024;
 
 async function withDeadline<T>(what: Promise<T>, ms: number): Promise<T> {
   let timer: NodeJS.Timeout | undefined;

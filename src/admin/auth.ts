@@ -10,7 +10,7 @@ export function tokenMatches(given: string, expected: string): boolean {
 }
 
 /** The token from `Authorization: Bearer <token>` or Basic auth (any user name, the token as password). */
-export function presentedToken(header: string | undefined): string | undefined {
+function presentedToken(header: string | undefined): string | undefined {
   if (!header) return undefined;
   const bearer = /^Bearer\s+(\S+)$/i.exec(header);
   if (bearer) return bearer[1];
@@ -51,7 +51,7 @@ export const READ_ONLY_REFUSAL = 'the read token may look but not act; use ADMIN
 const LOOKING = new Set(['GET', 'HEAD']);
 
 /** The role whose token `given` is, or undefined. Both tokens are compared, whichever matches. */
-export function roleOf(tokens: AdminTokens, given: string): AdminRole | undefined {
+function roleOf(tokens: AdminTokens, given: string): AdminRole | undefined {
   const operator = tokens.operator !== undefined && tokenMatches(given, tokens.operator);
   const reader = tokens.reader !== undefined && tokenMatches(given, tokens.reader);
   return operator ? 'operator' : reader ? 'reader' : undefined;

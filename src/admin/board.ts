@@ -44,7 +44,7 @@ const PAGE_SCRIPT = `${DROP_URL_CREDENTIALS};${JSON_WRITES}`;
 const EXTERNAL_LINK = /<link\b[^>]*\bhref\s*=\s*["']?(?:[a-z][a-z0-9+.-]*:)?\/\/[^>]*>\s*/gi;
 
 /** Bull Board's entry page without links to other origins, and {@link PAGE_SCRIPT} first. */
-export function rewriteBoardPage(html: string): string {
+function rewriteBoardPage(html: string): string {
   return html
     .replace(EXTERNAL_LINK, '')
     .replace(/<head\b[^>]*>/i, (head) => `${head}<script>${PAGE_SCRIPT}</script>`);
@@ -58,7 +58,7 @@ const sha256 = (text: string) => createHash('sha256').update(text, 'utf8').diges
  * inline, and its job-data editor (CodeMirror) writes a `<style>` element at run time, without a
  * nonce. Inline CSS runs no script and, with every other source `'self'`, reaches no other origin.
  */
-export const BOARD_POLICY = [
+const BOARD_POLICY = [
   "default-src 'self'",
   `script-src 'self' 'sha256-${sha256(PAGE_SCRIPT)}'`,
   "style-src 'self' 'unsafe-inline'",
@@ -69,7 +69,7 @@ export const BOARD_POLICY = [
 ].join('; ');
 
 /** Sets {@link BOARD_POLICY} on every dashboard response, and rewrites the HTML entry page. */
-export function boardPage(): MiddlewareHandler {
+function boardPage(): MiddlewareHandler {
   return async (c, next) => {
     await next();
     if ((c.res.headers.get('content-type') ?? '').toLowerCase().startsWith('text/html')) {

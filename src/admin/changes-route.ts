@@ -3,9 +3,9 @@ import { CursorAheadError, checkCursor } from '../events/feed.js';
 import { pollFeed } from '../events/long-poll.js';
 import { FeedParamError, parseFeedParams } from '../events/params.js';
 import { createChangeSignal } from '../events/signal.js';
-import type { AdminDeps } from './app.js';
 import type { AdminEnv } from './auth.js';
 import { requireToken } from './auth.js';
+import type { AdminDeps } from './deps.js';
 
 /**
  * `GET /api/changes?after=CURSOR&limit=N&wait=SECONDS` (operator or read token): a page of change

@@ -1,8 +1,6 @@
 /** What every admin page shares: escaping, the one time format, the page frame. */
 import { formatTime, type Moment, toDate } from '../time.js';
 
-export { formatTime };
-
 /** Escapes text for HTML content and double- or single-quoted attributes. */
 export const esc = (v: unknown) =>
   String(v ?? '').replace(

@@ -5,15 +5,15 @@ import { type EnqueueCounts, enqueueSyncs } from '../../jobs/queue.js';
 import type { Target } from '../api/lookup.js';
 import { pauseDetail, resumeAudit } from '../audit.js';
 import { parseEmail, parseSubscriberId, parseTarget, TargetError } from '../targets.js';
-import type { AdminDeps } from './app.js';
 import { auditRequest } from './audit.js';
 import { type AdminEnv, requireToken } from './auth.js';
 import { formToken, readForm, requireForm } from './csrf.js';
+import type { AdminDeps } from './deps.js';
 import { messagePage } from './html.js';
 import { isKnown, type ResyncState, renderSubscriberPage, renderUnknownEmail } from './subscriber-page.js';
 
 /** Longest pause reason, characters. */
-export const MAX_REASON_LENGTH = 500;
+const MAX_REASON_LENGTH = 500;
 
 /** A non-negative whole number from the query, or undefined. */
 function queryCount(raw: string | undefined): number | undefined {
@@ -35,7 +35,7 @@ function resyncQuery(since: number, counts: EnqueueCounts): string {
 }
 
 /** Why a pause reason is refused (trimmed, 1–500 characters, no control characters), or undefined. */
-export function reasonProblem(reason: string): string | undefined {
+function reasonProblem(reason: string): string | undefined {
   if (reason === '') return 'give a reason: it tells whoever looks next why processing stopped';
   if (reason.length > MAX_REASON_LENGTH) return `the reason must be at most ${MAX_REASON_LENGTH} characters`;
   if (/\p{Cc}/u.test(reason)) return 'the reason must be one line without control characters';

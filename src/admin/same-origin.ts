@@ -10,7 +10,7 @@ import type { MiddlewareHandler } from 'hono';
 const SAFE = new Set(['GET', 'HEAD', 'OPTIONS']);
 
 /** Why a request that acts is refused, or undefined when it may go on. */
-export function crossSiteProblem(headers: {
+function crossSiteProblem(headers: {
   method: string;
   host: string | undefined;
   origin: string | undefined;

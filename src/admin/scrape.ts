@@ -11,7 +11,7 @@ import { DEFAULT_RETENTION_DAYS, readWebhooksStatus } from '../events/webhooks-s
 import { fleetDisagreements } from '../fleet/format.js';
 import { fleetCounts, liveFleet } from '../fleet/registry.js';
 import { type Metrics, STALE_AFTER_HOURS } from '../metrics.js';
-import type { AdminDeps } from './app.js';
+import type { AdminDeps } from './deps.js';
 
 /**
  * The gauges read at scrape time, from Redis and Postgres: queue counts and state, workers,
@@ -95,7 +95,7 @@ export async function collectGauges(
 }
 
 /** The refresh gauges, from the run in progress (all 0 when none is). */
-export function setRefreshGauges(metrics: Metrics, run: RefreshRun | undefined): void {
+function setRefreshGauges(metrics: Metrics, run: RefreshRun | undefined): void {
   const p = run ? progressOf(run) : undefined;
   metrics.refreshSubscribers.set({ state: 'planned' }, p?.planned ?? 0);
   metrics.refreshSubscribers.set({ state: 'done' }, p?.done ?? 0);

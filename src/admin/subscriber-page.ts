@@ -4,7 +4,7 @@ import { fieldChanges } from './field-changes.js';
 import { esc, layout, readOnlyNote, time } from './html.js';
 
 /** How long the page keeps reloading while it waits for the run of a re-sync, ms. */
-export const RESYNC_WAIT_MS = 60_000;
+const RESYNC_WAIT_MS = 60_000;
 
 /** Where a re-sync the person asked for stands, from the query of the page it returned to. */
 export interface ResyncState {
@@ -32,7 +32,7 @@ const retried = (run: PageRun) =>
  * True while the page should reload itself to catch the run of a re-sync: no run yet, or only an
  * attempt the queue retries, and the request is less than {@link RESYNC_WAIT_MS} old.
  */
-export function waitingForRun(r: ResyncState | undefined): boolean {
+function waitingForRun(r: ResyncState | undefined): boolean {
   if (r === undefined || r.requestedAt === undefined || r.now - r.requestedAt >= RESYNC_WAIT_MS) return false;
   return r.run === undefined || retried(r.run);
 }

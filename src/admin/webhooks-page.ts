@@ -16,7 +16,7 @@ import { esc, layout, readOnlyNote, time } from './html.js';
 // every text (description, reason, excerpt) is escaped.
 
 /** Characters of an answer's excerpt the page shows (the table keeps up to 1,024). */
-export const SHOWN_EXCERPT = 200;
+const SHOWN_EXCERPT = 200;
 
 /**
  * How far before the oldest dead letter's event time a replay starts by default. The feed is in
@@ -25,7 +25,7 @@ export const SHOWN_EXCERPT = 200;
  * the two would skip the dead letter. A minute covers any sync; the few events sent again are
  * deduplicated by their `webhook-id`.
  */
-export const REPLAY_MARGIN_MS = 60_000;
+const REPLAY_MARGIN_MS = 60_000;
 
 export interface EndpointView {
   endpoint: EndpointRow;
@@ -63,7 +63,7 @@ export function parseWebhooksFlash(query: Record<string, string>): WebhooksFlash
 }
 
 /** The `since` a replay of an endpoint's dead letters starts from, as the form shows it. */
-export function replaySince(oldestDeadAt: Date): string {
+function replaySince(oldestDeadAt: Date): string {
   return new Date(oldestDeadAt.getTime() - REPLAY_MARGIN_MS).toISOString();
 }
 

@@ -5,15 +5,15 @@ import { listEndpoints, removeEndpoint } from '../events/endpoints-sql.js';
 import { feedCursorAt } from '../events/fanout.js';
 import { replayEndpoint } from '../events/replay.js';
 import { DEFAULT_RETENTION_DAYS, urlWithoutQuery } from '../events/webhooks-status.js';
-import type { AdminDeps } from './app.js';
 import { auditRequest } from './audit.js';
 import { type AdminEnv, requireToken } from './auth.js';
 import { formToken, readForm, requireForm } from './csrf.js';
+import type { AdminDeps } from './deps.js';
 import { messagePage } from './html.js';
 import { type EndpointView, parseWebhooksFlash, renderWebhooksPage } from './webhooks-page.js';
 
 /** Deliveries the page lists per endpoint, in each of its two tables. */
-export const SHOWN_DELIVERIES = 10;
+const SHOWN_DELIVERIES = 10;
 
 const UNDEFINED_TABLE = '42P01';
 

@@ -18,4 +18,4 @@ export type FetchOutcome =
   | { kind: 'rejected'; code: string; status: number; message: string; durationMs: number }
   | { kind: 'invalid_response'; status: number; message: string; durationMs: number };
 
-export type TransientCode = 'http_5xx' | 'timeout' | 'connection' | 'aborted';
+type TransientCode = 'http_5xx' | 'timeout' | 'connection' | 'aborted';

@@ -1,17 +1,17 @@
 import { z } from 'zod';
+import type { SavedCard } from '../../db/cards.js';
 import { containsCardNumber } from '../card-number.js';
-import type { SavedCard } from '../cards.js';
 
 export type { SavedCard };
 
 /** `dddd-xxxx-xxxx-dddd`: first four and last four digits, two masked groups. */
-export const MASKED_BIN = /^\d{4}-[xX*]{4}-[xX*]{4}-\d{4}$/;
+const MASKED_BIN = /^\d{4}-[xX*]{4}-[xX*]{4}-\d{4}$/;
 const CREATE_DATE = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.\d{1,9})?([+-])(\d{2}):(\d{2})$/;
 
 const DAYS_IN_MONTH = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
 
 /** True when the string is a real date-time of the `YYYY-MM-DDThh:mm:ss+hh:mm` shape. */
-export function isCreateDate(value: string): boolean {
+function isCreateDate(value: string): boolean {
   const m = CREATE_DATE.exec(value);
   if (!m) return false;
   const month = Number(m[2]);

@@ -17,7 +17,7 @@ import { describeDbError, type Io } from './common.js';
 const FOLLOW_WAIT_MS = 30_000;
 
 /** One line per event for a person: when, what, whose card, what changed. */
-export function formatEvent(e: ChangeEvent): string {
+function formatEvent(e: ChangeEvent): string {
   const d = e.data;
   const changes = d.changes as Record<string, { old: unknown; new: unknown } | string> | null;
   const what = changes

@@ -1,10 +1,10 @@
+import type { SavedCard, StoredCard } from '../../db/cards.js';
 import { createDb } from '../../db/client.js';
 import { rootCause } from '../../db/errors.js';
 import { readStoredCards } from '../../db/ops/batch-read.js';
 import { findSubscriberIdByEmail } from '../../db/ops/subscribers.js';
 import { createApiClient } from '../api/client.js';
 import type { Target } from '../api/lookup.js';
-import type { SavedCard, StoredCard } from '../cards.js';
 import { type Config, requireApi } from '../config/index.js';
 import { requireCardTokens } from '../config/tokens.js';
 import { CliError } from '../errors.js';

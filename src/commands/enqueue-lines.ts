@@ -32,7 +32,7 @@ function targetOf(text: string): Target | string {
  * The fields of one CSV line (RFC 4180: comma-separated, a field may be quoted with `""` for a
  * quote inside); undefined when a quoted field does not close on the line.
  */
-export function csvFields(text: string): string[] | undefined {
+function csvFields(text: string): string[] | undefined {
   const fields: string[] = [];
   let i = 0;
   for (;;) {

@@ -16,9 +16,9 @@ import { ensureRedis, type Io } from './common.js';
 import { judgeLine } from './enqueue-lines.js';
 
 /** Jobs per `addBulk`: one Redis round trip each, a bounded amount of memory. */
-export const ENQUEUE_CHUNK = 1000;
+const ENQUEUE_CHUNK = 1000;
 /** Rejected lines listed one by one; beyond, only counted. */
-export const REJECTS_LISTED = 20;
+const REJECTS_LISTED = 20;
 
 export interface EnqueueOptions {
   ids: number[];

@@ -46,7 +46,7 @@ export async function withQueue<T>(
 }
 
 /** The queue's state; `rateLimitPerSec` is the workers' SYNC_RATE_LIMIT_PER_SEC (default: this process's). */
-export async function readQueueStatus(
+async function readQueueStatus(
   config: Config,
   rateLimitPerSec = config.syncRateLimitPerSec,
 ): Promise<QueueStatus> {
@@ -173,7 +173,7 @@ function formatStatus(
 const pct = (x: number | null) => (x === null ? 'n/a' : `${(x * 100).toFixed(2)}%`);
 
 /** The freshness lines of `status`: the model's estimate, the audit, the max age. */
-export function formatFreshness(f: Freshness): string[] {
+function formatFreshness(f: Freshness): string[] {
   const lines = [
     `freshness (${f.mode ?? 'no refresh plan yet'}): estimated stale ${pct(f.estimatedStaleRatio)} of subscribers` +
       (f.audit.samples > 0
@@ -197,7 +197,7 @@ export function formatFreshness(f: Freshness): string[] {
 }
 
 /** Operator actions `status` lists. */
-export const STATUS_ACTIONS = 5;
+const STATUS_ACTIONS = 5;
 
 /** The newest operator actions, or why they cannot be read. */
 type RecentActions = AdminActionRow[] | { error: string };

@@ -1,9 +1,9 @@
+import type { StoredToken } from '../../db/cards.js';
 import { createDb } from '../../db/client.js';
 import { rootCause } from '../../db/errors.js';
 import { recordAdminAction } from '../../db/ops/admin-actions.js';
 import { countToRotate, rotateBatch } from '../../db/ops/token-rotation.js';
 import { cliActor } from '../audit.js';
-import type { StoredToken } from '../cards.js';
 import type { Config } from '../config/index.js';
 import { requireCardTokens } from '../config/tokens.js';
 import { CliError, ConfigError } from '../errors.js';

@@ -75,7 +75,7 @@ export async function checkBeforeStart(config: Config, logger: Logger, known: st
  * The start's warnings about shared settings: `REFRESH_MAX_AGE is 1s here, 2m on 3 live processes:
  * every process must share it`. Compared with the live workers that publish the setting.
  */
-export function settingsDiffer(
+function settingsDiffer(
   mine: Record<string, unknown>,
   fleet: readonly FleetEntry[],
 ): { message: string; detail: Record<string, unknown> }[] {

@@ -278,7 +278,7 @@ export async function cmdWorker(config: Config, io: Io, opts: WorkerCliOptions):
 }
 
 /** What the refresh's shared plan is made for, from the configuration. */
-export function refreshPlanSettings(config: Config): RefreshPlanSettings {
+function refreshPlanSettings(config: Config): RefreshPlanSettings {
   return {
     mode: config.refreshMode,
     budgetPerSec:

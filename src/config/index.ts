@@ -8,8 +8,8 @@ import { CONFIG_VARIABLES, envSchema, type Parsed, type Variables, variables } f
 
 export { CONFIG_VARIABLES };
 
-export type PathStyle = 'standard' | 'sandbox';
-export type RefreshMode = 'nightly' | 'continuous';
+type PathStyle = 'standard' | 'sandbox';
+type RefreshMode = 'nightly' | 'continuous';
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
 
 /** Settings of the Saved Cards API client. */
@@ -25,7 +25,7 @@ export interface ApiConfig {
 }
 
 /** Webhook delivery settings. */
-export interface WebhookConfig {
+interface WebhookConfig {
   /** `WEBHOOK_ALLOW_PRIVATE`: endpoints may resolve to loopback, private or link-local addresses. Default false. */
   allowPrivate: boolean;
   /** `WEBHOOK_TIMEOUT_MS`: one delivery's whole deadline in ms. Default 10000. */
@@ -106,8 +106,8 @@ export interface Config {
   logLevel: LogLevel;
 }
 
-export const DEFAULT_DATABASE_URL = 'postgres://postgres:postgres@127.0.0.1:5432/cards_sync';
-export const DEFAULT_REDIS_URL = 'redis://127.0.0.1:6379';
+const DEFAULT_DATABASE_URL = 'postgres://postgres:postgres@127.0.0.1:5432/cards_sync';
+const DEFAULT_REDIS_URL = 'redis://127.0.0.1:6379';
 
 type Env = Record<string, string | undefined>;
 

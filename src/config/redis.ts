@@ -30,7 +30,7 @@ export interface RedisConfig {
 }
 
 /** `host:port[,host:port…]`: a host name, IPv4, or [IPv6], and a port from 1 to 65535. */
-export function parseHostPorts(raw: string): HostPort[] | undefined {
+function parseHostPorts(raw: string): HostPort[] | undefined {
   const out: HostPort[] = [];
   for (const item of raw.split(',')) {
     const m = /^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]{1,253}):(\d{1,5})$/.exec(item.trim());

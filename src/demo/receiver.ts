@@ -10,7 +10,7 @@ import { signature } from '../events/signing.js';
 /** How far a delivery's `webhook-timestamp` may be from this clock (the specification's 5 minutes). */
 const TOLERANCE_S = 5 * 60;
 
-export interface ReceiverCounts {
+interface ReceiverCounts {
   /** Distinct events verified (a redelivery carries the same `webhook-id` and counts once). */
   events: number;
   /** Verified events by type, e.g. `{"card.added": 40}`. */

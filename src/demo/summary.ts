@@ -11,7 +11,7 @@ export interface DemoScope {
   since: Date;
 }
 
-export function table(rows: Record<string, unknown>[]): string {
+function table(rows: Record<string, unknown>[]): string {
   if (rows.length === 0) return '   (no rows)';
   const cols = Object.keys(rows[0]!);
   const cell = (v: unknown) => (v === null ? '' : String(v));

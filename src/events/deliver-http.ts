@@ -10,7 +10,7 @@ import { guardedLookupWith, isPublicAddress, type Resolve, WebhookAddressError }
 // answered is read up to a cap and kept as a short redacted excerpt.
 
 /** Bytes of an answer read at most; the rest is dropped with the connection. */
-export const MAX_ANSWER_BYTES = 64 * 1024;
+const MAX_ANSWER_BYTES = 64 * 1024;
 /** Characters of an answer kept in the attempts table. */
 export const EXCERPT_CHARS = 1024;
 

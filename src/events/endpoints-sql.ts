@@ -9,7 +9,7 @@ import { newWebhookSecret } from './signing.js';
 type Queryable = Pick<pg.Pool, 'query'> | Pick<pg.ClientBase, 'query'>;
 
 /** How long a rotated-out secret keeps signing beside the new one (DESIGN §3). */
-export const ROTATION_GRACE_MS = 24 * 3_600_000;
+const ROTATION_GRACE_MS = 24 * 3_600_000;
 
 const context = (endpointId: number) => `webhook_secret ${endpointId}`;
 
@@ -38,7 +38,7 @@ export interface EndpointRow {
  * Waiting events counted at most, of each kind: an endpoint disabled for days may have millions
  * past its place, and `list`, `status`, the ops page and every scrape read this.
  */
-export const PENDING_COUNT_CAP = 10_000;
+const PENDING_COUNT_CAP = 10_000;
 
 /** Adds an endpoint that takes events after `feedCursor`; returns its id and its secret (shown once). */
 export async function insertEndpoint(

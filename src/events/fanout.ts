@@ -36,7 +36,7 @@ export async function feedHead(db: Pick<pg.Pool, 'query'>): Promise<string> {
 }
 
 /** The body of one delivery: the event as the feed carries it (DESIGN §7). */
-export const deliveryBody = (e: ChangeEvent) => JSON.stringify(e);
+const deliveryBody = (e: ChangeEvent) => JSON.stringify(e);
 
 /** What one take of the feed came to. */
 export interface Take {

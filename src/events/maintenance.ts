@@ -4,9 +4,9 @@ import { addEventPartitions, dropExpiredEvents, eventsTableExists } from '../../
 import { startUpkeep, type Upkeep } from '../upkeep.js';
 
 /** Days of event partitions kept ready ahead of the clock. */
-export const AHEAD_DAYS = 7;
+const AHEAD_DAYS = 7;
 /** How often a worker runs the upkeep. */
-export const MAINTENANCE_EVERY_MS = 60 * 60 * 1000;
+const MAINTENANCE_EVERY_MS = 60 * 60 * 1000;
 
 export interface EventsMaintenance {
   created: string[];

@@ -5,7 +5,7 @@ import { MAX_WAIT_SECONDS } from './long-poll.js';
 // message that says what is expected, never clamped in silence.
 
 /** Events per page when no limit is asked for. */
-export const DEFAULT_LIMIT = 100;
+const DEFAULT_LIMIT = 100;
 
 export class FeedParamError extends Error {
   override readonly name = 'FeedParamError';

@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { CHANGES_CHANNEL } from './outbox-sql.js';
+import { CHANGES_CHANNEL } from '../../db/events/outbox-sql.js';
 
 // Wake-ups for long polls: one LISTEN connection per process, held only while someone waits. The
 // outbox statement NOTIFYs in the writer's transaction, so the notification arrives at its commit.

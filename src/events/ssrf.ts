@@ -134,8 +134,6 @@ export function guardedLookupWith(resolve: Resolve = systemResolve) {
     });
 }
 
-export const guardedLookup = guardedLookupWith();
-
 /** Resolves a URL's host and throws {@link WebhookAddressError} when any address is not public. */
 export async function assertPublicUrl(url: URL, resolve?: Resolve): Promise<void> {
   const host = url.hostname.replace(/^\[(.*)\]$/, '$1');

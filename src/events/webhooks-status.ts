@@ -9,7 +9,7 @@ import { type EndpointRow, listEndpoints } from './endpoints-sql.js';
  * is dropped, time enough to enable the endpoint (or replay from the feed) after a weekend. The
  * alert CardsSyncWebhookEventsNearRetention (deploy/prometheus) uses the same share.
  */
-export const NEAR_RETENTION_SHARE = 0.8;
+const NEAR_RETENTION_SHARE = 0.8;
 
 /** `CHANGE_EVENTS_RETENTION_DAYS`'s default (src/config), for callers given no config. */
 export const DEFAULT_RETENTION_DAYS = 30;
@@ -52,7 +52,7 @@ export function urlWithoutQuery(url: string): string {
 }
 
 /** One endpoint's entry. */
-export function webhookStatus(e: EndpointRow, retentionDays: number): WebhookStatus {
+function webhookStatus(e: EndpointRow, retentionDays: number): WebhookStatus {
   return {
     id: e.id,
     url: urlWithoutQuery(e.url),

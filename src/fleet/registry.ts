@@ -9,9 +9,9 @@ import { settingsByVariable } from './shared-settings.js';
 // releases, migrations and keys the live processes have.
 
 /** How often a process beats. */
-export const BEAT_MS = 10_000;
+const BEAT_MS = 10_000;
 /** A process whose last beat is older than this is gone (three beats missed, and some). */
-export const LIVE_FOR_MS = 45_000;
+const LIVE_FOR_MS = 45_000;
 /** Rows of processes gone longer than this are deleted by the next process that joins. */
 const FORGET_AFTER = '1 day';
 

@@ -1,5 +1,5 @@
-import type { Observation } from './estimate.js';
 import { posteriorMeanRate, type RateMixture } from './mixture.js';
+import type { Observation } from './observation.js';
 
 // Re-learning after a change of habit (issue 36): a wallet quiet for months that starts changing.
 // Forgetting (τ) lets old quiet fade, but slowly; here the estimate also asks whether the

@@ -1,4 +1,3 @@
-import type { Observation } from './estimate.js';
 import {
   emWeights,
   gridLikelihoods,
@@ -8,6 +7,7 @@ import {
   summarize,
   thinned,
 } from './mixture.js';
+import type { Observation } from './observation.js';
 
 // Evidence from the first answer (issue 36): what every answer carries about how often the wallet
 // changes before the refresh has watched it change. Every card carries the day the customer saved

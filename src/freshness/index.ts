@@ -5,5 +5,6 @@ export * from './change-point.js';
 export * from './estimate.js';
 export * from './evidence.js';
 export * from './mixture.js';
+export * from './observation.js';
 export * from './schedule.js';
 export * from './staleness.js';

@@ -1,4 +1,4 @@
-import type { Observation } from './estimate.js';
+import type { Observation } from './observation.js';
 
 // The population's prior as a mixture over a grid of rates, fitted to a sample of subscribers'
 // observations (empirical Bayes with a nonparametric prior: Kiefer & Wolfowitz's maximum

@@ -1,15 +1,7 @@
-import {
-  appendObservation,
-  estimateRate,
-  forgetDaysFor,
-  MS_PER_DAY,
-  type Observation,
-  observation,
-  PRIOR_WEIGHT,
-  type RatePrior,
-} from './estimate.js';
+import { estimateRate, forgetDaysFor, MS_PER_DAY, PRIOR_WEIGHT, type RatePrior } from './estimate.js';
 import { type Evidence, mixtureFor } from './evidence.js';
 import { posteriorRateDraw } from './mixture.js';
+import { appendObservation, type Observation, observation } from './observation.js';
 
 // When each subscriber is synced next, within a request budget. Pure: the time is always passed
 // in, so the simulator (bench/freshness.ts) runs the same code as the workers.
@@ -64,12 +56,6 @@ function hInverse(y: number): number {
     else hi = mid;
   }
   return (lo + hi) / 2;
-}
-
-/** What one sync of a subscriber last synced `ageDays` ago is worth: g(λ, age), in fresh days. */
-export function benefit(ratePerDay: number, ageDays: number): number {
-  if (!(ratePerDay > 0) || !(ageDays > 0)) return 0;
-  return h(ratePerDay * ageDays) / ratePerDay;
 }
 
 /** The days between two syncs of a subscriber whose cards change `ratePerDay` times a day. */
@@ -223,7 +209,7 @@ export function solveThreshold(
 }
 
 /** REFRESH_MAX_AGE's default, days. */
-export const DEFAULT_MAX_AGE_DAYS = 7;
+const DEFAULT_MAX_AGE_DAYS = 7;
 
 /**
  * The plan before the refresh has made one (or without a refresh): everyone at the max age, from

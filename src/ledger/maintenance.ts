@@ -12,9 +12,9 @@ import {
 import { startUpkeep, type Upkeep } from '../upkeep.js';
 
 /** Days of partitions kept ready ahead of the clock. */
-export const AHEAD_DAYS = 7;
+const AHEAD_DAYS = 7;
 /** How often a worker runs the maintenance. */
-export const MAINTENANCE_EVERY_MS = 60 * 60 * 1000;
+const MAINTENANCE_EVERY_MS = 60 * 60 * 1000;
 
 export interface LedgerMaintenance {
   /** Partitions created for the days ahead (or for rows the default partition caught). */

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { SavedCard } from '../cards.js';
+import type { SavedCard } from '../../db/cards.js';
 import type { WalletChanges } from './changes.js';
 import { cardCountAt, type MockDataOptions } from './data.js';
 
@@ -35,7 +35,7 @@ export function istanbulDate(ms: number): string {
  * made it appear, or, when it has been there since the start, a date from the wallet's own rate
  * before the start (card 0 the newest); null for a wallet that did not change before the start.
  */
-export function cardCreatedAt(
+function cardCreatedAt(
   changes: WalletChanges,
   subscriberId: number,
   k: number,

@@ -1,10 +1,10 @@
 import type { Db } from '../../db/client.js';
+import { eventsCommitted } from '../../db/events/outbox.js';
 import { beginLockAndRead, type CardOwner, lockAndReread } from '../../db/ops/batch-read.js';
 import { type BatchWrite, learnEmails, writeBatch } from '../../db/ops/batch-write.js';
 import { resolveClaims, upsertClaims } from '../../db/ops/conflicts.js';
 import { forgetDigestsOfTakenCards, recountActiveCards } from '../../db/ops/digests.js';
 import { sentTogether } from '../../db/ops/pipeline.js';
-import { eventsCommitted } from '../events/outbox.js';
 import {
   afterSuccess,
   defaultPolicy,

@@ -1,5 +1,5 @@
+import type { SavedCard } from '../../db/cards.js';
 import type { SyncStatus, SyncTrigger } from '../../db/schema.js';
-import type { SavedCard } from '../cards.js';
 import type { SyncCounts } from './reconcile.js';
 
 // One validated answer on its way to Postgres, and what writing it came to (apply-cards.ts writes).

@@ -6,7 +6,7 @@ import { maskCardNumbers } from '../card-number.js';
 import type { Logger } from '../logger.js';
 import type { RunBase } from './cards-to-apply.js';
 import { emptyCounts, type SyncCounts } from './reconcile.js';
-import type { SyncResult } from './sync-subscriber.js';
+import type { SyncResult } from './result.js';
 
 /** How a sync failed, as the ledger, the subscriber row, the log and the job's result tell it. */
 export interface Failure {

@@ -1,9 +1,9 @@
-import type { SavedCard, StoredCard } from '../cards.js';
+import type { SavedCard, StoredCard } from '../../db/cards.js';
 
 export type { StoredCard };
 
 /** A card whose stored row must be rewritten: new content, a restore, or both. */
-export interface CardUpdate {
+interface CardUpdate {
   card: SavedCard;
   /** Column names whose content changed; empty for a plain restore. */
   changedFields: string[];
@@ -50,7 +50,7 @@ export const emptyCounts = (): SyncCounts => ({
 export type SameToken = (stored: StoredCard, token: string) => boolean;
 
 /** Compares content columns; returns the names (as in the table) of those that differ. */
-export function changedFields(stored: StoredCard, card: SavedCard, sameToken: SameToken): string[] {
+function changedFields(stored: StoredCard, card: SavedCard, sameToken: SameToken): string[] {
   const fields: string[] = [];
   if (stored.subscriberId !== card.subscriberId) fields.push('subscriber_id');
   if (!sameToken(stored, card.cardToken)) fields.push('card_token');
@@ -64,7 +64,7 @@ export function changedFields(stored: StoredCard, card: SavedCard, sameToken: Sa
 }
 
 /** What the stored row held in each changed column, as `saved_card_changes.previous` keeps it. */
-export function previousValues(stored: StoredCard, fields: readonly string[], restored: boolean) {
+function previousValues(stored: StoredCard, fields: readonly string[], restored: boolean) {
   const value: Record<string, (s: StoredCard) => unknown> = {
     subscriber_id: (s) => s.subscriberId,
     // Never the token, nor anything derived from it: only that it changed.

@@ -1,11 +1,11 @@
+import type { SavedCard } from '../../db/cards.js';
 import type { Db } from '../../db/client.js';
 import { isConnectionError, rootCause } from '../../db/errors.js';
 import { dbClock } from '../../db/ops/clock.js';
 import { findSubscriberIdByEmail } from '../../db/ops/subscribers.js';
-import type { SyncStatus, SyncTrigger } from '../../db/schema.js';
+import type { SyncTrigger } from '../../db/schema.js';
 import type { ApiClient } from '../api/client.js';
 import type { FetchOutcome, Target } from '../api/lookup.js';
-import type { SavedCard } from '../cards.js';
 import type { Logger } from '../logger.js';
 import { redactExcerpt } from '../redact.js';
 import type { CardTokens } from '../tokens/card-tokens.js';
@@ -16,7 +16,9 @@ import type { RunBase } from './cards-to-apply.js';
 import { finishFailure, recordFailure } from './failure.js';
 import { type CardWriter, directWriter } from './group-commit.js';
 import { applyNotFound, DEFAULT_GONE_AFTER_NOT_FOUND } from './not-found.js';
-import type { SyncCounts } from './reconcile.js';
+import type { SyncResult } from './result.js';
+
+export type { SyncResult };
 
 export interface SyncDeps {
   db: Db;
@@ -54,27 +56,8 @@ export interface SyncRequest {
   onRateLimited?: (retryAfterMs: number) => Promise<unknown>;
 }
 
-/** How one sync ended; small enough to be a job's return value. */
-export interface SyncResult {
-  status: SyncStatus;
-  subscriberId: number | null;
-  syncRunId: number;
-  counts: SyncCounts;
-  /** Stable code of a failure: `not_found`, `invalid_response`, `http_5xx`, `timeout`, `connection`, `http_4xx`… */
-  errorCode?: string;
-  /** Redacted message: never a token, key or card number. */
-  errorMessage?: string;
-  /** True when the failure is transient and an attempt may be retried. */
-  retryable: boolean;
-  /** For `rate_limited`: how long every worker should wait, ms. */
-  retryAfterMs?: number;
-  durationMs: number;
-  /** The API's answer: HTTP status, or `timeout` / `connection` / `aborted` when there was none. */
-  api: { code: string; durationMs: number };
-}
-
 /** `j***@example.com`: enough to recognise an e-mail in a log, not enough to harvest it. */
-export function maskEmail(email: string): string {
+function maskEmail(email: string): string {
   const at = email.lastIndexOf('@');
   if (at <= 0) return '***';
   return `${email[0]}***${email.slice(at)}`;

@@ -8,7 +8,7 @@ import { NodeSDK, resources } from '@opentelemetry/sdk-node';
 const EMAIL_PATH = /\/email\/[^/?#]*/;
 
 /** A URL or path with the e-mail of a lookup by e-mail replaced by `{email}`. */
-export function redactUrl(url: string): string {
+function redactUrl(url: string): string {
   return url.replace(EMAIL_PATH, '/email/{email}');
 }
 
@@ -33,7 +33,7 @@ function originOf(url: string | undefined): string | undefined {
   }
 }
 
-export function instrumentations(apiBaseUrl?: string) {
+function instrumentations(apiBaseUrl?: string) {
   const api = originOf(apiBaseUrl);
   return [
     new PgInstrumentation({

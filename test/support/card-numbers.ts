@@ -29,7 +29,7 @@ export function notLuhn(number: string): string {
 }
 
 /** Separators a person or a hostile upstream writes between groups of digits. */
-export const SEPARATORS = [
+const SEPARATORS = [
   ' ',
   '-',
   '.',

@@ -2,7 +2,7 @@ import { existsSync } from 'node:fs';
 import { type Browser, chromium } from 'playwright-core';
 
 /** Debian's Chromium (MACHINE.md), or CHROMIUM_PATH. */
-export const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 
 /** Headless Chromium with the flags this machine needs (no sandbox as root, no network of its own). */
 export async function launchChromium(): Promise<Browser> {

@@ -10,7 +10,7 @@ import { join } from 'node:path';
  * continuation lines indented) documents the relations in backticks before its dash (` — `);
  * the first entry of a relation is its entry.
  */
-export function listEntries(markdown: string): Map<string, string> {
+function listEntries(markdown: string): Map<string, string> {
   const entries = new Map<string, string>();
   const bullets: string[] = [];
   let open = false;

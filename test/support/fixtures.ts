@@ -62,7 +62,7 @@ export function answerOf(
     ...extra,
   };
 }
-export function lookupKey(lookup: MockLookup): string {
+function lookupKey(lookup: MockLookup): string {
   return lookup.kind === 'id' ? `id:${lookup.subscriberId}` : `email:${lookup.email}`;
 }
 

@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { CHANGES_CHANNEL } from '../../src/events/outbox-sql.js';
+import { CHANGES_CHANNEL } from '../../db/events/outbox-sql.js';
 
 // Change events for the webhook tests, written straight into the outbox (change_events) the way
 // the sync writes them: one transaction each, so the feed's order is the order written here.

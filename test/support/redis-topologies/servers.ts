@@ -45,11 +45,11 @@ export function redisServerAvailable(): boolean {
 // ---------------------------------------------------------------------------------------------
 // Child processes, temp dirs and their cleanup
 
-export const children = new Set<ChildProcess>();
-export const tempDirs = new Set<string>();
+const children = new Set<ChildProcess>();
+const tempDirs = new Set<string>();
 
 /** Kills the pids it was given (`+pid`, `-pid` when gone) and removes the dirs (`Ddir`, `ddir`) once stdin closes. */
-export const REAPER_SCRIPT = `
+const REAPER_SCRIPT = `
 export const { rmSync } = require('node:fs');
 export const pids = new Set();
 export const dirs = new Set();
@@ -75,7 +75,7 @@ process.stdin.on('end', () => {
 
 let reaper: ChildProcess | undefined;
 
-export function tellReaper(line: string): void {
+function tellReaper(line: string): void {
   if (!reaper) {
     reaper = spawn(process.execPath, ['-e', REAPER_SCRIPT], {
       stdio: ['pipe', 'ignore', 'ignore'],
@@ -108,7 +108,7 @@ export function makeTempDir(kind: string): string {
   return dir;
 }
 
-export function removeTempDir(dir: string): void {
+function removeTempDir(dir: string): void {
   rmSync(dir, { recursive: true, force: true, maxRetries: 3 });
   tempDirs.delete(dir);
   tellReaper(`d${dir}`);
@@ -118,9 +118,9 @@ export function removeTempDir(dir: string): void {
 // Ports
 
 /** Ports handed out by this process and not yet given back, so concurrent starts never share one. */
-export const reservedPorts = new Set<number>();
+const reservedPorts = new Set<number>();
 
-export function canBind(port: number): Promise<boolean> {
+function canBind(port: number): Promise<boolean> {
   return new Promise((resolve) => {
     const server = createServer();
     server.once('error', () => resolve(false));
@@ -129,7 +129,7 @@ export function canBind(port: number): Promise<boolean> {
 }
 
 /** A random port in 20000–40000 that binds on 127.0.0.1 (and, with `bus`, port+10000 too), reserved. */
-export async function reservePorts(bus: boolean): Promise<number[]> {
+async function reservePorts(bus: boolean): Promise<number[]> {
   for (let attempt = 0; attempt < 200; attempt++) {
     const port = 20_000 + Math.floor(Math.random() * 20_001);
     const ports = bus ? [port, port + 10_000] : [port];
@@ -143,7 +143,7 @@ export async function reservePorts(bus: boolean): Promise<number[]> {
   throw new Error(`no free loopback port${bus ? ' pair (port and port+10000)' : ''} found in 20000–40000`);
 }
 
-export function releasePorts(ports: number[]): void {
+function releasePorts(ports: number[]): void {
   for (const p of ports) reservedPorts.delete(p);
 }
 
@@ -296,12 +296,12 @@ export function commonArgs(dir: string, logFile: string): string[] {
   ];
 }
 
-export function logTail(logFile: string, lines = 12): string {
+function logTail(logFile: string, lines = 12): string {
   if (!existsSync(logFile)) return '(no log written)';
   return readFileSync(logFile, 'utf8').trimEnd().split('\n').slice(-lines).join('\n');
 }
 
-export function spawnServer(node: HostPort, ports: number[], launch: Launch): ServerProcess {
+function spawnServer(node: HostPort, ports: number[], launch: Launch): ServerProcess {
   const child = spawn('redis-server', launch.args, { stdio: 'ignore' });
   let resolveExited = () => {};
   const exited = new Promise<void>((resolve) => {
@@ -331,7 +331,7 @@ export async function killServer(server: ServerProcess): Promise<void> {
 }
 
 /** True once the server on `node` answers as this very process (not another server on a reused port). */
-export async function answersAsItself(server: ServerProcess, auth: Auth): Promise<boolean> {
+async function answersAsItself(server: ServerProcess, auth: Auth): Promise<boolean> {
   try {
     const info = parseInfo(await command(server.node, auth, 'INFO', 'server'));
     return info.process_id === String(server.child.pid);

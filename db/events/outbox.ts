@@ -1,6 +1,6 @@
 import { type SQL, sql } from 'drizzle-orm';
 import type pg from 'pg';
-import type { Executor } from '../../db/client.js';
+import type { Executor } from '../client.js';
 import { WRITE_EVENTS } from './outbox-sql.js';
 
 // The transactional outbox (issue 37, DESIGN §7): every change a sync writes becomes one event in

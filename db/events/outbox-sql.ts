@@ -1,4 +1,4 @@
-// The outbox statement (src/events/outbox.ts sends it): its text does not depend on the batch, so
+// The outbox statement (db/events/outbox.ts sends it): its text does not depend on the batch, so
 // each connection prepares it once.
 
 /** The channel the outbox notifies at commit, and long polls listen on. */

@@ -1,0 +1,151 @@
+// The layers of cards-sync, as rules `npm run lint` checks (dependency-cruiser). Dependencies point
+// one way: entry points (src/cli, src/commands, src/admin, src/demo, jobs/) → the domain (src/) →
+// db/. A rule that breaks fails the lint with its name.
+//
+// Paths are written by layer and folder, so that moving a concept's files keeps them right: when a
+// folder moves, change its pattern here.
+
+/** The bottom layer: all SQL, the schema, the card shapes and the outbox. */
+const DB = '^db/';
+/** The domain and its surfaces. */
+const SRC = '^src/';
+/** BullMQ: the sync queue and worker, the refresh. */
+const JOBS = '^jobs/';
+/** The pure freshness policy. */
+const FRESHNESS = '^src/freshness/';
+/** The one folder that knows OpenTelemetry. */
+const TRACING = '^src/tracing/';
+/** What src/ may import jobs/ from: the entry points, which start workers and read queues. */
+const SRC_ENTRY_POINTS = [
+  '^src/cli[.]ts$',
+  '^src/main[.]ts$',
+  '^src/commands/',
+  '^src/admin/',
+  '^src/demo[.]ts$',
+  '^src/demo/',
+];
+/** The runtime of the database drivers: a module that imports it (not only its types) talks SQL. */
+const DATABASE_RUNTIME = 'node_modules/(pg|pg-[^/]+|drizzle-orm)/';
+
+// Known violations, allowed file by file until they are fixed: each entry is a debt, not a rule.
+// Remove an entry when its file is fixed; a new file never belongs here.
+const KNOWN = {
+  // db/ still reads the freshness policy's types and functions, and tracing's detached context,
+  // instead of being handed them as values (refresh-schedule: afterClaim; refresh-policy:
+  // defaultPolicy and the mixture check; freshness: wilson; clock: tracing().detached).
+  dbAboveItself: [
+    '^db/ops/batch-read[.]ts$',
+    '^db/ops/batch-write[.]ts$',
+    '^db/ops/clock[.]ts$',
+    '^db/ops/freshness[.]ts$',
+    '^db/ops/refresh-evidence[.]ts$',
+    '^db/ops/refresh-policy[.]ts$',
+    '^db/ops/refresh-schedule[.]ts$',
+  ],
+  // SQL still outside db/: modules that import the driver's runtime to run their own statements.
+  sqlOutsideDb: [
+    '^src/admin/app[.]ts$',
+    '^src/commands/doctor(-events|-fleet)?[.]ts$',
+    '^src/commands/webhooks-deliveries[.]ts$',
+    '^src/demo/(services|summary)[.]ts$',
+    '^jobs/continuous-lease[.]ts$',
+    '^jobs/processor[.]ts$',
+  ],
+  // src/fleet formats what jobs/ stores (the lease holder, the pause record, the key verdicts).
+  srcOnJobs: ['^src/fleet/format[.]ts$', '^src/fleet/pause-lines[.]ts$'],
+};
+
+/** @type {import('dependency-cruiser').IConfiguration} */
+module.exports = {
+  forbidden: [
+    {
+      name: 'no-circular',
+      comment: 'No import circle anywhere: move what both modules need into a third one both import.',
+      severity: 'error',
+      from: {},
+      to: { circular: true },
+    },
+    {
+      name: 'db-is-the-bottom',
+      comment:
+        'db/ imports nothing from src/ or jobs/, not even types: what it needs of a policy or of tracing comes in as a plain value or function.',
+      severity: 'error',
+      from: { path: DB, pathNot: KNOWN.dbAboveItself },
+      to: { path: [SRC, JOBS] },
+    },
+    {
+      name: 'db-is-the-bottom-known',
+      comment: 'The known exceptions above may reach src/freshness and src/tracing, and nothing else.',
+      severity: 'error',
+      from: { path: KNOWN.dbAboveItself },
+      to: { path: [SRC, JOBS], pathNot: [FRESHNESS, TRACING] },
+    },
+    {
+      name: 'sql-only-in-db',
+      comment:
+        "All SQL is in db/: outside it, import pg's or drizzle-orm's types only (import type), and call db/ for the statements.",
+      severity: 'error',
+      from: { path: [SRC, JOBS, '^bin/'], pathNot: KNOWN.sqlOutsideDb },
+      to: { path: DATABASE_RUNTIME, dependencyTypesNot: ['type-only'] },
+    },
+    {
+      name: 'freshness-is-pure',
+      comment:
+        'The freshness policy imports no queue, no table and no database: db/, jobs/, pg, bullmq, ioredis, drizzle-orm (its clock reads are checked by test/contracts/layers.test.ts).',
+      severity: 'error',
+      from: { path: FRESHNESS },
+      to: {
+        path: [DB, JOBS, 'node_modules/(pg|bullmq|ioredis|drizzle-orm)/'],
+      },
+    },
+    {
+      name: 'freshness-imports-only-itself',
+      comment: 'The freshness policy is a leaf of src/: it imports nothing else of the product.',
+      severity: 'error',
+      from: { path: FRESHNESS },
+      to: { path: ['^(src|db|jobs|bench|bin)/'], pathNot: FRESHNESS },
+    },
+    {
+      name: 'only-tracing-knows-opentelemetry',
+      comment: 'OpenTelemetry (and its loaders) is imported only in src/tracing/; the rest calls its facade.',
+      severity: 'error',
+      from: { pathNot: TRACING },
+      to: { path: 'node_modules/(@opentelemetry/|bullmq-otel/|import-in-the-middle/)' },
+    },
+    {
+      name: 'src-uses-jobs-only-from-entry-points',
+      comment:
+        'The domain (src/) does not import the queues (jobs/); only the entry points that start or read them do.',
+      severity: 'error',
+      from: { path: SRC, pathNot: [...SRC_ENTRY_POINTS, ...KNOWN.srcOnJobs] },
+      to: { path: JOBS },
+    },
+    {
+      name: 'product-does-not-import-bench-or-test',
+      comment: 'src/, db/ and jobs/ are shipped: they import neither the benchmarks nor the tests.',
+      severity: 'error',
+      from: { path: [SRC, DB, JOBS] },
+      to: { path: '^(bench|test)/' },
+    },
+    {
+      name: 'no-unresolvable',
+      comment: 'Every import resolves (a moved file left a stale path).',
+      severity: 'error',
+      from: {},
+      // bin/cards-sync.js loads the build (dist/), which need not exist when the lint runs.
+      to: { couldNotResolve: true, pathNot: '^[.][.]/dist/' },
+    },
+  ],
+  options: {
+    doNotFollow: { path: 'node_modules' },
+    // Type-only imports are dependencies too: a layer that names another's types depends on it.
+    tsPreCompilationDeps: true,
+    tsConfig: { fileName: 'tsconfig.json' },
+    // The sources import `./x.js`, which is `./x.ts` before the build.
+    enhancedResolveOptions: {
+      extensions: ['.ts', '.js', '.mjs', '.cjs', '.d.ts'],
+      conditionNames: ['import', 'require', 'node', 'default', 'types'],
+      exportsFields: ['exports'],
+    },
+  },
+};
