@@ -1,5 +1,6 @@
 import { rootCause } from '../../db/errors.js';
 import { lastRedisError, type RedisClient } from '../../jobs/redis.js';
+import type { Config } from '../config/index.js';
 import type { HostPort, RedisConfig } from '../config/redis.js';
 import { CliError } from '../errors.js';
 
@@ -14,6 +15,17 @@ export interface Io {
   isTTY?: boolean;
   /** Whether standard output is a terminal (`token` refuses one). Default false. */
   stdoutIsTTY?: boolean;
+}
+
+/** What a `registerX` (src/commands/register-*.ts) needs to add its commands to the program. */
+export interface CliDeps {
+  io: Io;
+  /** Where an action leaves its exit code. */
+  state: { exitCode: number };
+  /** The configuration, the refresh's settings included: for a command that runs or plans the refresh. */
+  config: () => Config;
+  /** The configuration for a command that does not run the refresh: a bad REFRESH_* setting is warned about and passed over. */
+  configWithoutRefresh: () => Config;
 }
 
 function where(url: string, fallbackPort: string): string {

@@ -1,13 +1,12 @@
 import type { Command } from 'commander';
-import { loadConfig } from '../config/index.js';
 import { parseCursor } from '../events/feed.js';
 import { parsedBy } from './args.js';
-import type { Io } from './common.js';
+import type { CliDeps } from './common.js';
 
 // The `changes` command's flags; its work is in changes.ts, loaded when it runs.
 
 /** Adds `changes` to the program. */
-export function registerChangesCommand(program: Command, io: Io, state: { exitCode: number }): void {
+export function registerChangesCommand(program: Command, { io, state, configWithoutRefresh }: CliDeps): void {
   program
     .command('changes')
     .description('print change events in commit order from a cursor (the start of retention by default)')
@@ -23,7 +22,7 @@ export function registerChangesCommand(program: Command, io: Io, state: { exitCo
     .option('--json', 'one JSON event per line')
     .action(async (opts: { after?: string; follow?: boolean; json?: boolean }) => {
       const { cmdChanges } = await import('./changes.js');
-      state.exitCode = await cmdChanges(loadConfig(io.env, { refreshUnused: { warn: io.err } }), io, {
+      state.exitCode = await cmdChanges(configWithoutRefresh(), io, {
         after: opts.after,
         follow: opts.follow ?? false,
         json: opts.json ?? false,

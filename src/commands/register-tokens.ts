@@ -1,6 +1,5 @@
 import { type Command, InvalidArgumentError } from 'commander';
-import { loadConfig } from '../config/index.js';
-import type { Io } from './common.js';
+import type { CliDeps } from './common.js';
 
 // The token commands' flags; their work is in tokens.ts, loaded when one runs.
 
@@ -12,7 +11,7 @@ const whole = (name: string, min: number) => (value: string) => {
 };
 
 /** Adds `token` and `tokens rotate` to the program. */
-export function registerTokenCommands(program: Command, io: Io, state: { exitCode: number }): void {
+export function registerTokenCommands(program: Command, { io, state, configWithoutRefresh }: CliDeps): void {
   program
     .command('token')
     .description('print one decrypted card token on stdout, for a consumer that must charge the card')
@@ -20,7 +19,7 @@ export function registerTokenCommands(program: Command, io: Io, state: { exitCod
     .option('--force', 'print even to a terminal')
     .action(async (opts: { cardId: number; force?: boolean }) => {
       const { cmdToken } = await import('./tokens.js');
-      state.exitCode = await cmdToken(loadConfig(io.env, { refreshUnused: { warn: io.err } }), io, {
+      state.exitCode = await cmdToken(configWithoutRefresh(), io, {
         cardId: opts.cardId,
         force: opts.force ?? false,
       });
@@ -39,10 +38,6 @@ export function registerTokenCommands(program: Command, io: Io, state: { exitCod
     )
     .action(async (opts: { batchSize: number; pauseMs: number }) => {
       const { cmdTokensRotate } = await import('./tokens.js');
-      state.exitCode = await cmdTokensRotate(
-        loadConfig(io.env, { refreshUnused: { warn: io.err } }),
-        io,
-        opts,
-      );
+      state.exitCode = await cmdTokensRotate(configWithoutRefresh(), io, opts);
     });
 }

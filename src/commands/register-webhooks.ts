@@ -1,7 +1,6 @@
 import type { Command } from 'commander';
-import { loadConfig } from '../config/index.js';
 import { intArg, parsedBy } from './args.js';
-import type { Io } from './common.js';
+import type { CliDeps } from './common.js';
 import {
   parseDescription,
   parseEndpointId,
@@ -14,8 +13,10 @@ import {
 // The webhook commands' flags (DESIGN §3); their work is in webhooks.ts and webhooks-deliveries.ts.
 
 /** Adds `webhooks add|list|disable|enable|rotate-secret|remove|deliveries|replay` to the program. */
-export function registerWebhookCommands(program: Command, io: Io, state: { exitCode: number }): void {
-  const config = () => loadConfig(io.env, { refreshUnused: { warn: io.err } });
+export function registerWebhookCommands(
+  program: Command,
+  { io, state, configWithoutRefresh: config }: CliDeps,
+): void {
   const webhooks = program
     .command('webhooks')
     .description('endpoints that receive change events, signed (Standard Webhooks)');
