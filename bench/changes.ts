@@ -26,7 +26,7 @@ import { holdWal, markBefore, walPosition } from './wal.js';
 
 // npm run bench:changes [-- --subscribers 5000 --rates 100,1000 --seconds 30 --drain-endpoints 1,8]
 //
-// Issue 37's change events, end to end: a `cards-sync worker` process, as a user starts it, syncs
+// Change events, end to end: a `cards-sync worker` process, as a user starts it, syncs
 // against the sandbox, whose every wallet changes about once a second (so each sync of a wallet
 // last synced seconds ago finds it changed); the outbox writes the events in the syncs'
 // transactions, and the worker's delivery loop posts them to a receiver on loopback here, which

@@ -13,7 +13,7 @@ import { BENCH_CARD_TOKEN_KEYS, benchRedis, CLI, parseFlags, resetDatabase, seed
 // npm run bench:freshness-e2e [-- --subscribers 10000 --minutes 15 --warmup 5 --budget 150 --max-age 5m
 //   --created-dates random|from-changes --wake-up 0.1:12/h@10m]
 //
-// Issue 26's end-to-end run: real workers (`cards-sync worker`, as a user starts it) against the
+// The end-to-end freshness run: real workers (`cards-sync worker`, as a user starts it) against the
 // sandbox, whose wallets change over wall time at the rates of `--changes`. Two set-ups side by
 // side, each with its own database, queue and sandbox, the same population and the same changes
 // at the same moments: REFRESH_MODE=continuous, and uniform round robin at the same request rate
@@ -35,7 +35,7 @@ const { values } = parseFlags({
     'max-age': { type: 'string', default: '5m' },
     'audit-share': { type: 'string', default: '0.02' },
     changes: { type: 'string', default: '0.7:0,0.2:1/h,0.08:12/h,0.02:1/m' },
-    /** The sandbox's createDates: `random` (the control) or `from-changes` (issue 36's world). */
+    /** The sandbox's createDates: `random` (the control) or `from-changes` (the createDate world). */
     'created-dates': { type: 'string', default: 'random' },
     /** Quiet wallets that start changing (`share:rate@after`, as `mock-api --wake-up`). */
     'wake-up': { type: 'string' },

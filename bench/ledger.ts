@@ -6,7 +6,7 @@ import { queries } from './ledger/queries.js';
 import { retention } from './ledger/retention.js';
 import { COLUMNS, PLAIN_LEDGER, runsOf } from './ledger/sql.js';
 
-// The ledger at scale (issue 28), generated in SQL.   npm run bench:ledger
+// The ledger at scale, generated in SQL.   npm run bench:ledger
 //
 //   1. bytes per run: the partitioned sync_runs against the previous release's plain table
 //      (`sync_runs_before`: the same columns, its primary key and B-trees), the same rows in both;

@@ -21,7 +21,7 @@ import { pipelineClock } from './pipeline-result.js';
 //   f: the floor of any sync that stores the cards: a, plus the answers of the jobs running at
 //      once written as one statement into a table with a primary key and nothing else (no
 //      history, no run ledger, no subscribers, no other index, no read): what cards-sync could
-//      at best reach with every part of DESIGN §4 and §5 but the cards themselves left out
+//      at best reach with every table and outcome of docs/analytics.md and docs/architecture.md but the cards left out
 
 const { values } = parseArgs({
   options: {

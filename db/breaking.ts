@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type pg from 'pg';
 
-// Breaking migrations (issue 27): the record is db/migrations/breaking.json, shipped with the
+// Breaking migrations: the record is db/migrations/breaking.json, shipped with the
 // release; the database keeps the ones applied in `breaking_migrations`, so that a worker of an
 // earlier release, whose files know nothing of a newer one, still learns of it from the database.
 

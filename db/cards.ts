@@ -1,7 +1,7 @@
 // The card shapes that the API client, the sync and the database layer share (one module that
 // db/ and src/sync/ both import).
 
-/** One saved card record as the API returns it, after validation (DESIGN §1). */
+/** One saved card record as the API returns it, after validation (docs/architecture.md). */
 export interface SavedCard {
   id: number;
   cardToken: string;

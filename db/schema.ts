@@ -1,4 +1,4 @@
-// Table and column names are public (DESIGN §4): analysts and their scripts query them. The tables
+// Table and column names are public (docs/analytics.md): analysts and their scripts query them. The tables
 // live in db/schema/, one file per part of the product; this module is their one import.
 
 export * from './schema/audit.js';

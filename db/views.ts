@@ -2,7 +2,7 @@ import { eq, sql } from 'drizzle-orm';
 import { bigint, jsonb, pgView, text, timestamp } from 'drizzle-orm/pg-core';
 import { type ChangeKind, savedCards, subscribers, syncRuns } from './schema.js';
 
-// The reporting views (DESIGN §4): what analysts read. Their names and columns are public.
+// The reporting views (docs/analytics.md): what analysts read. Their names and columns are public.
 
 /** Active cards without `card_token`, for analysts who must not see tokens. */
 export const savedCardsActive = pgView('saved_cards_active').as((qb) =>
@@ -18,7 +18,7 @@ export const savedCardsActive = pgView('saved_cards_active').as((qb) =>
       createDate: savedCards.createDate,
       firstSeenAt: savedCards.firstSeenAt,
       // An active card's own column moves only when the card is written; every success of its
-      // subscriber lists it (DESIGN §4), so the later of the two is when a sync last listed it.
+      // subscriber lists it (docs/analytics.md), so the later of the two is when a sync last listed it.
       lastSeenAt: sql<Date>`greatest(${savedCards.lastSeenAt}, ${subscribers.lastSuccessAt})`.as(
         'last_seen_at',
       ),
@@ -94,7 +94,7 @@ export const syncRunsReport = pgView('sync_runs_report').as((qb) =>
 );
 
 /**
- * History, one row per change of a card (DESIGN §4): the rows written to `saved_card_change_log`,
+ * History, one row per change of a card (docs/analytics.md): the rows written to `saved_card_change_log`,
  * and for each card stored since migration 0021 its `added` row, made from the card's own row
  * (`added_change_id`, `added_sync_run_id`, `first_seen_at`). An INSTEAD OF trigger sends rows
  * inserted here to the log. Created by migration 0021, not by drizzle-kit.

@@ -4,7 +4,7 @@ import type { RedisClient } from './redis.js';
 
 // Job ids and deduplication ids name a subscriber, and both travel far: BullMQ's keys and
 // dashboard, every worker's log lines, `sync_runs.job_id` (which the reporting role reads). An
-// e-mail is therefore named by a keyed hash, never by itself (issue 25): the key lives in Redis,
+// e-mail is therefore named by a keyed hash, never by itself: the key lives in Redis,
 // where analysts do not reach, so an address cannot be recovered by hashing a list of guesses.
 // The hash also keeps every address, whatever characters RFC 5321 lets it hold (`a:b@x`), out of
 // BullMQ's rules for custom ids.

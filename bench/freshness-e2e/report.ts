@@ -102,7 +102,7 @@ export function printReport(run: RunRecord, contCounts: Counts, rrCounts: Counts
     );
   }
   if (wakeUp && woken.size > 0) {
-    // Issue 36's wake-up target: the woken wallets' stale share back within 20% of their peers' (the
+    // The wake-up target: the woken wallets' stale share back within 20% of their peers' (the
     // wallets always at that rate) inside one max age of waking.
     const wakeMs = startMs + wakeUp.afterMs;
     line('');

@@ -29,7 +29,7 @@ export interface SimOptions {
   /** false: the single-rate prior only (the estimator before the mixture), for comparison. */
   mixture?: boolean;
   /**
-   * The cards' createDates (issue 36). `random`: years old, unrelated to change (today's sandbox,
+   * The cards' createDates. `random`: years old, unrelated to change (today's sandbox,
    * the control). `from-changes`: a change that adds a card (3 in 8) stamps it with the change's
    * time, and a wallet's first cards carry dates drawn from the same process before the start.
    */

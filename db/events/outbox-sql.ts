@@ -4,7 +4,7 @@
 /** The channel the outbox notifies at commit, and long polls listen on. */
 export const CHANGES_CHANNEL = 'cards_sync_changes';
 
-// History keeps column names; events speak the API's field names (DESIGN §1).
+// History keeps column names; events speak the API's field names (docs/architecture.md).
 const FIELD_NAMES: Record<string, string> = {
   subscriber_id: 'subscriberId',
   card_token: 'cardToken',

@@ -3,7 +3,7 @@ import type pg from 'pg';
 import type { Executor } from '../client.js';
 import { WRITE_EVENTS } from './outbox-sql.js';
 
-// The transactional outbox (issue 37, DESIGN §7): every change a sync writes becomes one event in
+// The transactional outbox (docs/events.md): every change a sync writes becomes one event in
 // `change_events`, in the same transaction. The writers of history call `writeChangeEvents` after
 // their own write, in their transaction; the events are made from the rows that write left (its
 // history rows and the cards it stored first), so the two can never disagree.

@@ -2,7 +2,7 @@ import { desc } from 'drizzle-orm';
 import type { Executor } from '../client.js';
 import { type AdminSource, adminActions } from '../schema.js';
 
-// The audit trail (DESIGN §4 `admin_actions`): who did what, from the CLI or HTTP. Rows are kept;
+// The audit trail (docs/analytics.md `admin_actions`): who did what, from the CLI or HTTP. Rows are kept;
 // `detail` holds counts, ids and reasons, never a secret.
 
 export interface AdminAction {

@@ -18,7 +18,7 @@ const contentChanged = `(
 // lets them share one statement and its one snapshot.
 export const WRITE_BATCH = `
 with removed as (
-  -- An active card's last_seen_at is carried by its subscriber's last success (DESIGN §4), the
+  -- An active card's last_seen_at is carried by its subscriber's last success (docs/analytics.md), the
   -- last sync that listed it: its own column takes that value as it leaves. The subquery sees the
   -- row as it was before this statement, the success before this one.
   -- By = any($12), not a join with unnest, and with the owners as a condition of their own: a
@@ -112,7 +112,7 @@ with removed as (
     as sub(subscriber_id, active_cards, digest, rate, next_refresh_at, observations)
 ), subscriber as (
   -- A subscriber stored before: a plain UPDATE, not INSERT … ON CONFLICT, whose conflict path
-  -- locks the row before it updates it, a WAL record of its own (54 bytes a sync; issue 36). By
+  -- locks the row before it updates it, a WAL record of its own (54 bytes a sync). By
   -- = any($33) so that the plan has a key whatever the batch. s.* is the row as the update finds
   -- it, after any transaction that changed it meanwhile.
   update subscribers s set last_synced_at = $1, last_success_at = $1, last_status = 'succeeded',

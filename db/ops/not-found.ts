@@ -142,7 +142,7 @@ async function insertRunAndRemove(
         where subscriber_id = ${subscriberId} and removed_at is null and ${remove}::boolean
         order by id for update
     ), removed as (
-      -- last_seen_at: the last success listed the card (DESIGN §4); its own column takes that value.
+      -- last_seen_at: the last success listed the card (docs/analytics.md); its own column takes that value.
       update saved_cards c set removed_at = ${now}, last_seen_at = greatest(c.last_seen_at, (
           select o.last_success_at from subscribers o where o.subscriber_id = c.subscriber_id))
         from gone where c.id = gone.id and c.subscriber_id = ${subscriberId} and c.removed_at is null

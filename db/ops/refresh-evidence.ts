@@ -2,7 +2,7 @@ import type pg from 'pg';
 import type { EvidenceSample } from '../../src/freshness/index.js';
 import { sampledFrom, subscriberCount } from './refresh-schedule.js';
 
-// What the plan fits the population's prior from (issue 36): a sample of subscribers' observations
+// What the plan fits the population's prior from: a sample of subscribers' observations
 // with the evidence of their answers, as stored: the newest active card's createDate
 // (`saved_cards.create_date`, at the plan's time) and `subscribers.active_cards`.
 

@@ -94,7 +94,7 @@ async function readPage(tx: Executor, subscriberId: number) {
     .where(eq(savedCardChanges.subscriberId, subscriberId))
     .orderBy(desc(savedCardChanges.changedAt), desc(savedCardChanges.id))
     .limit(PAGE_CHANGES);
-  // An active card was last seen by its subscriber's last success (DESIGN §4), as in saved_cards_active.
+  // An active card was last seen by its subscriber's last success (docs/analytics.md), as in saved_cards_active.
   const lastSuccess = subscriberRows[0]?.lastSuccessAt ?? null;
   for (const c of cards) {
     if (c.removedAt === null && lastSuccess !== null && lastSuccess > c.lastSeenAt)

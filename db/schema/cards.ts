@@ -2,7 +2,7 @@ import { sql } from 'drizzle-orm';
 import { bigint, check, index, jsonb, pgTable, text, uniqueIndex } from 'drizzle-orm/pg-core';
 import { inList, tz } from './columns.js';
 
-// The cards and their history (DESIGN §4): saved_cards, the change log behind the
+// The cards and their history (docs/analytics.md): saved_cards, the change log behind the
 // saved_card_changes view, and the conflicts between subscribers over one card.
 
 /** Masked shape only: a full card number can never be stored, whatever the code above does. */

@@ -2,7 +2,7 @@ import { sql } from 'drizzle-orm';
 import { bigint, check, customType, index, jsonb, pgTable, text, uuid } from 'drizzle-orm/pg-core';
 import { inList, tz } from './columns.js';
 
-// Change events (DESIGN §7, issue 37): the transactional outbox every sync writes into.
+// Change events (docs/events.md): the transactional outbox every sync writes into.
 
 export const CHANGE_EVENT_TYPES = [
   'card.added',
@@ -43,7 +43,7 @@ export const changeEvents = pgTable(
     /** The subscriber id as text: Debezium's message key, so one subscriber stays in one partition. */
     aggregateid: text('aggregateid').notNull(),
     type: text('type').$type<ChangeEventType>().notNull(),
-    /** The event's `data` (DESIGN §7): never the token, never an e-mail. */
+    /** The event's `data` (docs/events.md): never the token, never an e-mail. */
     payload: jsonb('payload').$type<Record<string, unknown>>().notNull(),
     /**
      * The trace context of the sync that wrote the event, while tracing was on and its trace

@@ -2,7 +2,7 @@ import { sql } from 'drizzle-orm';
 import { bigint, check, index, integer, pgTable, text } from 'drizzle-orm/pg-core';
 import { inList, tz } from './columns.js';
 
-// The ledger (DESIGN §4): one sync_runs row per sync attempt, partitioned by day (migration 0019).
+// The ledger (docs/analytics.md): one sync_runs row per sync attempt, partitioned by day (migration 0019).
 
 /** `refresh`: chosen by the continuous refresh; `audit`: drawn uniformly at random to measure staleness. */
 export const SYNC_TRIGGERS = ['manual', 'nightly', 'api', 'cli', 'refresh', 'audit'] as const;

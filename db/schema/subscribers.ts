@@ -11,7 +11,7 @@ import {
 } from 'drizzle-orm/pg-core';
 import { tz } from './columns.js';
 
-// The subscribers (DESIGN §4): one row each, with what the refresh knows of them.
+// The subscribers (docs/analytics.md): one row each, with what the refresh knows of them.
 
 /** One row per known subscriber. */
 export const subscribers = pgTable(
@@ -60,7 +60,7 @@ export const subscribers = pgTable(
   },
   // No index on anything a sync moves (its timestamps, the plan): an index on one would turn each
   // of those updates into new entries in every index of the table (no HOT update). The scheduler
-  // reads due times in order from subscriber_schedule instead (issue 36).
+  // reads due times in order from subscriber_schedule instead.
   (t) => [
     // Only rows with an e-mail (migration 0022): a subscriber known by id alone, most of them, has
     // no entry to write on every sync that moves its row.

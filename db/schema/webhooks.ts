@@ -12,7 +12,7 @@ import {
 } from 'drizzle-orm/pg-core';
 import { inList, tz } from './columns.js';
 
-// Webhook endpoints and what was delivered to them (DESIGN §7, issue 37). Delivery reads the
+// Webhook endpoints and what was delivered to them (docs/webhooks.md). Delivery reads the
 // change feed only (src/events/feed.ts): each endpoint keeps its place in it (`feed_cursor`), and
 // every event it takes becomes one delivery row, retried until a 2xx or the dead letter.
 

@@ -9,7 +9,7 @@ import type { AdminDeps } from './deps.js';
 
 /**
  * `GET /api/changes?after=CURSOR&limit=N&wait=SECONDS` (operator or read token): a page of change
- * events after the cursor, `{"events": [...], "next": CURSOR}` (DESIGN §7). With `wait`, an empty
+ * events after the cursor, `{"events": [...], "next": CURSOR}` (docs/events.md). With `wait`, an empty
  * page is held until an event commits or the wait ends. A cursor beyond the feed's head is refused
  * (400, `{"error", "head"}`).
  */

@@ -9,7 +9,7 @@ import { classifyNetworkError } from './network-error.js';
 import { parseRetryAfter } from './retry-after.js';
 import { InvalidResponse, parseCards } from './schema.js';
 
-/** The largest body accepted from the API (DESIGN §5). */
+/** The largest body accepted from the API (docs/architecture.md). */
 export const MAX_BODY_BYTES = 10 * 1024 * 1024;
 
 /** Options of {@link createApiClient} beyond the API config. */

@@ -6,7 +6,7 @@ import type { SavedCard } from './schema.js';
 export type Target = { subscriberId: number } | { email: string };
 
 /**
- * Every answer of the API as one typed outcome, one variant per row of DESIGN §5. The client
+ * Every answer of the API as one typed outcome, one variant per row of docs/architecture.md. The client
  * never retries: the queue owns retries.
  */
 export type FetchOutcome =

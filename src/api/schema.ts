@@ -165,7 +165,7 @@ export interface Expectation {
 }
 
 /**
- * Validates a parsed JSON body against DESIGN §1 and returns the cards, or throws
+ * Validates a parsed JSON body against docs/architecture.md and returns the cards, or throws
  * {@link InvalidResponse} with the first problem found. Unknown extra fields are dropped.
  */
 export function parseCards(body: unknown, expect: Expectation = {}): SavedCard[] {

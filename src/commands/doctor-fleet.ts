@@ -4,7 +4,7 @@ import type { Config } from '../config/index.js';
 import { describeDisagreement, fleetDisagreements, workersLacking } from '../fleet/format.js';
 import { liveFleet } from '../fleet/registry.js';
 
-// `cards-sync doctor`'s fleet check (issue 27): one first key every live worker holds, and the
+// `cards-sync doctor`'s fleet check: one first key every live worker holds, and the
 // settings the processes must share.
 
 export interface FleetCheck {

@@ -2,7 +2,7 @@ import type pg from 'pg';
 import { rootCause } from '../../db/errors.js';
 import { type LedgerPartition, ledgerIsPartitioned, ledgerPartitions } from '../../db/ledger/partitions.js';
 
-// `cards-sync doctor`'s ledger check (issue 28): days ready ahead of the clock, nothing stranded in
+// `cards-sync doctor`'s ledger check: days ready ahead of the clock, nothing stranded in
 // the default partition, and no day kept past the retention. Each is the workers' hourly upkeep
 // (src/ledger/maintenance.ts) not running, which costs nothing at once: a warning, not a failure.
 

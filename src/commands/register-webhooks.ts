@@ -10,7 +10,7 @@ import {
   type Since,
 } from './webhook-args.js';
 
-// The webhook commands' flags (DESIGN §3); their work is in webhooks.ts and webhooks-deliveries.ts.
+// The webhook commands' flags (docs/commands.md); their work is in webhooks.ts and webhooks-deliveries.ts.
 
 /** Adds `webhooks add|list|disable|enable|rotate-secret|remove|deliveries|replay` to the program. */
 export function registerWebhookCommands(

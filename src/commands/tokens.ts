@@ -16,7 +16,7 @@ import { TokenKeyError } from '../tokens/keyring.js';
 import { describeDbError, type Io } from './common.js';
 import { refuseWhenBehind } from './release-check.js';
 
-// `cards-sync token --card-id N` and `cards-sync tokens rotate` (DESIGN §3).
+// `cards-sync token --card-id N` and `cards-sync tokens rotate` (docs/commands.md).
 
 /** Prints one card's token on stdout for a consumer that must charge it; leaves an audit row. */
 export async function cmdToken(

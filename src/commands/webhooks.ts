@@ -24,7 +24,7 @@ import { auditCli } from './audit.js';
 import { describeDbError, type Io } from './common.js';
 import { shownUrl } from './webhook-args.js';
 
-// `cards-sync webhooks add|list|disable|enable|rotate-secret|remove` (DESIGN §3). A secret is printed
+// `cards-sync webhooks add|list|disable|enable|rotate-secret|remove` (docs/commands.md). A secret is printed
 // once, on stdout, by `add` and `rotate-secret`; it is never in a log line, an error or the audit.
 
 /** Webhook secrets are sealed under the card-token key ring: no ring, no webhooks. */

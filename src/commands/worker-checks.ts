@@ -9,7 +9,7 @@ import { thisProcess } from '../fleet/this-process.js';
 import type { Logger } from '../logger.js';
 import { packageVersion } from '../version.js';
 
-// What a worker checks against the database and the live fleet before it takes a job (issue 27):
+// What a worker checks against the database and the live fleet before it takes a job:
 // refusals (exit 3: a release older than the newest breaking migration; exit 2: a first key some
 // live worker lacks) and warnings (stored tokens under a key the ring lacks, shared settings that
 // differ from the fleet's).

@@ -32,7 +32,7 @@ interface WebhookConfig {
   timeoutMs: number;
 }
 
-/** The whole validated configuration of a cards-sync process (DESIGN §2). */
+/** The whole validated configuration of a cards-sync process (docs/configuration.md). */
 export interface Config {
   /** `DATABASE_URL`. Default `postgres://postgres:postgres@127.0.0.1:5432/cards_sync`. */
   databaseUrl: string;
@@ -98,7 +98,7 @@ export interface Config {
   adminToken: string | undefined;
   /** `ADMIN_READ_TOKEN`: a token that may look (pages, reads, Bull Board read-only) but not act. */
   adminReadToken: string | undefined;
-  /** Webhook delivery (DESIGN §2, §7). */
+  /** Webhook delivery (docs/configuration.md, docs/webhooks.md). */
   webhooks: WebhookConfig;
   /** Card tokens at rest: `CARD_TOKEN_ENCRYPTION` and the key ring. */
   tokens: TokenConfig;

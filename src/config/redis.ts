@@ -10,7 +10,7 @@ export interface HostPort {
 }
 
 /**
- * Where Redis is and how to reach it (DESIGN §2): one node, a Sentinel group or a Cluster.
+ * Where Redis is and how to reach it (docs/configuration.md): one node, a Sentinel group or a Cluster.
  * `url` (`REDIS_URL`) always gives the data nodes' user, password and scheme (`rediss:` = TLS);
  * with Sentinel or Cluster its host and port are not used.
  */

@@ -5,7 +5,7 @@ import { type CardTokens, cardTokens } from '../tokens/card-tokens.js';
 import { type KeyRing, KeyRingError, parseKeyRing } from '../tokens/keyring.js';
 import { blankToUndefined, type VariableSpec } from './schemas.js';
 
-// Card tokens at rest (DESIGN §2): CARD_TOKEN_KEYS / CARD_TOKEN_KEYS_FILE and CARD_TOKEN_ENCRYPTION.
+// Card tokens at rest (docs/configuration.md): CARD_TOKEN_KEYS / CARD_TOKEN_KEYS_FILE and CARD_TOKEN_ENCRYPTION.
 
 export interface TokenConfig {
   /** `CARD_TOKEN_ENCRYPTION`: `on` (default) seals tokens; `off` stores them as received. */

@@ -17,7 +17,7 @@ const RATIO = z.preprocess(
 );
 
 /**
- * Every variable of DESIGN §2: its schema, what a good value looks like (for the error line),
+ * Every variable of docs/configuration.md: its schema, what a good value looks like (for the error line),
  * whether its value may be echoed back (never for secrets or URLs that may carry a password), and
  * whether the fleet must share it (src/fleet/shared-settings.ts publishes and compares those).
  */
@@ -223,7 +223,7 @@ export const variables = {
 
 export type Variables = typeof variables;
 
-/** Every environment variable cards-sync reads (DESIGN §2 and the later additions). */
+/** Every environment variable cards-sync reads (docs/configuration.md and the later additions). */
 export const CONFIG_VARIABLES = Object.keys(variables) as (keyof Variables)[];
 
 export const envSchema = z.object(

@@ -1,5 +1,5 @@
-// When a failed delivery is tried again (DESIGN §7: "retried with backoff for about a day,
-// Retry-After honoured, then dead-lettered"). Exponential growth with full jitter (each wait drawn
+// When a failed delivery is tried again (docs/webhooks.md: retried with backoff for about a day,
+// Retry-After honoured, then dead-lettered). Exponential growth with full jitter (each wait drawn
 // uniformly below the current ceiling, as AWS's "Exponential Backoff and Jitter" recommends): a
 // receiver that comes back is not hit by every worker's retries at the same instant. The dead
 // letter comes from the clock, not from a count: `giveUpAfterMs` after the first attempt, whatever

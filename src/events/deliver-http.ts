@@ -5,7 +5,7 @@ import { redactExcerpt } from '../redact.js';
 import type { SignedHeaders } from './signing.js';
 import { guardedLookupWith, isPublicAddress, type Resolve, WebhookAddressError } from './ssrf.js';
 
-// One webhook POST (DESIGN §7): a 2xx is delivered; anything else, a redirect included (it is never
+// One webhook POST (docs/webhooks.md): a 2xx is delivered; anything else, a redirect included (it is never
 // followed), a timeout or a refused connection is a failure the caller retries. What the receiver
 // answered is read up to a cap and kept as a short redacted excerpt.
 

@@ -16,7 +16,7 @@ import { endpointTarget } from './endpoints-sql.js';
 import { FANOUT_PAGE, takeEvents } from './fanout.js';
 import type { ChangeSignal } from './signal.js';
 
-// The delivery loop each worker runs beside its sync jobs (DESIGN §7). It shares nothing with the
+// The delivery loop each worker runs beside its sync jobs (docs/webhooks.md). It shares nothing with the
 // sync queue: no BullMQ slot, no API rate limiter, its own Postgres pool, so an ops re-sync never
 // waits behind a webhook. Work is claimed from Postgres (FOR UPDATE SKIP LOCKED), so any number of
 // workers share it. Each endpoint gets at most `perEndpoint` attempts in flight per worker, so a

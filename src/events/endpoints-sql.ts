@@ -8,7 +8,7 @@ import { newWebhookSecret } from './signing.js';
 
 type Queryable = Pick<pg.Pool, 'query'> | Pick<pg.ClientBase, 'query'>;
 
-/** How long a rotated-out secret keeps signing beside the new one (DESIGN §3). */
+/** How long a rotated-out secret keeps signing beside the new one (docs/commands.md). */
 const ROTATION_GRACE_MS = 24 * 3_600_000;
 
 const context = (endpointId: number) => `webhook_secret ${endpointId}`;

@@ -35,7 +35,7 @@ export async function feedHead(db: Pick<pg.Pool, 'query'>): Promise<string> {
   }
 }
 
-/** The body of one delivery: the event as the feed carries it (DESIGN §7). */
+/** The body of one delivery: the event as the feed carries it (docs/events.md). */
 const deliveryBody = (e: ChangeEvent) => JSON.stringify(e);
 
 /** What one take of the feed came to. */

@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import type { ChangeEventType } from '../../db/schema.js';
 
-// The pull feed (DESIGN §7): events in (txid, seq) order, showing only the events of transactions
+// The pull feed (docs/events.md): events in (txid, seq) order, showing only the events of transactions
 // older than every transaction still running.
 //
 // Why not seq alone: seq is taken at insert, and a transaction that took seq 10 may commit after

@@ -1,6 +1,6 @@
 import { createHmac, randomBytes } from 'node:crypto';
 
-// Standard Webhooks signing (standardwebhooks.com, DESIGN §7): `webhook-signature` is `v1,` and the
+// Standard Webhooks signing (standardwebhooks.com, docs/webhooks.md): `webhook-signature` is `v1,` and the
 // base64 HMAC-SHA256 of `id.timestamp.body` under the secret's bytes (the base64 after `whsec_`).
 // During a rotation both secrets sign, their signatures separated by a space; a receiver holding
 // either one verifies.

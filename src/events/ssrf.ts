@@ -1,7 +1,7 @@
 import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
 import { isIP } from 'node:net';
 
-// The SSRF guard of webhook delivery (DESIGN §2 `WEBHOOK_ALLOW_PRIVATE`): an endpoint may not reach
+// The SSRF guard of webhook delivery (docs/configuration.md `WEBHOOK_ALLOW_PRIVATE`): an endpoint may not reach
 // loopback, private, link-local, CGNAT, unspecified, multicast or reserved addresses, nor an IPv6
 // address that embeds one (IPv4-mapped, NAT64, 6to4). The address is checked where the connection
 // is made (guardedLookupWith below, inside the HTTP agent), so a DNS answer that changes between the

@@ -3,7 +3,7 @@ import { hostname } from 'node:os';
 import type pg from 'pg';
 import { settingsByVariable } from './shared-settings.js';
 
-// The fleet registry (issue 27): every long-running process says who it is in `fleet_processes`
+// The fleet registry: every long-running process says who it is in `fleet_processes`
 // and beats every few seconds; one that stops beating drops out after LIVE_FOR_MS, one that stops
 // cleanly leaves at once. `status`, the overview and /metrics read it; an upgrade reads which
 // releases, migrations and keys the live processes have.

@@ -5,7 +5,7 @@ import { durationMs, formatDuration } from '../time.js';
 /** A duration in the shortest form it reads back exactly: `2m`, `7d`, and `1.5s` below a whole second. */
 const exactDuration = (ms: number) => (ms % 1000 === 0 ? formatDuration(ms / 1000) : `${ms / 1000}s`);
 
-// The settings every worker of the fleet must share (issues 27 and 35): each variable that
+// The settings every worker of the fleet must share: each variable that
 // src/config declares `fleet: 'shared'`, published by every process in `fleet_processes.settings`
 // under the variable's own name, and compared wherever SETTINGS DIFFER shows (the worker's start,
 // status, doctor, the overview, /metrics).
@@ -58,7 +58,7 @@ export function sharedSettings(config: Config): Record<SharedVariable, SettingVa
   >;
 }
 
-/** Releases before issue 35 published five settings under other names: read them by variable. */
+/** Earlier releases published five settings under other names: read them by variable. */
 const LEGACY: Record<string, SharedVariable> = {
   rateLimitPerSec: 'SYNC_RATE_LIMIT_PER_SEC',
   refreshMode: 'REFRESH_MODE',

@@ -1,7 +1,7 @@
 import { posteriorMeanRate, type RateMixture } from './mixture.js';
 import type { Observation } from './observation.js';
 
-// Re-learning after a change of habit (issue 36): a wallet quiet for months that starts changing.
+// Re-learning after a change of habit: a wallet quiet for months that starts changing.
 // Forgetting (τ) lets old quiet fade, but slowly; here the estimate also asks whether the
 // wallet's recent observations come from a rate of their own. A change point may sit before any
 // observation; the current regime's rate and the one before are each drawn from the population's
@@ -11,7 +11,7 @@ import type { Observation } from './observation.js';
 
 /**
  * The prior chance of a break before each observation ({@link RatePrior.changePointHazard}'s
- * default): 0, off, until the simulator shows it pays (bench/RESULTS.md, issue 36).
+ * default): 0, off, until the simulator shows it pays (bench/RESULTS.md).
  */
 export const CHANGE_POINT_HAZARD = 0;
 

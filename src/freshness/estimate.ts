@@ -48,7 +48,7 @@ export interface RatePrior {
 
 /**
  * τ in max ages ({@link RatePrior.forgetDays}); 0: nothing is forgotten. Off: in the simulator's
- * wake-up scenario (issue 36) forgetting re-learns a woken wallet a little sooner, but no τ
+ * wake-up scenario forgetting re-learns a woken wallet a little sooner, but no τ
  * reaches the target (a woken wallet is next asked on its quiet schedule, whatever is learnt), and
  * τ = 3 max ages cost the 30-day control world about 9% (1.61% → 1.77% at 5,000 subscribers), where
  * the issue asks for no worse than before. `bench:freshness -- --forget N` measures a τ.

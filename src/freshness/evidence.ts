@@ -9,7 +9,7 @@ import {
 } from './mixture.js';
 import type { Observation } from './observation.js';
 
-// Evidence from the first answer (issue 36): what every answer carries about how often the wallet
+// Evidence from the first answer: what every answer carries about how often the wallet
 // changes before the refresh has watched it change. Every card carries the day the customer saved
 // it, so the newest card's age is the wallet's own history of additions, seen backwards: a wallet
 // whose newest card is minutes old has been adding cards lately. Whether it says anything about

@@ -3,7 +3,7 @@ import type { SavedCard } from '../../db/cards.js';
 import type { WalletChanges } from './changes.js';
 import { cardCountAt, type MockDataOptions } from './data.js';
 
-// `--created-dates from-changes` (issue 36): a world in which the cards' createDates say how the
+// `--created-dates from-changes`: a world in which the cards' createDates say how the
 // wallet lives. A change that adds a card stamps it with the change's time; a wallet's first cards
 // carry dates drawn from the same process before the start (its additions seen backwards); a
 // wallet that never changes (or only wakes later) keeps its years-old dates. `random`, the

@@ -36,7 +36,7 @@ export function cardCountAt(subscriberId: number, version: number, options: Mock
 }
 
 // Each bank under the names the API shows it by: the short one of the provider's sample first
-// (generation 0), then its legal name (DESIGN §7's example moves between the two). A change may
+// (generation 0), then its legal name (docs/events.md example moves between the two). A change may
 // switch one card between them; the bank code stays, so a per-bank report still finds 5 banks.
 const BANKS = [
   { code: 100100000, names: ['AKBA', 'AKBANK T.A.S.'], bin: '4761' },

@@ -1,6 +1,6 @@
 import { createCipheriv, createDecipheriv, createHmac, type Hmac, hkdfSync, randomBytes } from 'node:crypto';
 
-// Card tokens at rest (DESIGN §2, §4): AES-256-GCM under a key ring. A sealed value names the key
+// Card tokens at rest (docs/configuration.md, docs/analytics.md): AES-256-GCM under a key ring. A sealed value names the key
 // that sealed it, so several keys live side by side while `tokens rotate` moves rows to the first
 // one. Beside each sealed value sits a keyed fingerprint (HMAC-SHA-256 under a key derived from
 // the same key), so a sync can tell whether a token changed without decrypting anything.

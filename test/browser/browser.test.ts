@@ -281,7 +281,7 @@ describe('the ops page in a browser', () => {
     await search('901');
     await find();
     await page.waitForURL(/\/admin\/subscribers\/901$/);
-    // At 1,300 px the card table stays inside the page's frame (issue 29): what does not fit scrolls
+    // At 1,300 px the card table stays inside the page's frame: what does not fit scrolls
     // within it, and the page itself never scrolls sideways.
     await page.setViewportSize({ width: 1300, height: 900 });
     const fit = await page.evaluate(() => {

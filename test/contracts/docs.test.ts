@@ -23,9 +23,9 @@ import {
 } from '../support/doc-contract.js';
 import { useTestDatabase } from '../support/helpers.js';
 
-// The documentation keeps up with the code (issue 29): every variable the configuration reads,
+// The documentation keeps up with the code: every variable the configuration reads,
 // every command and every alert is documented, each alert's runbook_url leads to its section, and
-// every link between the documents resolves. Issue 35: every column of every table and view of a
+// every link between the documents resolves. Every column of every table and view of a
 // migrated database is named in its entry of the analytics guide, and every metric the code
 // registers in the operations guide's metrics table (test/support/doc-contract.ts reads both).
 
@@ -257,7 +257,7 @@ describe('the checks of columns and metrics against the docs', () => {
     expect(undocumentedMetrics(['cards_sync_fleet_processes'], documentedMetrics(planted))).toEqual([
       'cards_sync_fleet_processes',
     ]);
-    // The table as it was before issue 35: a blank line ended it, and the rows after it were not in it.
+    // The table as it was once: a blank line ended it, and the rows after it were not in it.
     const split = operations.replace(/^(\| `cards_sync_refresh_overrun` \|.*\n)/m, '$1\n');
     expect(
       undocumentedMetrics(['cards_sync_workers', 'cards_sync_refresh_overrun'], documentedMetrics(split)),

@@ -9,7 +9,7 @@ import { TEST_TOKEN_KEY, useScriptedApi, workerEnv } from '../support/fixtures.j
 import { useCleanups, useTestDatabase } from '../support/helpers.js';
 import { type CliProcess, runCli, startCli, testQueue, waitFor } from '../support/queue-helpers.js';
 
-// The key-rotation guide, run as written (issue 35): docs/security.md's "Rotating keys" block is
+// The key-rotation guide, run as written: docs/security.md's "Rotating keys" block is
 // read line by line and followed against real Postgres and Redis, with two worker processes (the
 // built CLI) syncing meanwhile. A `cards-sync worker` line restarts each worker with the ring the
 // guide exported, one at a time, as the guide says; any other `cards-sync` line runs as a command.

@@ -11,7 +11,7 @@ import { buildProgram } from '../../src/cli.js';
 import { CONFIG_VARIABLES } from '../../src/config/index.js';
 import { isOtelVariable, tracingWanted } from '../../src/tracing/wanted.js';
 
-// deploy/kubernetes (issue 29). No cluster runs here, so the manifests are checked by reading them:
+// deploy/kubernetes. No cluster runs here, so the manifests are checked by reading them:
 // every file is in the kustomization, every cards-sync container runs a real command with real
 // flags and sets only variables cards-sync reads, every secret key it uses is in the Secret, the
 // probes hit the admin server's health routes on the port it is given, the grace period outlasts

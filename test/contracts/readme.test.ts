@@ -7,7 +7,7 @@ import { API_KEY, CARD_TOKEN_KEYS, makeCard, ok, useScriptedApi } from '../suppo
 import { useCleanups, useTestDatabase } from '../support/helpers.js';
 import { runCli } from '../support/queue-helpers.js';
 
-// The README's commands, as written (issue 29): every `npm run` names a script of package.json,
+// The README's commands, as written: every `npm run` names a script of package.json,
 // every `npx cards-sync` line a real command with real flags, and the "against the real API" steps
 // run here as they are, against the mock API and a database of this test's own. The demo and the
 // test command run in test/process/demo.test.ts and in CI itself.

@@ -8,7 +8,7 @@ import { recordFaultRow } from './report.js';
 import { startScenario } from './scenario.js';
 import { secretsIn } from './secrets.js';
 
-// REFRESH_MODE=continuous under repeated crashes (issue 36): two workers; the one holding the
+// REFRESH_MODE=continuous under repeated crashes: two workers; the one holding the
 // continuous refresh's lease is killed with SIGKILL every minute and a new worker started at once.
 // The budget keeps every subscriber within REFRESH_MAX_AGE with a third to spare (1,000
 // subscribers at 5 requests/s come round every 200 s; the max age is 300 s). Measured: the share

@@ -302,7 +302,7 @@ const cases: Case[] = [
   },
   {
     edge: 'env',
-    // Only the worker and `refresh` use the refresh settings: other commands warn and run (issue 35).
+    // Only the worker and `refresh` use the refresh settings: other commands warn and run.
     name: 'REFRESH_CRON of three fields',
     run: () => cli(['worker', '--exit-when-idle'], { REFRESH_CRON: '* * *' }),
     code: 2,

@@ -10,7 +10,7 @@ import { recordFaultRow } from './report.js';
 import { startScenario } from './scenario.js';
 import { secretsIn } from './secrets.js';
 
-// Key rotation with the fleet running (issue 27): `tokens rotate` is refused while a live worker
+// Key rotation with the fleet running: `tokens rotate` is refused while a live worker
 // lacks the new key, and goes through once the workers have restarted with it. Workers sync under
 // load the whole time; none fails a sync for a key it cannot open.
 

@@ -9,7 +9,7 @@ import { useCleanups, useTestDatabase } from '../support/helpers.js';
 import { type CliProcess, startCli, waitFor } from '../support/queue-helpers.js';
 import { startScenario } from './scenario.js';
 
-// A rolling upgrade with the fleet running (issue 27): two builds side by side. The next build is
+// A rolling upgrade with the fleet running: two builds side by side. The next build is
 // today's code plus a test-only breaking migration and a payload version bump, built into a folder
 // of its own. Old workers sync under load with a refresh in flight; the next build's `migrate
 // --wait` waits for them; new workers start; the old ones leave; the migration applies. Nothing is

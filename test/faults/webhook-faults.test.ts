@@ -15,7 +15,7 @@ import { recordFaultRow } from './report.js';
 import { startScenario } from './scenario.js';
 import { proxyDatabase } from './tcp-proxy.js';
 
-// Webhook delivery under faults (issue 37, part 5). Real syncs against a mock API whose wallets
+// Webhook delivery under faults. Real syncs against a mock API whose wallets
 // keep changing write change events; two worker processes deliver them to a loopback receiver that
 // answers 500 to a fifth of the deliveries (seeded), and is down (connection refused) for 60 s.
 // One worker is SIGKILLed twice while the receiver holds its requests open, and started again each

@@ -8,7 +8,7 @@ import { syncSubscriber } from '../../src/sync/sync-subscriber.js';
 import { API_KEY, makeCard, ok, testTokens, useScriptedApi } from '../support/fixtures.js';
 import { captureLogger, useTestDatabase } from '../support/helpers.js';
 
-// Issue 37 part 1: every change a sync writes is one event, in its transaction (DESIGN §7).
+// every change a sync writes is one event, in its transaction (docs/events.md).
 
 const database = useTestDatabase();
 const upstream = useScriptedApi();

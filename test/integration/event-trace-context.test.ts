@@ -7,7 +7,7 @@ import { type ActiveSpan, installTracing, type TraceContext, type Tracing } from
 import { API_KEY, makeCard, ok, testTokens, useScriptedApi } from '../support/fixtures.js';
 import { captureLogger, useTestDatabase } from '../support/helpers.js';
 
-// Issue 38: which sync's trace context each change event carries (change_events.tracingspancontext),
+// which sync's trace context each change event carries (change_events.tracingspancontext),
 // in process with a stand-in tracing whose spans are named, so that each event's is known exactly.
 // test/process/tracing-delivery.test.ts checks the same with OpenTelemetry in a worker process.
 

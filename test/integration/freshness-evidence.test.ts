@@ -20,7 +20,7 @@ import { applyCardsBatch } from '../../src/sync/apply-cards.js';
 import { makeCard, testTokens } from '../support/fixtures.js';
 import { useTestDatabase } from '../support/helpers.js';
 
-// Issue 36: evidence from the first answer (the cards' createDates) in the population's prior,
+// evidence from the first answer (the cards' createDates) in the population's prior,
 // and forgetting, so a wallet that changes its habits is re-learned.
 
 const NOW = Date.UTC(2026, 10, 25);

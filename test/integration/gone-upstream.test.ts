@@ -7,7 +7,7 @@ import { type SyncRequest, syncSubscriber } from '../../src/sync/sync-subscriber
 import { API_KEY, makeCard, ok, testTokens, useScriptedApi } from '../support/fixtures.js';
 import { captureLogger, useTestDatabase } from '../support/helpers.js';
 
-// SYNC_GONE_AFTER_NOT_FOUND (DESIGN §5, 404 row): after that many not_found answers in a row, a
+// SYNC_GONE_AFTER_NOT_FOUND (docs/architecture.md, 404 row): after that many not_found answers in a row, a
 // subscriber's active cards are marked removed in the transaction of the last one.
 
 const database = useTestDatabase();

@@ -148,7 +148,7 @@ describe('saved_cards_as_of and saved_card_history against snapshots of a random
         expect(result!.status, `seed ${SEED} step ${step}`).toBe('succeeded');
       }
       const at = new Date();
-      // An active card's last_seen_at is carried by its subscriber's last success (DESIGN §4).
+      // An active card's last_seen_at is carried by its subscriber's last success (docs/analytics.md).
       const { rows } = await pool.query(`select ${COLUMNS.replace(
         'last_seen_at',
         'case when c.removed_at is null then greatest(c.last_seen_at, s.last_success_at) else c.last_seen_at end as last_seen_at',

@@ -180,7 +180,7 @@ describe('indexes for the queries analysts and the sync run', () => {
     expect(has(/USING btree \(subscriber_id\)$/), 'subscriber_id').toBe(true);
     // Cards that moved, by whom they were first stored for (0021: only those rows are in it).
     expect(has(/USING btree \(added_subscriber_id\) WHERE \(added_subscriber_id IS NOT NULL\)$/)).toBe(true);
-    // Dropped by migration 0020 (issue 28): analysts group by these, which reads the table anyway.
+    // Dropped by migration 0020: analysts group by these, which reads the table anyway.
     expect(defs).toHaveLength(3);
   });
 

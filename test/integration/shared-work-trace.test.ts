@@ -10,7 +10,7 @@ import { otelTracing } from '../../src/tracing/otel.js';
 import { answerOf, makeCard, testTokens } from '../support/fixtures.js';
 import { useTestDatabase } from '../support/helpers.js';
 
-// Issue 38: work that serves every job of a worker (the group commit's next batch, the shared
+// work that serves every job of a worker (the group commit's next batch, the shared
 // clock's next round, the refresh plan's re-read) must not run in the trace of whichever job
 // happened to set it going. It did: with AsyncLocalStorage, a `.finally` or a background refresh
 // carries on in its starter's context, so its queries became pg spans under that job's span, often

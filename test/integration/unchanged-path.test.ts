@@ -5,7 +5,7 @@ import { syncSubscriber } from '../../src/sync/sync-subscriber.js';
 import { API_KEY, makeCard, ok, testTokens, useScriptedApi } from '../support/fixtures.js';
 import { captureLogger, useTestDatabase } from '../support/helpers.js';
 
-// The unchanged path (issue 18): an answer identical to what is stored writes no card row, and
+// The unchanged path: an answer identical to what is stored writes no card row, and
 // saved_cards_active still says when a sync last listed each card.
 
 const database = useTestDatabase();

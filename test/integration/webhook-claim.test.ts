@@ -11,7 +11,7 @@ import { parseKeyRing } from '../../src/tokens/keyring.js';
 import { CARD_TOKEN_KEYS } from '../support/fixtures.js';
 import { useTestDatabase } from '../support/helpers.js';
 
-// Issue 37: the claim of a worker draining a backlog. A receiver back after an outage finds
+// the claim of a worker draining a backlog. A receiver back after an outage finds
 // thousands of deliveries pending, on statistics taken while none was, with the heads of many
 // subscribers' queues waiting for a retry. Each claim must read a handful of pages, not the backlog:
 // the plans this replaced read every pending row of the endpoint at every claim (bench/RESULTS.md).

@@ -16,7 +16,7 @@ import { waitFor } from '../support/queue-helpers.js';
 import { emit } from '../support/webhook-events.js';
 import { type Received, startReceiver } from '../support/webhook-receiver.js';
 
-// Issue 37 part 3: the delivery loop against real receivers on loopback and a real Postgres.
+// the delivery loop against real receivers on loopback and a real Postgres.
 
 const database = useTestDatabase();
 const ring = parseKeyRing(CARD_TOKEN_KEYS);

@@ -7,7 +7,7 @@ import { CARD_TOKEN_KEYS } from '../support/fixtures.js';
 import { captureLogger, useTestDatabase } from '../support/helpers.js';
 import { waitFor } from '../support/queue-helpers.js';
 
-// Issue 37: the retention of webhook deliveries keeps up with what a busy endpoint makes. It
+// the retention of webhook deliveries keeps up with what a busy endpoint makes. It
 // dropped one batch an hour, which three deliveries a second outrun; a loop now drops batches
 // until none is full (for up to a second, then again 10 s later).
 

@@ -10,7 +10,7 @@ import { makeCard, ok, useScriptedApi, workerEnv } from '../support/fixtures.js'
 import { useCleanups, useTestDatabase } from '../support/helpers.js';
 import { runCli, startCli, testQueue, waitFor } from '../support/queue-helpers.js';
 
-// Breaking migrations (issue 27, part 2): the record, a worker that refuses to start or leaves
+// Breaking migrations: the record, a worker that refuses to start or leaves
 // with exit 3, and a migrate that waits for, names, or is forced past the processes in the way.
 
 const database = useTestDatabase();

@@ -10,8 +10,8 @@ import { API_KEY, makeCard, ok, testTokens, useScriptedApi } from '../support/fi
 import { captureLogger, useTestDatabase } from '../support/helpers.js';
 import { runCli, startCli, waitFor } from '../support/queue-helpers.js';
 
-// Issue 37 part 2: the pull feed never skips an event whose transaction committed late, and a
-// long poll is woken by the commit (DESIGN §7).
+// the pull feed never skips an event whose transaction committed late, and a
+// long poll is woken by the commit (docs/events.md).
 
 const database = useTestDatabase();
 const upstream = useScriptedApi();

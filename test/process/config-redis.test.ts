@@ -6,7 +6,7 @@ import { loadConfig } from '../../src/config/index.js';
 import { ConfigError } from '../../src/errors.js';
 import { runCli } from '../support/queue-helpers.js';
 
-// The Redis topology variables (DESIGN §2): Sentinel, Cluster and TLS, and the combinations refused.
+// The Redis topology variables (docs/configuration.md): Sentinel, Cluster and TLS, and the combinations refused.
 
 const dir = mkdtempSync(join(tmpdir(), 'cards-sync-config-redis-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));

@@ -9,7 +9,7 @@ import { useCleanups, useTestDatabase } from '../support/helpers.js';
 import { leaseHolderPid } from '../support/lease-holder.js';
 import { runCli, waitFor } from '../support/queue-helpers.js';
 
-// The continuous refresh's lease beyond a crash (issue 36): a window halted by the breaker is
+// The continuous refresh's lease beyond a crash: a window halted by the breaker is
 // taken up again by the lease holder after `resume`, and the lease's marker job keeps an older
 // worker from opening a second window. Real Postgres, Redis and `cards-sync worker` processes.
 

@@ -9,7 +9,7 @@ import { adminFor } from '../support/admin-helpers.js';
 import { useTestDatabase } from '../support/helpers.js';
 import { runCli, testQueue } from '../support/queue-helpers.js';
 
-// What `status`, `status --json` and the overview say in REFRESH_MODE=continuous (issue 35): a
+// What `status`, `status --json` and the overview say in REFRESH_MODE=continuous: a
 // window spends a request budget, so they speak of requests spent of it, who is due now and how
 // old the oldest copy is; never of a nightly run, of "subscribers done" or of a cursor.
 

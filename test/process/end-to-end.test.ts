@@ -6,7 +6,7 @@ import { useTestDatabase } from '../support/helpers.js';
 import { runCli, testQueue } from '../support/queue-helpers.js';
 
 // The issue's "done when": enqueue ids and e-mails with the CLI, run `worker --exit-when-idle`,
-// and find exactly the rows the API describes, through every outcome of DESIGN §5.
+// and find exactly the rows the API describes, through every outcome of docs/architecture.md.
 
 const database = useTestDatabase();
 const upstream = useScriptedApi();

@@ -12,7 +12,7 @@ import { CARD_TOKEN_KEYS, testTokens, useScriptedApi, workerEnv } from '../suppo
 import { useCleanups, useTestDatabase } from '../support/helpers.js';
 import { runCli, startCli, testQueue, waitFor } from '../support/queue-helpers.js';
 
-// The fleet registry (issue 27, part 1): every long-running process registers with a heartbeat,
+// The fleet registry: every long-running process registers with a heartbeat,
 // shows in status, status --json, the overview and /metrics, drops out when it stops beating and
 // leaves at once when it stops cleanly.
 

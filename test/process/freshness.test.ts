@@ -336,7 +336,7 @@ describe('the freshness figures', () => {
       audit: { samples: 50, staleRatio: 0.1 },
       maxAgeSeconds: 86_400,
       pastMaxAge: 32,
-      // The budget would keep it, but 32 subscribers are past it: the max age does not hold (issue 36).
+      // The budget would keep it, but 32 subscribers are past it: the max age does not hold.
       keepsMaxAge: false,
       budgetKeepsMaxAge: true,
     });

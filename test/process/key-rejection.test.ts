@@ -18,7 +18,7 @@ import {
   waitFor,
 } from '../support/queue-helpers.js';
 
-// Issue 35, item 3: a worker whose API key the API rejects, in a fleet whose other workers hold a
+// a worker whose API key the API rejects, in a fleet whose other workers hold a
 // key that works, stops itself and names itself; the queue is not paused. When its key is the only
 // one (no other key known to work), the queue is paused for everyone, naming the process and key.
 // Real worker processes, against a mock API that accepts API_KEY and refuses any other.

@@ -12,7 +12,7 @@ import { maintainLedger, startLedgerMaintenance } from '../../src/ledger/mainten
 import { captureLogger, createTestDatabase, useCleanups, useTestDatabase } from '../support/helpers.js';
 import { runCli, waitFor } from '../support/queue-helpers.js';
 
-// The partitioned ledger (issue 28): days made ahead, retention by whole partitions, rows a clock
+// The partitioned ledger: days made ahead, retention by whole partitions, rows a clock
 // far off put in the default partition and moved into their days, and a ledger of the previous
 // release converted in place.
 

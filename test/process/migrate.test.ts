@@ -28,12 +28,12 @@ const HISTORY_COLUMNS = [
   'changed_at',
 ];
 
-/** DESIGN §4: the public column names analysts query. */
+/** docs/analytics.md: the public column names analysts query. */
 const DESIGN_COLUMNS: Record<string, string[]> = {
   admin_actions: ['id', 'at', 'actor', 'source', 'action', 'detail'],
-  // Breaking migrations applied (issue 27).
+  // Breaking migrations applied.
   breaking_migrations: ['tag', 'applied_at', 'release'],
-  // The fleet registry (issue 27).
+  // The fleet registry.
   fleet_processes: [
     'id',
     'role',
@@ -47,7 +47,7 @@ const DESIGN_COLUMNS: Record<string, string[]> = {
     'started_at',
     'last_beat_at',
   ],
-  // The change events' outbox (issue 37), partitioned by day.
+  // The change events' outbox, partitioned by day.
   change_events: [
     'id',
     'seq',
@@ -58,10 +58,10 @@ const DESIGN_COLUMNS: Record<string, string[]> = {
     'aggregateid',
     'type',
     'payload',
-    // The writing sync's trace context, while tracing is on (issue 38, migration 0028).
+    // The writing sync's trace context, while tracing is on (migration 0028).
     'tracingspancontext',
   ],
-  // Webhooks (issue 37): endpoints, one delivery per event and endpoint, one row per attempt.
+  // Webhooks: endpoints, one delivery per event and endpoint, one row per attempt.
   webhook_endpoints: [
     'id',
     'url',
@@ -124,7 +124,7 @@ const DESIGN_COLUMNS: Record<string, string[]> = {
     'id',
     'subscriber_id',
     'card_token',
-    // The keyed fingerprint beside the sealed token (DESIGN §4 allows it).
+    // The keyed fingerprint beside the sealed token (docs/analytics.md allows it).
     'card_token_fingerprint',
     'bin_number',
     'card_family',
@@ -136,7 +136,7 @@ const DESIGN_COLUMNS: Record<string, string[]> = {
     'last_seen_at',
     'updated_at',
     'removed_at',
-    // What the history view makes a card's 'added' row from (issue 28, migration 0021).
+    // What the history view makes a card's 'added' row from (migration 0021).
     'added_change_id',
     'added_sync_run_id',
     'added_subscriber_id',
@@ -154,12 +154,12 @@ const DESIGN_COLUMNS: Record<string, string[]> = {
     'gone_at',
     // The digest of the last answer applied in full (migration 0010).
     'cards_digest',
-    // The freshness model (migration 0015, DESIGN §4), and what it is estimated from.
+    // The freshness model (migration 0015, docs/analytics.md), and what it is estimated from.
     'change_rate_per_day',
     'next_refresh_at',
     'change_observations',
   ],
-  // The continuous refresh's queue (migration 0025, issue 36).
+  // The continuous refresh's queue (migration 0025).
   subscriber_schedule: ['subscriber_id', 'due_at'],
   sync_runs: [
     'id',
@@ -180,11 +180,11 @@ const DESIGN_COLUMNS: Record<string, string[]> = {
     'error_code',
     'error_message',
   ],
-  // The history as written (issue 28): saved_card_changes, a view, adds each card's 'added' row.
+  // The history as written: saved_card_changes, a view, adds each card's 'added' row.
   saved_card_change_log: HISTORY_COLUMNS,
   // §4 lists no key for the history; `id` is its identity primary key.
   saved_card_changes: HISTORY_COLUMNS,
-  // The nightly-refresh ledger and the analysts' views (issue 4).
+  // The nightly-refresh ledger and the analysts' views.
   refresh_policy: [
     'id',
     'mode',
@@ -228,7 +228,7 @@ const DESIGN_COLUMNS: Record<string, string[]> = {
     'rate_budget_per_sec',
     'expected_finish_at',
     'next_refresh_at',
-    // Issue 18: where the run's sync_runs rows begin (its close reads them by id).
+    // where the run's sync_runs rows begin (its close reads them by id).
     'prior_sync_run_id',
   ],
   saved_cards_active: [

@@ -4,7 +4,7 @@ import { cardsAtVersion, cardsFor } from '../../src/mock-api/data.js';
 import { createMockApi, type MockApi } from '../../src/mock-api/server.js';
 import { runCli } from '../support/queue-helpers.js';
 
-// `mock-api --changes`: the sandbox's wallets change over wall time at stated rates (issue 26's
+// `mock-api --changes`: the sandbox's wallets change over wall time at stated rates (the end-to-end run's
 // end-to-end run compares the tables with this truth).
 
 describe('mock-api --changes', () => {

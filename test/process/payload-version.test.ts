@@ -6,7 +6,7 @@ import { makeCard, ok, useScriptedApi, workerEnv } from '../support/fixtures.js'
 import { useCleanups, useTestDatabase } from '../support/helpers.js';
 import { startCli, testQueue, waitFor } from '../support/queue-helpers.js';
 
-// Versioned job payloads (issue 27, part 4): a worker hands back a payload from a newer release
+// Versioned job payloads: a worker hands back a payload from a newer release
 // unused, and reads one from a release before versions in its old lane.
 
 const database = useTestDatabase();

@@ -11,7 +11,7 @@ import { runCli, startCli, testQueue, waitFor } from '../support/queue-helpers.j
 import { type ReceivedSpan, startOtlpReceiver } from '../support/tracing/otlp-receiver.js';
 import { startReceiver } from '../support/webhook-receiver.js';
 
-// Issue 38: a change event's delivery gets a span linked to the sync that wrote the event. A real
+// a change event's delivery gets a span linked to the sync that wrote the event. A real
 // worker process with the standard OTEL_* variables, a local OTLP receiver, and a webhook receiver
 // on loopback; and the same worker with tracing off, whose events carry no context at all.
 

@@ -13,7 +13,7 @@ import { CLI, waitFor } from '../support/queue-helpers.js';
 import { emit } from '../support/webhook-events.js';
 import { startReceiver } from '../support/webhook-receiver.js';
 
-// `cards-sync webhooks …` as an operator runs it (issue 37 part 3).
+// `cards-sync webhooks …` as an operator runs it.
 
 const database = useTestDatabase();
 const { logger } = captureLogger();

@@ -610,7 +610,7 @@ describe('body size cap', { timeout: 5_000 }, () => {
 
   // Bug: the Content-Length check runs before the status is looked at, so a 503 (or a 401) whose
   // declared body is over the cap becomes invalid_response (not retried, key not paused) although
-  // DESIGN says to decide by status code alone, and the chunked case above does.
+  // docs/architecture.md says to decide by status code alone, and the chunked case above does.
   it('classifies an error body with a Content-Length over the cap by its status', async () => {
     raw.handler = (_req, res) => {
       const body = `<h1>down</h1>${'.'.repeat(CAP * 2)}`;

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { SubscriberPageData } from '../../db/ops/subscriber-page.js';
 import { fieldChanges } from '../../src/admin/field-changes.js';
 
-// The ops page's history shows each changed field as old → new (issue 29): the new value is the
+// The ops page's history shows each changed field as old → new: the new value is the
 // next change's `previous` of that field, or the card's value now.
 
 type Change = SubscriberPageData['changes'][number];
