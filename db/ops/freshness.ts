@@ -3,7 +3,7 @@ import { wilson } from '../../src/freshness/index.js';
 import { readPolicy } from './refresh-policy.js';
 import { sampledFrom, subscriberCount } from './refresh-schedule.js';
 
-// How stale the copy is (docs/operations.md): the model's estimate, the audit's measurement, the max age.
+// How stale the copy is (docs/refresh.md): the model's estimate, the audit's measurement, the max age.
 
 export interface Freshness {
   mode: string | null;

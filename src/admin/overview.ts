@@ -167,7 +167,7 @@ export interface OverviewView {
   queue: QueueStatus;
   data: DataStatus;
   freshness: FreshnessBuckets;
-  /** The freshness model's estimate and the audit (docs/operations.md). */
+  /** The freshness model's estimate and the audit (docs/refresh.md). */
   model: Freshness;
   /** The live processes (fleet_processes). */
   fleet: readonly FleetEntry[];

@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import { type EndpointRow, listEndpoints } from './endpoints-sql.js';
 
-// The `webhooks` block of `status --json` and the admin's scrape (docs/operations.md).
+// The `webhooks` block of `status --json` and the admin's scrape (docs/monitoring.md).
 
 /**
  * Past this share of `CHANGE_EVENTS_RETENTION_DAYS`, the oldest event waiting for an endpoint is

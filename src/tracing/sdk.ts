@@ -86,7 +86,7 @@ export function createSdk(env: NodeJS.ProcessEnv, version: string): NodeSDK {
 /**
  * Starts the SDK. With `exportTimeoutMs`, its trace exporters give up an export after that long,
  * retries included, instead of the SDK's 10 s: a short command's last export then cannot hold it
- * when the Collector is down (docs/operations.md, Tracing). The exporters read their timeout from
+ * when the Collector is down (docs/tracing.md). The exporters read their timeout from
  * the environment when start() builds them and only then, so the variable is set for that moment
  * and put back after (a lower value set by the operator is kept).
  */

@@ -27,7 +27,7 @@ import { useTestDatabase } from '../support/helpers.js';
 // every command and every alert is documented, each alert's runbook_url leads to its section, and
 // every link between the documents resolves. Every column of every table and view of a
 // migrated database is named in its entry of the analytics guide, and every metric the code
-// registers in the operations guide's metrics table (test/support/doc-contract.ts reads both).
+// registers in the monitoring guide's metrics table (test/support/doc-contract.ts reads both).
 
 const root = resolve(new URL('../..', import.meta.url).pathname);
 const documents = [
@@ -199,10 +199,10 @@ describe('the documentation', () => {
     expect(undocumentedColumns(text('docs/analytics.md'), columns)).toEqual({});
   });
 
-  it("names every metric the code registers in docs/operations.md's metrics table", () => {
+  it("names every metric the code registers in docs/monitoring.md's metrics table", () => {
     const registered = registeredMetrics();
     expect(registered).toContain('cards_sync_fleet_processes');
-    expect(undocumentedMetrics(registered, documentedMetrics(text('docs/operations.md')))).toEqual([]);
+    expect(undocumentedMetrics(registered, documentedMetrics(text('docs/monitoring.md')))).toEqual([]);
   });
 });
 
@@ -245,7 +245,7 @@ describe('the checks of columns and metrics against the docs', () => {
   });
 
   it('find a metric missing from the table, and rows cut off the table by a blank line', () => {
-    const operations = text('docs/operations.md');
+    const operations = text('docs/monitoring.md');
     const documented = documentedMetrics(operations);
     expect(
       undocumentedMetrics(
@@ -274,7 +274,7 @@ describe('the checks of columns and metrics against the docs', () => {
       );
       const names = metricNamesInSources(planted);
       expect(names).toEqual(['cards_sync_planted_total']);
-      expect(undocumentedMetrics(names, documentedMetrics(text('docs/operations.md')))).toEqual([
+      expect(undocumentedMetrics(names, documentedMetrics(text('docs/monitoring.md')))).toEqual([
         'cards_sync_planted_total',
       ]);
     } finally {

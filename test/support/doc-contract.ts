@@ -3,7 +3,7 @@ import { join } from 'node:path';
 
 // What the guides promise, read the way test/contracts/docs.test.ts compares it with the code:
 // the columns each relation's entry in docs/analytics.md names, and the metrics in the table of
-// docs/operations.md. Pure functions of the text, so a planted omission can be shown to fail.
+// docs/monitoring.md. Pure functions of the text, so a planted omission can be shown to fail.
 
 /**
  * The entries of a Markdown list, by the relations each names: a top-level bullet (`- `, its
