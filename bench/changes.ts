@@ -2,13 +2,13 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Webhook } from 'standardwebhooks';
-import { createSyncQueue, enqueueSyncs } from '../jobs/queue.js';
 import { closeRedis, createRedis } from '../jobs/redis.js';
-import { insertEndpoint, setEndpointEnabled } from '../src/events/endpoints-sql.js';
-import { feedHead, takeEvents } from '../src/events/fanout.js';
+import { createSyncQueue, enqueueSyncs } from '../jobs/sync/queue.js';
 import { FEED_START } from '../src/events/feed.js';
 import { createMockApi } from '../src/mock-api/server.js';
 import { parseKeyRing } from '../src/tokens/keyring.js';
+import { insertEndpoint, setEndpointEnabled } from '../src/webhooks/endpoints-sql.js';
+import { feedHead, takeEvents } from '../src/webhooks/fanout.js';
 import { pct, waitUntil, walPerEvent } from './changes-measure.js';
 import { startReceiver } from './changes-receiver.js';
 import {

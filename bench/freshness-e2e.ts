@@ -1,8 +1,8 @@
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { createSyncQueue, enqueueSyncs } from '../jobs/queue.js';
 import { closeRedis, createRedis } from '../jobs/redis.js';
+import { createSyncQueue, enqueueSyncs } from '../jobs/sync/queue.js';
 import { createMockApi } from '../src/mock-api/server.js';
 import { forecast } from './freshness-e2e/forecast.js';
 import { type Running, type Setup, sampler, syncCounts } from './freshness-e2e/measure.js';

@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { runMigrations } from '../db/migrate.js';
-import { claimDue } from '../db/ops/refresh-schedule.js';
+import { claimDue } from '../db/refresh/schedule.js';
 import { defaultPolicy } from '../src/freshness/index.js';
 import { databaseFlag, parseFlags, seedingPool } from './harness.js';
 
@@ -39,7 +39,7 @@ async function main() {
   await pool.query('vacuum analyze subscriber_schedule');
   console.log(`seeded ${n} subscribers in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
   const plan = await pool.query(
-    // The claim's query (db/ops/refresh-schedule.ts claimDue).
+    // The claim's query (db/refresh/schedule.ts claimDue).
     `explain (analyze, buffers) select q.subscriber_id, s.next_refresh_at > q.due_at as behind,
         s.change_rate_per_day
       from subscriber_schedule q join subscribers s on s.subscriber_id = q.subscriber_id

@@ -3,10 +3,10 @@ import { once } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { request } from 'undici';
 import { createDb } from '../db/client.js';
-import { LANE_PRIORITY } from '../jobs/lanes.js';
-import { createSyncQueue } from '../jobs/queue.js';
 import { createRedis } from '../jobs/redis.js';
-import { createRefreshQueue } from '../jobs/refresh.js';
+import { createRefreshQueue } from '../jobs/refresh/index.js';
+import { LANE_PRIORITY } from '../jobs/sync/lanes.js';
+import { createSyncQueue } from '../jobs/sync/queue.js';
 import {
   BENCH_CARD_TOKEN_KEYS,
   benchRedis,

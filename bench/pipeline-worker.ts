@@ -3,13 +3,13 @@ import { Worker } from 'bullmq';
 import { sql } from 'drizzle-orm';
 import type pg from 'pg';
 import { createDb } from '../db/client.js';
-import { savedCards } from '../db/schema.js';
-import { createSyncQueue, QUEUE_NAME, type SyncJobData } from '../jobs/queue.js';
+import { savedCards } from '../db/schema/index.js';
 import { createRedis } from '../jobs/redis.js';
-import { startSyncWorker } from '../jobs/worker.js';
+import { createSyncQueue, QUEUE_NAME, type SyncJobData } from '../jobs/sync/queue.js';
+import { startSyncWorker } from '../jobs/sync/worker.js';
 import { createApiClient } from '../src/api/client.js';
 import type { SavedCard } from '../src/api/schema.js';
-import { createLogger } from '../src/logger.js';
+import { createLogger } from '../src/shared/logger.js';
 import { benchRedis, benchTokens } from './harness.js';
 import { pipelineClock } from './pipeline-result.js';
 

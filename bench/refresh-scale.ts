@@ -3,11 +3,11 @@ import { Worker } from 'bullmq';
 import pg from 'pg';
 import { createDb } from '../db/client.js';
 import { runMigrations } from '../db/migrate.js';
-import { loadRefreshRun, startRefreshRun } from '../db/ops/refresh-runs.js';
-import { createSyncQueue, QUEUE_NAME } from '../jobs/queue.js';
+import { loadRefreshRun, startRefreshRun } from '../db/refresh/runs.js';
 import { createRedis } from '../jobs/redis.js';
-import { createRefreshQueue, startRefreshWorker } from '../jobs/refresh.js';
-import { createLogger } from '../src/logger.js';
+import { createRefreshQueue, startRefreshWorker } from '../jobs/refresh/index.js';
+import { createSyncQueue, QUEUE_NAME } from '../jobs/sync/queue.js';
+import { createLogger } from '../src/shared/logger.js';
 import { benchRedis, databaseFlag, parseFlags, REDIS_FLAG } from './harness.js';
 
 // How much Redis a refresh of N subscribers needs: the fan-out's backpressure should keep it flat.

@@ -1,8 +1,8 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { Queue } from 'bullmq';
-import { createSyncQueue, enqueueSyncs, JOB_NAME, QUEUE_NAME } from '../jobs/queue.js';
 import { createRedis } from '../jobs/redis.js';
+import { createSyncQueue, enqueueSyncs, JOB_NAME, QUEUE_NAME } from '../jobs/sync/queue.js';
 import { postgresCpuMs, processCpuMs, redisCpuMs } from './cpu.js';
 import { BENCH_CARD_TOKEN_KEYS } from './harness.js';
 import type { PipelineResult } from './pipeline-result.js';

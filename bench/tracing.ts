@@ -4,8 +4,8 @@ import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import pg from 'pg';
-import { createSyncQueue, enqueueSyncs } from '../jobs/queue.js';
 import { createRedis } from '../jobs/redis.js';
+import { createSyncQueue, enqueueSyncs } from '../jobs/sync/queue.js';
 import {
   BENCH_CARD_TOKEN_KEYS,
   benchRedis,

@@ -4,7 +4,7 @@ try {
   // that its instrumentations see pg and pino imported (src/tracing/preload.ts).
   const { tracingWanted } = await import('../dist/src/tracing/wanted.js');
   if (tracingWanted(process.env)) await import('../dist/src/tracing/preload.js');
-  await import('../dist/src/main.js');
+  await import('../dist/src/cli/main.js');
 } catch (error) {
   if (
     error?.code === 'ERR_MODULE_NOT_FOUND' &&

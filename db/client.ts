@@ -2,7 +2,7 @@ import { drizzle, type NodePgDatabase } from 'drizzle-orm/node-postgres';
 import pg from 'pg';
 import { QUERY_TIMEOUT, rootCause } from './errors.js';
 import { declareKnownMigration } from './fence.js';
-import * as schema from './schema.js';
+import * as schema from './schema/index.js';
 
 /** The Drizzle handle; `$client` is its pool, for the write path's own connection handling. */
 export type Db = NodePgDatabase<typeof schema> & { $client: pg.Pool };

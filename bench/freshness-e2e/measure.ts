@@ -1,6 +1,6 @@
 import type { ChildProcess } from 'node:child_process';
 import type pg from 'pg';
-import { type Freshness, readFreshness } from '../../db/ops/freshness.js';
+import { type Freshness, readFreshness } from '../../db/refresh/freshness.js';
 import type { MockApi } from '../../src/mock-api/server.js';
 
 // What bench:freshness-e2e takes of a running set-up: every `--sample`, its stored cards against

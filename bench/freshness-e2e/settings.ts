@@ -1,6 +1,6 @@
 import { type ChangeClass, parseChanges, parseWakeUp, type WakeUp } from '../../src/mock-api/changes.js';
 import type { CreatedDates } from '../../src/mock-api/created-dates.js';
-import { durationMs } from '../../src/time.js';
+import { durationMs } from '../../src/shared/time.js';
 import { wholeNumber } from '../harness.js';
 
 // bench:freshness-e2e's flags, checked and turned into the run's settings.

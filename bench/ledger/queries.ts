@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import { createDb } from '../../db/client.js';
-import { closeRefreshRun } from '../../db/ops/refresh-runs.js';
+import { closeRefreshRun } from '../../db/refresh/runs.js';
 import { median } from './measure.js';
 import { COLUMNS } from './sql.js';
 

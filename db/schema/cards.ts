@@ -67,7 +67,7 @@ export const savedCards = pgTable(
 
 /**
  * History as written: one row per change of a card but a card's first appearance, whose `added`
- * row the `saved_card_changes` view (db/views.ts) makes from the card's own row (migration 0021).
+ * row the `saved_card_changes` view (db/schema/views.ts) makes from the card's own row (migration 0021).
  * Kept when old `sync_runs` rows are pruned (no FK). Read `saved_card_changes`, which has them all.
  */
 export const savedCardChangeLog = pgTable(

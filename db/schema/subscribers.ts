@@ -75,7 +75,7 @@ export const subscribers = pgTable(
  * (`greatest(due_at, subscribers.next_refresh_at)`): a claim sets it to the claim's lease, a plan
  * that comes sooner lowers it (a trigger on `subscribers.next_refresh_at`, whoever writes the plan),
  * and a plan that moved later is caught up by the claim that reaches the row
- * (db/ops/refresh-schedule.ts). Null: never planned, first in line.
+ * (db/refresh/schedule.ts). Null: never planned, first in line.
  */
 export const subscriberSchedule = pgTable(
   'subscriber_schedule',

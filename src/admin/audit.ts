@@ -1,8 +1,8 @@
 import type { Context } from 'hono';
 import { routePath } from 'hono/route';
 import type { Db } from '../../db/client.js';
-import { auditAction } from '../audit.js';
-import type { Logger } from '../logger.js';
+import { auditAction } from '../audit/index.js';
+import type { Logger } from '../shared/logger.js';
 import type { AdminEnv } from './auth.js';
 
 /**

@@ -1,6 +1,6 @@
-import type { ContinuousStatus } from '../../jobs/continuous-status.js';
+import type { ContinuousStatus } from '../../jobs/continuous/status.js';
 import { leaseLine } from '../fleet/format.js';
-import { formatDuration } from '../time.js';
+import { formatDuration } from '../shared/time.js';
 import { esc, time } from './html.js';
 
 /** The continuous refresh: the window's budget spent, who is due now, the oldest copy. */

@@ -1,10 +1,15 @@
 import type { Context, Hono } from 'hono';
-import { latestRunId, loadSubscriberPage, lookupEmail, type PageRun } from '../../db/ops/subscriber-page.js';
-import { pauseProcessing, resumeProcessing } from '../../jobs/control.js';
-import { type EnqueueCounts, enqueueSyncs } from '../../jobs/queue.js';
+import {
+  latestRunId,
+  loadSubscriberPage,
+  lookupEmail,
+  type PageRun,
+} from '../../db/admin/subscriber-page.js';
+import { pauseProcessing, resumeProcessing } from '../../jobs/sync/control.js';
+import { type EnqueueCounts, enqueueSyncs } from '../../jobs/sync/queue.js';
 import type { Target } from '../api/lookup.js';
-import { pauseDetail, resumeAudit } from '../audit.js';
-import { parseEmail, parseSubscriberId, parseTarget, TargetError } from '../targets.js';
+import { pauseDetail, resumeAudit } from '../audit/index.js';
+import { parseEmail, parseSubscriberId, parseTarget, TargetError } from '../sync/targets.js';
 import { auditRequest } from './audit.js';
 import { type AdminEnv, requireToken } from './auth.js';
 import { formToken, readForm, requireForm } from './csrf.js';

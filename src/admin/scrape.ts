@@ -1,16 +1,16 @@
-import { freshnessBuckets, lastRefreshCompletedAt } from '../../db/ops/admin.js';
-import { conflictSummary } from '../../db/ops/conflicts.js';
-import { readFreshness } from '../../db/ops/freshness.js';
-import type { RefreshRun } from '../../db/ops/refresh-runs.js';
-import { inProgressRun } from '../../db/ops/refresh-runs.js';
-import { bulkPauseKey } from '../../jobs/bulk-breaker.js';
-import { readPauseReason } from '../../jobs/queue.js';
-import { progressOf } from '../../jobs/refresh-plan.js';
-import { AUTO_DISABLED_REASON } from '../events/delivery-sql.js';
-import { DEFAULT_RETENTION_DAYS, readWebhooksStatus } from '../events/webhooks-status.js';
+import { freshnessBuckets, lastRefreshCompletedAt } from '../../db/admin/queries.js';
+import { readFreshness } from '../../db/refresh/freshness.js';
+import type { RefreshRun } from '../../db/refresh/runs.js';
+import { inProgressRun } from '../../db/refresh/runs.js';
+import { conflictSummary } from '../../db/sync/conflicts.js';
+import { progressOf } from '../../jobs/refresh/plan.js';
+import { bulkPauseKey } from '../../jobs/sync/bulk-breaker.js';
+import { readPauseReason } from '../../jobs/sync/queue.js';
 import { fleetDisagreements } from '../fleet/format.js';
 import { fleetCounts, liveFleet } from '../fleet/registry.js';
-import { type Metrics, STALE_AFTER_HOURS } from '../metrics.js';
+import { type Metrics, STALE_AFTER_HOURS } from '../metrics/index.js';
+import { AUTO_DISABLED_REASON } from '../webhooks/delivery-sql.js';
+import { DEFAULT_RETENTION_DAYS, readWebhooksStatus } from '../webhooks/status.js';
 import type { AdminDeps } from './deps.js';
 
 /**

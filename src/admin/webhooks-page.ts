@@ -1,12 +1,12 @@
-import type { DeliveryReport } from '../events/deliveries-report.js';
-import type { EndpointRow } from '../events/endpoints-sql.js';
+import type { DeliveryReport } from '../webhooks/deliveries-report.js';
+import type { EndpointRow } from '../webhooks/endpoints-sql.js';
 import {
   nearRetention,
   nearRetentionText,
   pendingText,
   urlWithoutQuery,
   waitingText,
-} from '../events/webhooks-status.js';
+} from '../webhooks/status.js';
 import { csrfField } from './csrf.js';
 import { esc, layout, readOnlyNote, time } from './html.js';
 

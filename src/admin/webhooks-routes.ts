@@ -1,10 +1,10 @@
 import type { Hono } from 'hono';
-import { parseEndpointId, parseSince } from '../commands/webhook-args.js';
-import { listDeliveries, oldestDeadLetterAt } from '../events/deliveries-report.js';
-import { listEndpoints, removeEndpoint } from '../events/endpoints-sql.js';
-import { feedCursorAt } from '../events/fanout.js';
-import { replayEndpoint } from '../events/replay.js';
-import { DEFAULT_RETENTION_DAYS, urlWithoutQuery } from '../events/webhooks-status.js';
+import { parseEndpointId, parseSince } from '../cli/webhook-args.js';
+import { listDeliveries, oldestDeadLetterAt } from '../webhooks/deliveries-report.js';
+import { listEndpoints, removeEndpoint } from '../webhooks/endpoints-sql.js';
+import { feedCursorAt } from '../webhooks/fanout.js';
+import { replayEndpoint } from '../webhooks/replay.js';
+import { DEFAULT_RETENTION_DAYS, urlWithoutQuery } from '../webhooks/status.js';
 import { auditRequest } from './audit.js';
 import { type AdminEnv, requireToken } from './auth.js';
 import { formToken, readForm, requireForm } from './csrf.js';

@@ -1,5 +1,5 @@
-import { ConfigError } from '../errors.js';
-import { durationMs } from '../time.js';
+import { ConfigError } from '../shared/errors.js';
+import { durationMs } from '../shared/time.js';
 import { readApiKeyFile } from './api-key.js';
 import { type RedisConfig, redisTopology } from './redis.js';
 import type { VariableSpec } from './schemas.js';

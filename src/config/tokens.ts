@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
-import { ConfigError } from '../errors.js';
+import { ConfigError } from '../shared/errors.js';
 import { type CardTokens, cardTokens } from '../tokens/card-tokens.js';
 import { type KeyRing, KeyRingError, parseKeyRing } from '../tokens/keyring.js';
 import { blankToUndefined, type VariableSpec } from './schemas.js';

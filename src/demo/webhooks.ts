@@ -1,12 +1,12 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type pg from 'pg';
 import type { Config } from '../config/index.js';
-import { startWebhookDelivery, type WebhookDelivery } from '../events/delivery-worker.js';
-import { insertEndpoint } from '../events/endpoints-sql.js';
-import { feedHead } from '../events/fanout.js';
 import { parseCursor } from '../events/feed.js';
-import type { Logger } from '../logger.js';
+import type { Logger } from '../shared/logger.js';
 import type { KeyRing } from '../tokens/keyring.js';
+import { startWebhookDelivery, type WebhookDelivery } from '../webhooks/delivery-worker.js';
+import { insertEndpoint } from '../webhooks/endpoints-sql.js';
+import { feedHead } from '../webhooks/fanout.js';
 import { type DemoReceiver, startDemoReceiver } from './receiver.js';
 
 // The demo's webhooks: a receiver on loopback, registered as an endpoint from the feed's head (so

@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import type { ChangeEventType } from '../../db/schema.js';
+import type { ChangeEventType } from '../../db/schema/index.js';
 
 // The pull feed (docs/events.md): events in (txid, seq) order, showing only the events of transactions
 // older than every transaction still running.

@@ -1,5 +1,5 @@
-import type { LeaseHolder } from '../../jobs/continuous-holder.js';
-import { formatTime } from '../time.js';
+import type { LeaseHolder } from '../../jobs/continuous/holder.js';
+import { formatTime } from '../shared/time.js';
 import type { FleetEntry } from './registry.js';
 import { showSetting } from './shared-settings.js';
 

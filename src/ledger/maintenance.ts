@@ -9,7 +9,7 @@ import {
   ledgerIsPartitioned,
   rehomeDefaultRows,
 } from '../../db/ledger/partitions.js';
-import { startUpkeep, type Upkeep } from '../upkeep.js';
+import { startUpkeep, type Upkeep } from '../shared/upkeep.js';
 
 /** Days of partitions kept ready ahead of the clock. */
 const AHEAD_DAYS = 7;

@@ -1,10 +1,10 @@
 import type { Db } from '../../db/client.js';
 import { eventsCommitted } from '../../db/events/outbox.js';
-import { beginLockAndRead, type CardOwner, lockAndReread } from '../../db/ops/batch-read.js';
-import { type BatchWrite, learnEmails, writeBatch } from '../../db/ops/batch-write.js';
-import { resolveClaims, upsertClaims } from '../../db/ops/conflicts.js';
-import { forgetDigestsOfTakenCards, recountActiveCards } from '../../db/ops/digests.js';
-import { sentTogether } from '../../db/ops/pipeline.js';
+import { beginLockAndRead, type CardOwner, lockAndReread } from '../../db/sync/batch-read.js';
+import { type BatchWrite, learnEmails, writeBatch } from '../../db/sync/batch-write.js';
+import { resolveClaims, upsertClaims } from '../../db/sync/conflicts.js';
+import { forgetDigestsOfTakenCards, recountActiveCards } from '../../db/sync/digests.js';
+import { sentTogether } from '../../db/sync/pipeline.js';
 import {
   afterSuccess,
   defaultPolicy,
@@ -45,7 +45,7 @@ export interface WriteOptions {
 
 /**
  * Writes several answers in one transaction, under the advisory locks of all their subscribers,
- * in two round trips (see `db/ops/batch-write.ts`): upserts cards (an identical row is not
+ * in two round trips (see `db/sync/batch-write.ts`): upserts cards (an identical row is not
  * written: its subscriber's last success carries its `last_seen_at`), soft-deletes and restores, writes history, one `sync_runs` row
  * per answer and the `subscribers` rows. The answers must name distinct subscribers, e-mails and
  * card ids (the group committer makes sure of it). An answer fetched before an answer already

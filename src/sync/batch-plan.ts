@@ -1,7 +1,7 @@
-import type { CardToWrite, SavedCard, StoredCard } from '../../db/cards.js';
-import type { BatchRead } from '../../db/ops/batch-read.js';
-import type { KnownChange, RunRow } from '../../db/ops/batch-write.js';
-import { type CardClaim, claimKey } from '../../db/ops/conflicts.js';
+import type { BatchRead } from '../../db/sync/batch-read.js';
+import type { KnownChange, RunRow } from '../../db/sync/batch-write.js';
+import type { CardToWrite, SavedCard, StoredCard } from '../../db/sync/cards.js';
+import { type CardClaim, claimKey } from '../../db/sync/conflicts.js';
 import type { CardTokens } from '../tokens/card-tokens.js';
 import type { CardsToApply } from './cards-to-apply.js';
 import { emptyCounts, type ReconcilePlan, reconcile } from './reconcile.js';

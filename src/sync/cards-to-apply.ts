@@ -1,5 +1,5 @@
-import type { SavedCard } from '../../db/cards.js';
-import type { SyncStatus, SyncTrigger } from '../../db/schema.js';
+import type { SyncStatus, SyncTrigger } from '../../db/schema/index.js';
+import type { SavedCard } from '../../db/sync/cards.js';
 import type { SyncCounts } from './reconcile.js';
 
 // One validated answer on its way to Postgres, and what writing it came to (apply-cards.ts writes).
@@ -11,7 +11,7 @@ export interface RunBase {
   jobId: string | null;
   refreshRunId: number | null;
   /**
-   * When the fetch started, by Postgres's clock (db/ops/clock.ts): an answer fetched before a
+   * When the fetch started, by Postgres's clock (db/sync/clock.ts): an answer fetched before a
    * newer applied one is not written.
    */
   startedAt: Date;

@@ -1,4 +1,4 @@
-import type { SavedCard } from '../../db/cards.js';
+import type { SavedCard } from '../../db/sync/cards.js';
 import type { CardTokens } from '../tokens/card-tokens.js';
 
 // The digest of an answer: what `subscribers.cards_digest` keeps of the cards a full-path success

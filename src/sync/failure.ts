@@ -1,9 +1,9 @@
 import type { Db } from '../../db/client.js';
-import { recordSubscriberFailure } from '../../db/ops/subscribers.js';
-import { insertSyncRun } from '../../db/ops/sync-runs.js';
-import type { SyncStatus } from '../../db/schema.js';
-import { maskCardNumbers } from '../card-number.js';
-import type { Logger } from '../logger.js';
+import type { SyncStatus } from '../../db/schema/index.js';
+import { recordSubscriberFailure } from '../../db/sync/subscribers.js';
+import { insertSyncRun } from '../../db/sync/sync-runs.js';
+import { maskCardNumbers } from '../shared/card-number.js';
+import type { Logger } from '../shared/logger.js';
 import type { RunBase } from './cards-to-apply.js';
 import { emptyCounts, type SyncCounts } from './reconcile.js';
 import type { SyncResult } from './result.js';

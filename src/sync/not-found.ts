@@ -1,5 +1,5 @@
 import type { Db } from '../../db/client.js';
-import { recordNotFound } from '../../db/ops/not-found.js';
+import { recordNotFound } from '../../db/sync/not-found.js';
 import { tracing } from '../tracing/index.js';
 import type { RunBase } from './cards-to-apply.js';
 import { emptyCounts, type SyncCounts } from './reconcile.js';
@@ -19,7 +19,7 @@ export interface NotFoundResult {
 
 /**
  * A 404: records the `not_found` run and, after `goneAfter` of them in a row (0 = never), marks
- * the subscriber's active cards removed, all in one transaction (see `db/ops/not-found.ts`).
+ * the subscriber's active cards removed, all in one transaction (see `db/sync/not-found.ts`).
  */
 export async function applyNotFound(
   db: Db,

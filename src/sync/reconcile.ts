@@ -1,4 +1,4 @@
-import type { SavedCard, StoredCard } from '../../db/cards.js';
+import type { SavedCard, StoredCard } from '../../db/sync/cards.js';
 
 export type { StoredCard };
 

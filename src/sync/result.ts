@@ -1,4 +1,4 @@
-import type { SyncStatus } from '../../db/schema.js';
+import type { SyncStatus } from '../../db/schema/index.js';
 import type { SyncCounts } from './reconcile.js';
 
 // What one sync returns: its own module because the sync and its failure paths both build it.

@@ -1,6 +1,6 @@
 import { register } from 'node:module';
 import { createAddHookMessageChannel } from 'import-in-the-middle';
-import { packageVersion } from '../version.js';
+import { packageVersion } from '../shared/version.js';
 import { droppedLine } from './exporter-env.js';
 import { installTracing } from './index.js';
 import { otelTracing } from './otel.js';
@@ -8,7 +8,7 @@ import { createSdk, startSdk } from './sdk.js';
 
 // Loaded by bin/cards-sync.js, and only when the OTEL_* variables ask for traces (wanted.ts),
 // before the application is imported: the instrumentations must be in place before pg and pino
-// are. This is the one module with side effects at import time besides src/main.ts.
+// are. This is the one module with side effects at import time besides src/cli/main.ts.
 //
 // The application is ESM, so patching `require` is not enough: import-in-the-middle's loader
 // hook intercepts the imports, and only of the modules an instrumentation asked for (the

@@ -6,7 +6,7 @@ import { createSamplerFromEnv } from '@opentelemetry/sdk-node/build/src/create-f
 import { codeOf, exporterNames, otlpProtocol, otlpUrl } from './exporter-env.js';
 
 // What `cards-sync doctor` asks of tracing when it is on: the exporter the SDK builds from the
-// standard variables, sent an export of no span. Loaded only then (src/commands/doctor-tracing.ts
+// standard variables, sent an export of no span. Loaded only then (src/cli/doctor-tracing.ts
 // imports it on demand), like the rest of src/tracing. The exporter is the SDK's own, so what
 // doctor tries is what the worker does: the endpoint's path, the headers, the certificates.
 

@@ -32,8 +32,8 @@ function nextBuild(): string {
     if (!text.includes(from)) throw new Error(`${file} has no ${from}`);
     writeFileSync(join(dir, file), text.replace(from, to));
   };
-  bump('dist/jobs/queue.js', 'SYNC_PAYLOAD_VERSION = 1', 'SYNC_PAYLOAD_VERSION = 2');
-  bump('dist/jobs/refresh-queue.js', 'REFRESH_PAYLOAD_VERSION = 1', 'REFRESH_PAYLOAD_VERSION = 2');
+  bump('dist/jobs/sync/queue.js', 'SYNC_PAYLOAD_VERSION = 1', 'SYNC_PAYLOAD_VERSION = 2');
+  bump('dist/jobs/refresh/queue.js', 'REFRESH_PAYLOAD_VERSION = 1', 'REFRESH_PAYLOAD_VERSION = 2');
   const migrations = join(dir, 'db', 'migrations');
   const journalPath = join(migrations, 'meta', '_journal.json');
   const journal = JSON.parse(readFileSync(journalPath, 'utf8')) as {

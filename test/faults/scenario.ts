@@ -1,8 +1,8 @@
 import { expect, inject } from 'vitest';
 import type { DbHandle } from '../../db/client.js';
-import type { CardRow } from '../../db/ops/batch-read.js';
-import { enqueueSyncs } from '../../jobs/queue.js';
-import { queueIsIdle } from '../../jobs/worker.js';
+import type { CardRow } from '../../db/sync/batch-read.js';
+import { enqueueSyncs } from '../../jobs/sync/queue.js';
+import { queueIsIdle } from '../../jobs/sync/worker.js';
 import type { SavedCard } from '../../src/api/schema.js';
 import type { RedisConfig } from '../../src/config/redis.js';
 import { cardsFor } from '../../src/mock-api/data.js';

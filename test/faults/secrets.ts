@@ -1,4 +1,4 @@
-import { passesLuhn } from '../../src/card-number.js';
+import { passesLuhn } from '../../src/shared/card-number.js';
 /** What must never reach a log line. */
 export interface Secrets {
   apiKey?: string;

@@ -7,7 +7,7 @@ import { parseArgs } from 'node:util';
 
 const { values } = parseArgs({ options: { concurrency: { type: 'string' } }, allowPositionals: true });
 const { loadConfig } = await import('../../dist/src/config/index.js');
-const { cmdWorker } = await import('../../dist/src/commands/worker.js');
+const { cmdWorker } = await import('../../dist/src/cli/worker.js');
 
 process.on('uncaughtException', (error) => {
   process.stderr.write(`cards-sync: fatal: ${error.message}\n`);

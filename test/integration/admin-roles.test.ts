@@ -1,8 +1,8 @@
 import { UnrecoverableError, Worker } from 'bullmq';
 import { beforeAll, describe, expect, inject, it } from 'vitest';
-import { adminActions, subscribers } from '../../db/schema.js';
-import { JOB_NAME, QUEUE_NAME } from '../../jobs/queue.js';
+import { adminActions, subscribers } from '../../db/schema/index.js';
 import { createRedis } from '../../jobs/redis.js';
+import { JOB_NAME, QUEUE_NAME } from '../../jobs/sync/queue.js';
 import { READ_ONLY_REFUSAL } from '../../src/admin/auth.js';
 import { csrfToken } from '../../src/admin/csrf.js';
 import { type AppName, CSRF, READ_TOKEN, useAdminApp } from '../support/admin-client.js';

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startRefreshRun } from '../../db/ops/refresh-runs.js';
-import { latestRunId } from '../../db/ops/subscriber-page.js';
+import { latestRunId } from '../../db/admin/subscriber-page.js';
+import { startRefreshRun } from '../../db/refresh/runs.js';
 import { createApiClient } from '../../src/api/client.js';
 import { syncSubscriber } from '../../src/sync/sync-subscriber.js';
 import { CSRF, useAdminApp } from '../support/admin-client.js';

@@ -1,6 +1,6 @@
 import { eq } from 'drizzle-orm';
 import { beforeEach, describe, expect, it } from 'vitest';
-import { adminActions } from '../../db/schema.js';
+import { adminActions } from '../../db/schema/index.js';
 import { CSRF, READ_TOKEN, useAdminApp } from '../support/admin-client.js';
 import { ADMIN_TOKEN } from '../support/fixtures.js';
 import { useTestDatabase } from '../support/helpers.js';

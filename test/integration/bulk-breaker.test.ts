@@ -1,11 +1,11 @@
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { heldCount, readBulkPause } from '../../jobs/bulk-breaker.js';
-import { resumeProcessing } from '../../jobs/control.js';
-import { enqueueSyncs } from '../../jobs/queue.js';
-import { queueStatusOf } from '../../jobs/queue-status.js';
-import { createRefreshQueue, refreshBacklog } from '../../jobs/refresh.js';
-import { startSyncWorker } from '../../jobs/worker.js';
+import { createRefreshQueue, refreshBacklog } from '../../jobs/refresh/index.js';
+import { heldCount, readBulkPause } from '../../jobs/sync/bulk-breaker.js';
+import { resumeProcessing } from '../../jobs/sync/control.js';
+import { enqueueSyncs } from '../../jobs/sync/queue.js';
+import { queueStatusOf } from '../../jobs/sync/queue-status.js';
+import { startSyncWorker } from '../../jobs/sync/worker.js';
 import { createApiClient } from '../../src/api/client.js';
 import { applyCardsBatch } from '../../src/sync/apply-cards.js';
 import { API_KEY, makeCard, ok, testTokens, useScriptedApi } from '../support/fixtures.js';

@@ -1,12 +1,12 @@
 import { sql } from 'drizzle-orm';
 import { afterEach, describe, expect, inject, it } from 'vitest';
-import { loadRefreshRun } from '../../db/ops/refresh-runs.js';
-import { claimDue } from '../../db/ops/refresh-schedule.js';
-import { capDueTimes } from '../../db/ops/schedule-cap.js';
-import { subscribers } from '../../db/schema.js';
-import { pauseQueue, resumeQueue } from '../../jobs/queue.js';
-import { createRefreshQueue, type RefreshOptions, startRefreshWorker } from '../../jobs/refresh.js';
-import { startSyncWorker } from '../../jobs/worker.js';
+import { loadRefreshRun } from '../../db/refresh/runs.js';
+import { claimDue } from '../../db/refresh/schedule.js';
+import { capDueTimes } from '../../db/refresh/schedule-cap.js';
+import { subscribers } from '../../db/schema/index.js';
+import { createRefreshQueue, type RefreshOptions, startRefreshWorker } from '../../jobs/refresh/index.js';
+import { pauseQueue, resumeQueue } from '../../jobs/sync/queue.js';
+import { startSyncWorker } from '../../jobs/sync/worker.js';
 import { createApiClient } from '../../src/api/client.js';
 import { defaultPolicy, MS_PER_DAY } from '../../src/freshness/index.js';
 import { API_KEY, makeCard, ok, testTokens, useScriptedApi } from '../support/fixtures.js';
@@ -344,7 +344,7 @@ describe('the schedule in Postgres', () => {
     );
     await pool().query('analyze subscribers');
     await pool().query('analyze subscriber_schedule');
-    // The claim's query (db/ops/refresh-schedule.ts), on the narrow table's index.
+    // The claim's query (db/refresh/schedule.ts), on the narrow table's index.
     const { rows } = await pool().query<{ 'QUERY PLAN': string }>(
       `explain select q.subscriber_id, s.next_refresh_at > q.due_at as behind, s.change_rate_per_day
         from subscriber_schedule q join subscribers s on s.subscriber_id = q.subscriber_id
@@ -354,7 +354,7 @@ describe('the schedule in Postgres', () => {
     const plan = rows.map((r) => r['QUERY PLAN']).join('\n');
     expect(plan).toMatch(/Index Scan using subscriber_schedule_due_idx/);
     expect(plan).not.toMatch(/Seq Scan/);
-    // The max-age cap's search (db/ops/schedule-cap.ts): the range beyond the bound, on the index.
+    // The max-age cap's search (db/refresh/schedule-cap.ts): the range beyond the bound, on the index.
     const cap = await pool().query<{ 'QUERY PLAN': string }>(
       `explain select q.subscriber_id from subscriber_schedule q join subscribers s using (subscriber_id)
         where q.due_at > now() + interval '1 day' order by q.due_at, q.subscriber_id limit 5000

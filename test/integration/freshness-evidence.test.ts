@@ -1,6 +1,6 @@
 import { sql } from 'drizzle-orm';
 import { afterEach, describe, expect, it } from 'vitest';
-import { replan } from '../../jobs/refresh-policy.js';
+import { replan } from '../../jobs/refresh/policy.js';
 import type { SavedCard } from '../../src/api/schema.js';
 import {
   afterSuccess,

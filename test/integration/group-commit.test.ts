@@ -1,7 +1,7 @@
 import { eq, inArray } from 'drizzle-orm';
 import { describe, expect, it } from 'vitest';
-import { savedCards, subscribers, syncRuns } from '../../db/schema.js';
-import { savedCardChanges } from '../../db/views.js';
+import { savedCards, subscribers, syncRuns } from '../../db/schema/index.js';
+import { savedCardChanges } from '../../db/schema/views.js';
 import { applyCardsBatch } from '../../src/sync/apply-cards.js';
 import { CommittedUnreadError } from '../../src/sync/committed-unread-error.js';
 import { createGroupCommitter, directWriter } from '../../src/sync/group-commit.js';

@@ -1,8 +1,8 @@
 import { asc, eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDb, type DbHandle } from '../../db/client.js';
-import { savedCards, subscribers, syncRuns } from '../../db/schema.js';
-import { savedCardChanges } from '../../db/views.js';
+import { savedCards, subscribers, syncRuns } from '../../db/schema/index.js';
+import { savedCardChanges } from '../../db/schema/views.js';
 import { type ApiClient, createApiClient } from '../../src/api/client.js';
 import type { SavedCard } from '../../src/api/schema.js';
 import { type SyncResult, syncSubscriber } from '../../src/sync/sync-subscriber.js';

@@ -2,9 +2,8 @@ import { Job } from 'bullmq';
 import { eq, sql } from 'drizzle-orm';
 import { afterEach, describe, expect, inject, it } from 'vitest';
 import { createDb } from '../../db/client.js';
-import { loadRefreshRun, startRefreshRun } from '../../db/ops/refresh-runs.js';
-import { refreshRuns, subscribers, syncRuns } from '../../db/schema.js';
-import { readPauseReason } from '../../jobs/queue.js';
+import { loadRefreshRun, startRefreshRun } from '../../db/refresh/runs.js';
+import { refreshRuns, subscribers, syncRuns } from '../../db/schema/index.js';
 import {
   createRefreshQueue,
   openRefreshRun,
@@ -13,8 +12,9 @@ import {
   registerNightlyScheduler,
   SCHEDULER_ID,
   startRefreshWorker,
-} from '../../jobs/refresh.js';
-import { startSyncWorker } from '../../jobs/worker.js';
+} from '../../jobs/refresh/index.js';
+import { readPauseReason } from '../../jobs/sync/queue.js';
+import { startSyncWorker } from '../../jobs/sync/worker.js';
 import { createApiClient } from '../../src/api/client.js';
 import { cardsFor } from '../../src/mock-api/data.js';
 import { API_KEY, ok, testTokens, useScriptedApi } from '../support/fixtures.js';
@@ -290,7 +290,7 @@ describe('refresh runs', () => {
     );
     expect(removedSoFar.rows[0]!.n).toBeLessThan(150);
     // The operator checked and resumes: the run continues and completes.
-    const { resumeProcessing } = await import('../../jobs/control.js');
+    const { resumeProcessing } = await import('../../jobs/sync/control.js');
     const { continuedRefreshRunId: continued } = await resumeProcessing({
       db: db(),
       syncQueue: s.queue,
@@ -328,7 +328,7 @@ describe('refresh runs', () => {
     expect(halted.status).toBe('halted');
     expect(halted.haltedReason).toMatch(/of \d+ answered subscribers .* REFRESH_MAX_WIPE_RATIO/);
     expect((await readPauseReason(s.queue, s.redis))?.by).toBe('breaker');
-    const { resumeProcessing } = await import('../../jobs/control.js');
+    const { resumeProcessing } = await import('../../jobs/sync/control.js');
     await resumeProcessing({ db: db(), syncQueue: s.queue, refreshQueue: s.refreshQueue, redis: s.redis });
     const done = await waitFor('the run to complete', async () => {
       const run = await loadRefreshRun(db(), id);

@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { declareKnownMigration } from '../../db/fence.js';
-import { startRefreshRun } from '../../db/ops/refresh-runs.js';
+import { startRefreshRun } from '../../db/refresh/runs.js';
 import { createApiClient } from '../../src/api/client.js';
 import { syncSubscriber } from '../../src/sync/sync-subscriber.js';
 import { API_KEY, makeCard, ok, testTokens, useScriptedApi } from '../support/fixtures.js';

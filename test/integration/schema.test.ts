@@ -1,7 +1,7 @@
 import { eq } from 'drizzle-orm';
 import { describe, expect, it } from 'vitest';
 import { UnsafeBigintError } from '../../db/client.js';
-import { savedCards, syncRuns } from '../../db/schema.js';
+import { savedCards, syncRuns } from '../../db/schema/index.js';
 import { useTestDatabase } from '../support/helpers.js';
 
 // What the database itself guarantees, whatever the code above it does.

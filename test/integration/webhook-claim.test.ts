@@ -1,13 +1,13 @@
 import type pg from 'pg';
 import { describe, expect, it } from 'vitest';
+import { parseKeyRing } from '../../src/tokens/keyring.js';
 import {
   CLAIM_DELIVERIES,
   type ClaimedDelivery,
   claimDeliveries,
   finishAttempt,
-} from '../../src/events/delivery-sql.js';
-import { insertEndpoint } from '../../src/events/endpoints-sql.js';
-import { parseKeyRing } from '../../src/tokens/keyring.js';
+} from '../../src/webhooks/delivery-sql.js';
+import { insertEndpoint } from '../../src/webhooks/endpoints-sql.js';
 import { CARD_TOKEN_KEYS } from '../support/fixtures.js';
 import { useTestDatabase } from '../support/helpers.js';
 

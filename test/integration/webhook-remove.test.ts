@@ -1,10 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DEFAULT_SCHEDULE } from '../../src/events/backoff.js';
-import { createWebhookSender } from '../../src/events/deliver-http.js';
-import { listDeliveries } from '../../src/events/deliveries-report.js';
-import { startDeliveryLoop } from '../../src/events/delivery.js';
-import { attemptSender } from '../../src/events/delivery-attempt.js';
-import { claimDeliveries, pruneRemovedEndpoints } from '../../src/events/delivery-sql.js';
+import { parseKeyRing } from '../../src/tokens/keyring.js';
+import { DEFAULT_SCHEDULE } from '../../src/webhooks/backoff.js';
+import { createWebhookSender } from '../../src/webhooks/deliver-http.js';
+import { listDeliveries } from '../../src/webhooks/deliveries-report.js';
+import { startDeliveryLoop } from '../../src/webhooks/delivery.js';
+import { attemptSender } from '../../src/webhooks/delivery-attempt.js';
+import { claimDeliveries, pruneRemovedEndpoints } from '../../src/webhooks/delivery-sql.js';
 import {
   endpointTarget,
   insertEndpoint,
@@ -12,10 +13,9 @@ import {
   removeEndpoint,
   resealEndpointSecrets,
   setEndpointEnabled,
-} from '../../src/events/endpoints-sql.js';
-import { feedHead, takeEvents } from '../../src/events/fanout.js';
-import { replayEndpoint } from '../../src/events/replay.js';
-import { parseKeyRing } from '../../src/tokens/keyring.js';
+} from '../../src/webhooks/endpoints-sql.js';
+import { feedHead, takeEvents } from '../../src/webhooks/fanout.js';
+import { replayEndpoint } from '../../src/webhooks/replay.js';
 import { CARD_TOKEN_KEYS } from '../support/fixtures.js';
 import { captureLogger, useTestDatabase } from '../support/helpers.js';
 import { waitFor } from '../support/queue-helpers.js';

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { createWebhookSender } from '../../src/events/deliver-http.js';
-import { startDeliveryLoop } from '../../src/events/delivery.js';
-import { insertEndpoint } from '../../src/events/endpoints-sql.js';
 import { parseKeyRing } from '../../src/tokens/keyring.js';
+import { createWebhookSender } from '../../src/webhooks/deliver-http.js';
+import { startDeliveryLoop } from '../../src/webhooks/delivery.js';
+import { insertEndpoint } from '../../src/webhooks/endpoints-sql.js';
 import { CARD_TOKEN_KEYS } from '../support/fixtures.js';
 import { captureLogger, useTestDatabase } from '../support/helpers.js';
 import { waitFor } from '../support/queue-helpers.js';

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, inject, it } from 'vitest';
 import { BreakingMigrationRefused, migrationsFolder, runMigrations } from '../../db/migrate.js';
-import { cmdMigrate } from '../../src/commands/sync.js';
+import { cmdMigrate } from '../../src/cli/sync.js';
 import { loadConfig } from '../../src/config/index.js';
 import { joinFleet, liveFleet, type ProcessInfo } from '../../src/fleet/registry.js';
 import { makeCard, ok, useScriptedApi, workerEnv } from '../support/fixtures.js';

@@ -5,7 +5,7 @@ import { useTestDatabase } from '../support/helpers.js';
 import { CLI, testQueue } from '../support/queue-helpers.js';
 
 // `cards-sync status | head -3`: the reader leaves before the command has written everything.
-// That is the user's choice, not a failure: no "fatal: write EPIPE", exit 0 (see src/main.ts).
+// That is the user's choice, not a failure: no "fatal: write EPIPE", exit 0 (see src/cli/main.ts).
 
 const database = useTestDatabase();
 

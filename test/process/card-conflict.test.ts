@@ -1,11 +1,11 @@
 import { afterAll, describe, expect, it } from 'vitest';
-import { createRefreshQueue } from '../../jobs/refresh.js';
+import { createRefreshQueue } from '../../jobs/refresh/index.js';
 import { createAdminApp } from '../../src/admin/app.js';
 import type { SavedCard } from '../../src/api/schema.js';
-import { createMetrics } from '../../src/metrics.js';
-import { CardConflictError, readCardToken } from '../../src/read-card-token.js';
+import { createMetrics } from '../../src/metrics/index.js';
 import { applyCardsBatch } from '../../src/sync/apply-cards.js';
 import type { CardsToApply } from '../../src/sync/cards-to-apply.js';
+import { CardConflictError, readCardToken } from '../../src/tokens/read-card-token.js';
 import { ADMIN_TOKEN, CARD_TOKEN_KEYS, makeCard, testTokens } from '../support/fixtures.js';
 import { captureLogger, useTestDatabase } from '../support/helpers.js';
 import { runCli, testQueue } from '../support/queue-helpers.js';
@@ -119,7 +119,7 @@ describe('a card listed by two subscribers at once', () => {
     // The claimant's own card is not in conflict.
     await expect(readCardToken(db(), testTokens, own.id, who)).resolves.toBe(own.cardToken);
 
-    const { readDataStatus } = await import('../../db/ops/status.js');
+    const { readDataStatus } = await import('../../db/admin/status.js');
     expect((await readDataStatus(db())).conflicts.open).toBe(1);
     const text = await scrapeMetrics();
     expect(text).toMatch(/^cards_sync_card_conflicts 1$/m);

@@ -1,9 +1,9 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { expect, inject, it } from 'vitest';
-import { haltRefreshRun } from '../../db/ops/refresh-runs.js';
-import { pauseQueue } from '../../jobs/queue.js';
+import { haltRefreshRun } from '../../db/refresh/runs.js';
 import { createRedis } from '../../jobs/redis.js';
-import { createRefreshQueue, openRefreshRun } from '../../jobs/refresh.js';
+import { createRefreshQueue, openRefreshRun } from '../../jobs/refresh/index.js';
+import { pauseQueue } from '../../jobs/sync/queue.js';
 import { startScenario } from '../faults/scenario.js';
 import { useCleanups, useTestDatabase } from '../support/helpers.js';
 import { leaseHolderPid } from '../support/lease-holder.js';
@@ -56,7 +56,7 @@ async function holdingWorker(firstId: number) {
 
 it('a window the breaker halted is taken up again by the lease holder after `resume`: the same run goes on', async () => {
   const { s, worker, window, windows, redis } = await holdingWorker(9_700_000);
-  // What the breaker does (jobs/refresh-checks.ts): the queue paused first, then the run halted.
+  // What the breaker does (jobs/refresh/checks.ts): the queue paused first, then the run halted.
   const reason = 'test: 30 of 60 answered subscribers lost every card';
   await pauseQueue(s.queue, redis, { by: 'breaker', reason: `refresh run ${window.id} halted: ${reason}` });
   expect(await haltRefreshRun(database.handle.db, window.id, reason)).toBe(true);

@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { savePolicy } from '../../db/ops/refresh-policy.js';
-import { loadRefreshRun, type RefreshRun, savePlan, startRefreshRun } from '../../db/ops/refresh-runs.js';
-import { isContinuous } from '../../jobs/continuous-status.js';
-import { createRefreshQueue, registerRefreshMode } from '../../jobs/refresh.js';
-import { progressOf } from '../../jobs/refresh-plan.js';
-import { formatDuration } from '../../src/time.js';
+import { savePolicy } from '../../db/refresh/policy.js';
+import { loadRefreshRun, type RefreshRun, savePlan, startRefreshRun } from '../../db/refresh/runs.js';
+import { isContinuous } from '../../jobs/continuous/status.js';
+import { createRefreshQueue, registerRefreshMode } from '../../jobs/refresh/index.js';
+import { progressOf } from '../../jobs/refresh/plan.js';
+import { formatDuration } from '../../src/shared/time.js';
 import { adminFor } from '../support/admin-helpers.js';
 import { useTestDatabase } from '../support/helpers.js';
 import { runCli, testQueue } from '../support/queue-helpers.js';

@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { expect, inject, it } from 'vitest';
 import { createRedis } from '../../jobs/redis.js';
-import { createRefreshQueue } from '../../jobs/refresh.js';
+import { createRefreshQueue } from '../../jobs/refresh/index.js';
 import { startScenario } from '../faults/scenario.js';
 import { useCleanups, useTestDatabase } from '../support/helpers.js';
 import { leaseHolderPid } from '../support/lease-holder.js';

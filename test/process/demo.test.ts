@@ -9,11 +9,11 @@ import { Redis } from 'ioredis';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createDb } from '../../db/client.js';
-import { createSyncQueue } from '../../jobs/queue.js';
+import { createSyncQueue } from '../../jobs/sync/queue.js';
 import { verifyDelivery } from '../../src/demo/receiver.js';
 import { findServices, ServicesMissing } from '../../src/demo/services.js';
 import { freshnessRows } from '../../src/demo/summary.js';
-import { newWebhookSecret, signedHeaders } from '../../src/events/signing.js';
+import { newWebhookSecret, signedHeaders } from '../../src/webhooks/signing.js';
 import { createTestDatabase } from '../support/helpers.js';
 import { archiveLog } from '../support/log-archive.js';
 import { waitFor } from '../support/queue-helpers.js';
@@ -34,7 +34,7 @@ afterAll(async () => {
 async function demo(args: string[], env: Record<string, string>): Promise<{ code: number; out: string }> {
   const child = spawn(
     process.execPath,
-    [new URL('../../dist/src/demo.js', import.meta.url).pathname, ...args],
+    [new URL('../../dist/src/demo/main.js', import.meta.url).pathname, ...args],
     {
       env: { PATH: process.env.PATH ?? '', ADMIN_PORT: '0', ...env },
     },
@@ -100,14 +100,18 @@ function webhooksReceived(out: string): { events: number; byType: Record<string,
 
 describe('npm run demo', () => {
   it('without --no-wait: the admin address it prints answers, until Ctrl-C stops it and it cleans up', async () => {
-    const child = spawn(process.execPath, [new URL('../../dist/src/demo.js', import.meta.url).pathname], {
-      env: {
-        PATH: process.env.PATH ?? '',
-        ADMIN_PORT: '0',
-        DATABASE_URL: db.url,
-        REDIS_URL: inject('redisUrl'),
+    const child = spawn(
+      process.execPath,
+      [new URL('../../dist/src/demo/main.js', import.meta.url).pathname],
+      {
+        env: {
+          PATH: process.env.PATH ?? '',
+          ADMIN_PORT: '0',
+          DATABASE_URL: db.url,
+          REDIS_URL: inject('redisUrl'),
+        },
       },
-    });
+    );
     let out = '';
     child.stdout.on('data', (d) => {
       out += d;

@@ -1,7 +1,7 @@
 import { createServer, type IncomingHttpHeaders } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, inject, it } from 'vitest';
-import { tracingCheck } from '../../src/commands/doctor-tracing.js';
+import { tracingCheck } from '../../src/cli/doctor-tracing.js';
 import { CARD_TOKEN_KEYS } from '../support/fixtures.js';
 import { useTestDatabase } from '../support/helpers.js';
 import { runCli } from '../support/queue-helpers.js';

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { describe, expect, inject, it } from 'vitest';
-import { doctorSummary } from '../../src/commands/doctor.js';
+import { doctorSummary } from '../../src/cli/doctor.js';
 import { API_KEY, CARD_TOKEN_KEYS, testTokens, useScriptedApi } from '../support/fixtures.js';
 import { adminQuery, useTestDatabase, withDatabase } from '../support/helpers.js';
 import { runCli } from '../support/queue-helpers.js';

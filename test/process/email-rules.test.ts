@@ -1,12 +1,12 @@
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createMockApi, type MockApi } from '../../src/mock-api/server.js';
-import { parseEmail, TargetError } from '../../src/targets.js';
+import { parseEmail, TargetError } from '../../src/sync/targets.js';
 import { useAdminApp } from '../support/admin-client.js';
 import { API_KEY, CARD_TOKEN_KEYS } from '../support/fixtures.js';
 import { useTestDatabase } from '../support/helpers.js';
 import { runCli } from '../support/queue-helpers.js';
 
-// `1,subscriber-1@example.com,pro` was taken for an e-mail. One validator (src/targets.ts)
+// `1,subscriber-1@example.com,pro` was taken for an e-mail. One validator (src/sync/targets.ts)
 // holds every edge to RFC 5321's Mailbox / RFC 5322's dot-atom addr-spec (with RFC 6531's UTF-8):
 // the CLI, files, POST /api/resync and the ops page refuse the same shapes, each with one line.
 

@@ -1,12 +1,12 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, inject, it } from 'vitest';
-import { readPolicy } from '../../db/ops/refresh-policy.js';
-import { replan } from '../../jobs/refresh-policy.js';
+import { readPolicy } from '../../db/refresh/policy.js';
+import { replan } from '../../jobs/refresh/policy.js';
 import { loadConfig } from '../../src/config/index.js';
 import { describeDisagreement, fleetDisagreements } from '../../src/fleet/format.js';
 import { joinFleet, liveFleet, type ProcessInfo } from '../../src/fleet/registry.js';
 import { SHARED_VARIABLES, sharedSettings } from '../../src/fleet/shared-settings.js';
-import type { Logger } from '../../src/logger.js';
+import type { Logger } from '../../src/shared/logger.js';
 import { adminFor } from '../support/admin-helpers.js';
 import { CARD_TOKEN_KEYS, testTokens, useScriptedApi, workerEnv } from '../support/fixtures.js';
 import { useCleanups, useTestDatabase } from '../support/helpers.js';

@@ -1,9 +1,9 @@
 import { sql } from 'drizzle-orm';
 import { afterEach, describe, expect, inject, it } from 'vitest';
 import { simulate } from '../../bench/freshness/sim.js';
-import { readFreshness } from '../../db/ops/freshness.js';
-import { policyParams, readPolicy, savePolicy } from '../../db/ops/refresh-policy.js';
-import { replan } from '../../jobs/refresh-policy.js';
+import { readFreshness } from '../../db/refresh/freshness.js';
+import { policyParams, readPolicy, savePolicy } from '../../db/refresh/policy.js';
+import { replan } from '../../jobs/refresh/policy.js';
 import {
   afterClaim,
   afterSuccess,

@@ -1,11 +1,11 @@
 import { hostname } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, inject, it } from 'vitest';
-import { enqueueSyncs } from '../../jobs/queue.js';
-import { queueIsIdle } from '../../jobs/worker.js';
+import { enqueueSyncs } from '../../jobs/sync/queue.js';
+import { queueIsIdle } from '../../jobs/sync/worker.js';
 import { apiKeyFingerprint } from '../../src/api/key-fingerprint.js';
 import { liveFleet } from '../../src/fleet/registry.js';
-import { packageVersion } from '../../src/version.js';
+import { packageVersion } from '../../src/shared/version.js';
 import { adminFor } from '../support/admin-helpers.js';
 import { API_KEY, useScriptedApi, workerEnv } from '../support/fixtures.js';
 import { useCleanups, useTestDatabase } from '../support/helpers.js';

@@ -1,7 +1,7 @@
 import { describe, expect, inject, it } from 'vitest';
-import { isOpsJob } from '../../jobs/lanes.js';
-import { newerPayload } from '../../jobs/payload-version.js';
-import { JOB_NAME } from '../../jobs/queue.js';
+import { isOpsJob } from '../../jobs/sync/lanes.js';
+import { newerPayload } from '../../jobs/sync/payload-version.js';
+import { JOB_NAME } from '../../jobs/sync/queue.js';
 import { makeCard, ok, useScriptedApi, workerEnv } from '../support/fixtures.js';
 import { useCleanups, useTestDatabase } from '../support/helpers.js';
 import { startCli, testQueue, waitFor } from '../support/queue-helpers.js';

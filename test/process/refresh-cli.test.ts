@@ -1,8 +1,8 @@
 import { desc, sql } from 'drizzle-orm';
 import { describe, expect, inject, it } from 'vitest';
-import { abandonRefreshRun, startRefreshRun } from '../../db/ops/refresh-runs.js';
-import { refreshRuns, subscribers } from '../../db/schema.js';
-import { createRefreshQueue } from '../../jobs/refresh.js';
+import { abandonRefreshRun, startRefreshRun } from '../../db/refresh/runs.js';
+import { refreshRuns, subscribers } from '../../db/schema/index.js';
+import { createRefreshQueue } from '../../jobs/refresh/index.js';
 import { useCleanups, useTestDatabase } from '../support/helpers.js';
 import { runCli, testQueue } from '../support/queue-helpers.js';
 

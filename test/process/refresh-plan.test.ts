@@ -1,11 +1,15 @@
 import { sql } from 'drizzle-orm';
 import { afterEach, describe, expect, inject, it } from 'vitest';
-import { lastRefreshCompletedAt } from '../../db/ops/admin.js';
-import { loadRefreshRun, startRefreshRun } from '../../db/ops/refresh-runs.js';
-import { subscribers } from '../../db/schema.js';
-import { createRefreshQueue, registerNightlyScheduler, startRefreshWorker } from '../../jobs/refresh.js';
+import { lastRefreshCompletedAt } from '../../db/admin/queries.js';
+import { loadRefreshRun, startRefreshRun } from '../../db/refresh/runs.js';
+import { subscribers } from '../../db/schema/index.js';
+import {
+  createRefreshQueue,
+  registerNightlyScheduler,
+  startRefreshWorker,
+} from '../../jobs/refresh/index.js';
 import { createAdminApp } from '../../src/admin/app.js';
-import { createMetrics } from '../../src/metrics.js';
+import { createMetrics } from '../../src/metrics/index.js';
 import { ADMIN_TOKEN } from '../support/fixtures.js';
 import { captureLogger, useTestDatabase } from '../support/helpers.js';
 import { runCli, testQueue, waitFor } from '../support/queue-helpers.js';

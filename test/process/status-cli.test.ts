@@ -1,10 +1,10 @@
 import { sql } from 'drizzle-orm';
 import { describe, expect, inject, it } from 'vitest';
-import { loadRefreshRun, startRefreshRun } from '../../db/ops/refresh-runs.js';
-import { LANE_PRIORITY } from '../../jobs/lanes.js';
-import { enqueueSyncs, JOB_NAME } from '../../jobs/queue.js';
-import { queueStatusOf } from '../../jobs/queue-status.js';
-import { formatRefresh } from '../../src/commands/status.js';
+import { loadRefreshRun, startRefreshRun } from '../../db/refresh/runs.js';
+import { LANE_PRIORITY } from '../../jobs/sync/lanes.js';
+import { enqueueSyncs, JOB_NAME } from '../../jobs/sync/queue.js';
+import { queueStatusOf } from '../../jobs/sync/queue-status.js';
+import { formatRefresh } from '../../src/cli/status.js';
 import { useCleanups, useTestDatabase } from '../support/helpers.js';
 import { runCli, testQueue } from '../support/queue-helpers.js';
 
@@ -114,7 +114,7 @@ describe('status', () => {
       job(13, 38, LANE_PRIORITY.refresh, 7),
       job(21, 20, LANE_PRIORITY.ops),
     ]);
-    // The refresh's share moved to the head of the wait list (jobs/lanes.ts), as a running
+    // The refresh's share moved to the head of the wait list (jobs/sync/lanes.ts), as a running
     // continuous refresh does all the time: the job a worker takes next is 39 s old.
     await (await q.queue.getJob('j12'))!.changePriority({ priority: 0, lifo: true });
     // A retry back from its backoff enters its lane behind the jobs queued meanwhile.

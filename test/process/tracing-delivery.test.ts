@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { enqueueSyncs } from '../../jobs/queue.js';
-import { insertEndpoint } from '../../src/events/endpoints-sql.js';
-import { feedHead } from '../../src/events/fanout.js';
+import { enqueueSyncs } from '../../jobs/sync/queue.js';
 import { cardsFor } from '../../src/mock-api/data.js';
 import { parseKeyRing } from '../../src/tokens/keyring.js';
 import { fromPropertiesText, toPropertiesText } from '../../src/tracing/properties-text.js';
+import { insertEndpoint } from '../../src/webhooks/endpoints-sql.js';
+import { feedHead } from '../../src/webhooks/fanout.js';
 import { CARD_TOKEN_KEYS, useScriptedApi, workerEnv } from '../support/fixtures.js';
 import { useCleanups, useTestDatabase } from '../support/helpers.js';
 import { runCli, startCli, testQueue, waitFor } from '../support/queue-helpers.js';

@@ -2,7 +2,7 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { enqueueSyncs } from '../../jobs/queue.js';
+import { enqueueSyncs } from '../../jobs/sync/queue.js';
 import { cardsFor } from '../../src/mock-api/data.js';
 import { tracingWanted } from '../../src/tracing/wanted.js';
 import { ADMIN_TOKEN, API_KEY, CARD_TOKEN_KEYS, ok, useScriptedApi, workerEnv } from '../support/fixtures.js';

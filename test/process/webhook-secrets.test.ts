@@ -1,11 +1,11 @@
 import { describe, expect, it } from 'vitest';
+import { newKeyMaterial, parseKeyRing, TokenKeyError } from '../../src/tokens/keyring.js';
 import {
   endpointTarget,
   insertEndpoint,
   resealEndpointSecrets,
   rotateEndpointSecret,
-} from '../../src/events/endpoints-sql.js';
-import { newKeyMaterial, parseKeyRing, TokenKeyError } from '../../src/tokens/keyring.js';
+} from '../../src/webhooks/endpoints-sql.js';
 import { secretsIn } from '../faults/secrets.js';
 import { CARD_TOKEN_KEYS } from '../support/fixtures.js';
 import { useTestDatabase } from '../support/helpers.js';

@@ -1,9 +1,9 @@
 import type { Logger } from 'pino';
 import type { DbHandle } from '../../db/client.js';
-import { createRefreshQueue } from '../../jobs/refresh.js';
+import { createRefreshQueue } from '../../jobs/refresh/index.js';
 import { createAdminApp } from '../../src/admin/app.js';
 import { collectGauges } from '../../src/admin/scrape.js';
-import { createMetrics } from '../../src/metrics.js';
+import { createMetrics } from '../../src/metrics/index.js';
 import { ADMIN_TOKEN } from './fixtures.js';
 import { captureLogger } from './helpers.js';
 import type { testQueue } from './queue-helpers.js';

@@ -1,4 +1,4 @@
-import { passesLuhn } from '../../src/card-number.js';
+import { passesLuhn } from '../../src/shared/card-number.js';
 
 // Card numbers for tests of the "never a full card number" rule: Luhn-valid numbers of every
 // length from 13 to 19, and the ways a hostile upstream might write one.

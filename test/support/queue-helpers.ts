@@ -4,8 +4,8 @@ import { once } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Queue } from 'bullmq';
 import { inject } from 'vitest';
-import { createSyncQueue, type SyncJobData, type SyncJobResult } from '../../jobs/queue.js';
 import { createRedis, type RedisClient } from '../../jobs/redis.js';
+import { createSyncQueue, type SyncJobData, type SyncJobResult } from '../../jobs/sync/queue.js';
 import type { RedisConfig } from '../../src/config/redis.js';
 import { archiveLog } from './log-archive.js';
 

@@ -2,18 +2,22 @@ import { randomBytes } from 'node:crypto';
 import { sql } from 'drizzle-orm';
 import { expect } from 'vitest';
 import type { DbHandle } from '../../db/client.js';
-import { loadRefreshRun, startRefreshRun } from '../../db/ops/refresh-runs.js';
-import { pauseProcessing, resumeProcessing } from '../../jobs/control.js';
-import { LANE_PRIORITY } from '../../jobs/lanes.js';
-import { createSyncQueue, enqueueSyncs } from '../../jobs/queue.js';
+import { loadRefreshRun, startRefreshRun } from '../../db/refresh/runs.js';
 import { createRedis } from '../../jobs/redis.js';
-import { createRefreshQueue, registerNightlyScheduler, startRefreshWorker } from '../../jobs/refresh.js';
-import { startSyncWorker } from '../../jobs/worker.js';
+import {
+  createRefreshQueue,
+  registerNightlyScheduler,
+  startRefreshWorker,
+} from '../../jobs/refresh/index.js';
+import { pauseProcessing, resumeProcessing } from '../../jobs/sync/control.js';
+import { LANE_PRIORITY } from '../../jobs/sync/lanes.js';
+import { createSyncQueue, enqueueSyncs } from '../../jobs/sync/queue.js';
+import { startSyncWorker } from '../../jobs/sync/worker.js';
 import { createAdminApp } from '../../src/admin/app.js';
 import { createApiClient } from '../../src/api/client.js';
 import type { RedisConfig } from '../../src/config/redis.js';
-import type { Logger } from '../../src/logger.js';
-import { createMetrics } from '../../src/metrics.js';
+import { createMetrics } from '../../src/metrics/index.js';
+import type { Logger } from '../../src/shared/logger.js';
 import { ADMIN_TOKEN, API_KEY, testTokens, type useScriptedApi } from './fixtures.js';
 import { runCli, waitFor } from './queue-helpers.js';
 

@@ -1,7 +1,7 @@
 import type pg from 'pg';
-import { insertEndpoint } from '../../src/events/endpoints-sql.js';
-import { feedHead, takeEvents } from '../../src/events/fanout.js';
 import { parseKeyRing } from '../../src/tokens/keyring.js';
+import { insertEndpoint } from '../../src/webhooks/endpoints-sql.js';
+import { feedHead, takeEvents } from '../../src/webhooks/fanout.js';
 import { CARD_TOKEN_KEYS } from './fixtures.js';
 import { emit } from './webhook-events.js';
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_SCHEDULE, nextStep } from '../../src/events/backoff.js';
+import { DEFAULT_SCHEDULE, nextStep } from '../../src/webhooks/backoff.js';
 
 const t0 = new Date('2026-11-26T00:00:00Z');
 const at = (ms: number) => new Date(t0.getTime() + ms);

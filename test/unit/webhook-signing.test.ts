@@ -1,6 +1,11 @@
 import { Webhook, WebhookVerificationError } from 'standardwebhooks';
 import { describe, expect, it } from 'vitest';
-import { newWebhookSecret, secretKey, signedHeaders, WebhookSecretError } from '../../src/events/signing.js';
+import {
+  newWebhookSecret,
+  secretKey,
+  signedHeaders,
+  WebhookSecretError,
+} from '../../src/webhooks/signing.js';
 
 const now = () => Math.floor(Date.now() / 1000);
 const body = JSON.stringify({

@@ -1,9 +1,9 @@
 import type { LookupAddress } from 'node:dns';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createWebhookSender, EXCERPT_CHARS } from '../../src/events/deliver-http.js';
-import { newWebhookSecret, signedHeaders } from '../../src/events/signing.js';
-import { assertPublicUrl, isPublicAddress, type Resolve } from '../../src/events/ssrf.js';
+import { createWebhookSender, EXCERPT_CHARS } from '../../src/webhooks/deliver-http.js';
+import { newWebhookSecret, signedHeaders } from '../../src/webhooks/signing.js';
+import { assertPublicUrl, isPublicAddress, type Resolve } from '../../src/webhooks/ssrf.js';
 import { startReceiver } from '../support/webhook-receiver.js';
 
 const body = '{"id":"evt_1","type":"card.added","timestamp":"2026-11-26T10:00:00.000Z","data":{}}';

@@ -1,0 +1,43 @@
+import type pg from 'pg';
+import type { EvidenceSample } from '../../src/freshness/index.js';
+import { sampledFrom, subscriberCount } from './schedule.js';
+
+// What the plan fits the population's prior from: a sample of subscribers' observations
+// with the evidence of their answers, as stored: the newest active card's createDate
+// (`saved_cards.create_date`, at the plan's time) and `subscribers.active_cards`.
+
+export interface EvidencePlanSample {
+  total: number;
+  rates: (number | null)[];
+  samples: EvidenceSample[];
+}
+
+export async function planEvidenceSample(pool: pg.Pool, size = 20_000): Promise<EvidencePlanSample> {
+  const total = await subscriberCount(pool);
+  const { rows } = await pool.query<{
+    change_rate_per_day: number | null;
+    change_observations: number[] | null;
+    active_cards: number | null;
+    newest_age_days: number | null;
+  }>(
+    `select s.change_rate_per_day, s.change_observations, s.active_cards,
+        (select extract(epoch from now() - max(c.create_date)) / 86400 from saved_cards c
+          where c.subscriber_id = s.subscriber_id and c.removed_at is null)::float8 as newest_age_days
+      from ${sampledFrom(total, size)} s limit $1`,
+    [size],
+  );
+  return {
+    total,
+    rates: rows.map((r) => r.change_rate_per_day),
+    samples: rows.map((r) => ({
+      observations: r.change_observations,
+      evidence:
+        r.active_cards === null && r.newest_age_days === null
+          ? null
+          : {
+              newestCardAgeDays: r.newest_age_days === null ? null : Math.max(0, r.newest_age_days),
+              cards: r.active_cards ?? 0,
+            },
+    })),
+  };
+}

@@ -1,0 +1,89 @@
+import type pg from 'pg';
+import { wilson } from '../../src/freshness/index.js';
+import { readPolicy } from './policy.js';
+import { sampledFrom, subscriberCount } from './schedule.js';
+
+// How stale the copy is (docs/refresh.md): the model's estimate, the audit's measurement, the max age.
+
+export interface Freshness {
+  mode: string | null;
+  /** The model's expected share of subscribers whose stored cards differ from upstream now. */
+  estimatedStaleRatio: number;
+  /** The share found changed among the audit's uniform random re-syncs of the last max age. */
+  audit: { samples: number; staleRatio: number | null; low: number | null; high: number | null };
+  maxAgeSeconds: number;
+  /** Subscribers whose last success is older than REFRESH_MAX_AGE. */
+  pastMaxAge: number;
+  neverSynced: number;
+  /**
+   * Whether the max age holds: the budget can sync everyone once per max age and no subscriber is
+   * past it (null before the first plan).
+   */
+  keepsMaxAge: boolean | null;
+  /** Whether the refresh budget can sync everyone once per max age (null before the first plan). */
+  budgetKeepsMaxAge: boolean | null;
+  /** True when the counts come from a sample of the table (above 200,000 subscribers). */
+  sampled: boolean;
+}
+
+/**
+ * Reads the freshness figures. The estimate is the mean of 1 − e^{−λ·age} over subscribers
+ * (src/freshness/staleness.ts `estimatedStaleShare`, the same formula in SQL, checked against it
+ * by test/process/freshness.test.ts): a never-synced one counts as stale, one without an estimate yet at
+ * the population's rate. Above 200,000 subscribers it reads a page sample, not the whole table.
+ */
+export async function readFreshness(pool: pg.Pool, fallbackMaxAgeMs: number): Promise<Freshness> {
+  const policy = await readPolicy(pool);
+  const maxAgeSeconds = policy?.maxAgeSeconds ?? Math.round(fallbackMaxAgeMs / 1000);
+  const prior = policy?.priorRatePerDay ?? 86_400 / maxAgeSeconds;
+  const total = await subscriberCount(pool);
+  const from = sampledFrom(total, 100_000);
+  const [subs, audit] = await Promise.all([
+    pool.query<{ n: number; never: number; past: number; estimate: number | null }>(
+      `select count(*)::int as n,
+          count(*) filter (where last_success_at is null)::int as never,
+          count(*) filter (where last_success_at < now() - make_interval(secs => $1))::int as past,
+          avg(case when last_success_at is null then 1
+            else 1 - exp(-least(700, coalesce(change_rate_per_day, $2)
+              * greatest(0, extract(epoch from now() - last_success_at)) / 86400)) end)::float8 as estimate
+        from ${from}`,
+      [maxAgeSeconds, prior],
+    ),
+    pool.query<{ samples: number; changed: number }>(
+      `select count(*)::int as samples,
+          count(*) filter (where inserted + updated + removed + restored > 0)::int as changed
+        from sync_runs
+        where trigger = 'audit' and status = 'succeeded' and started_at > now() - make_interval(secs => $1)`,
+      [maxAgeSeconds],
+    ),
+  ]);
+  const s = subs.rows[0]!;
+  const scale = s.n > 0 && from !== 'subscribers' ? total / s.n : 1;
+  const a = audit.rows[0]!;
+  const interval = wilson(a.changed, a.samples);
+  return {
+    mode: policy?.mode ?? null,
+    estimatedStaleRatio: s.estimate ?? 0,
+    audit: {
+      samples: a.samples,
+      staleRatio: interval?.ratio ?? null,
+      low: interval?.low ?? null,
+      high: interval?.high ?? null,
+    },
+    maxAgeSeconds,
+    pastMaxAge: Math.round(s.past * scale),
+    neverSynced: Math.round(s.never * scale),
+    keepsMaxAge: policy === undefined ? null : policy.keepsMaxAge && s.past === 0,
+    budgetKeepsMaxAge: policy?.keepsMaxAge ?? null,
+    sampled: from !== 'subscribers',
+  };
+}
+
+/** Whether the audit's 95% interval excludes the model's estimate: the model is wrong. */
+export function auditDisagrees(f: Freshness): boolean {
+  return (
+    f.audit.low !== null &&
+    f.audit.high !== null &&
+    (f.estimatedStaleRatio < f.audit.low || f.estimatedStaleRatio > f.audit.high)
+  );
+}

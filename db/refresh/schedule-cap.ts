@@ -1,0 +1,45 @@
+import type pg from 'pg';
+
+// The max age kept when it is lowered: plans made under a longer REFRESH_MAX_AGE (due times days
+// out) are pulled in to the new bound. Nothing else would move them before they fall due.
+
+/** Rows one statement moves: a short transaction each, whatever the fleet's size. */
+const BATCH = 5000;
+
+/**
+ * Pulls every due time later than now + `capMs` in to at most the subscriber's last success +
+ * `capMs` (at most now + `capMs`), and the subscriber's own plan (`next_refresh_at`) with it, or
+ * the claim would catch the row up to that plan again (db/refresh/schedule.ts `BEHIND`). The
+ * last successes spread the new due times the way the syncs were spread, instead of one second.
+ * Reads the range `due_at > now + cap` of `subscriber_schedule_due_idx`: nothing to read when
+ * every plan is within the bound. Rows a claim or a sync holds are left for the next call.
+ * Returns how many it moved.
+ */
+export async function capDueTimes(pool: pg.Pool, capMs: number, batch = BATCH): Promise<number> {
+  let moved = 0;
+  for (;;) {
+    const { rows } = await pool.query<{ n: number }>({
+      name: 'cards-sync-schedule-cap',
+      text: `with bound as (select now() + make_interval(secs => $1::float8 / 1000) as at),
+        picked as (
+          select q.subscriber_id,
+              least(coalesce(s.last_success_at + make_interval(secs => $1::float8 / 1000), b.at), b.at) as due
+            from subscriber_schedule q join subscribers s using (subscriber_id), bound b
+            where q.due_at > b.at
+            order by q.due_at, q.subscriber_id
+            limit $2
+            for update of q skip locked
+        ),
+        plans as (
+          update subscribers s set next_refresh_at = p.due from picked p
+            where s.subscriber_id = p.subscriber_id and s.next_refresh_at > p.due
+        ),
+        rows as (update subscriber_schedule q set due_at = p.due from picked p where q.subscriber_id = p.subscriber_id)
+        select count(*)::int as n from picked`,
+      values: [capMs, batch],
+    });
+    const n = rows[0]?.n ?? 0;
+    moved += n;
+    if (n < batch) return moved;
+  }
+}

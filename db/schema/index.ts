@@ -1,0 +1,11 @@
+// Table and column names are public (docs/analytics.md): analysts and their scripts query them. The tables
+// live in db/schema/, one file per part of the product; this module is their one import.
+
+export * from './audit.js';
+export * from './cards.js';
+export * from './events.js';
+export * from './fleet.js';
+export * from './ledger.js';
+export * from './refresh.js';
+export * from './subscribers.js';
+export * from './webhooks.js';

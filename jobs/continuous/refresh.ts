@@ -1,0 +1,142 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Queue } from 'bullmq';
+import type { Db } from '../../db/client.js';
+import { policyParams, readPolicy } from '../../db/refresh/policy.js';
+import { type RefreshRun, recordFanoutPage } from '../../db/refresh/runs.js';
+import { claimDue, randomSubscribers } from '../../db/refresh/schedule.js';
+import { capDueTimes } from '../../db/refresh/schedule-cap.js';
+import { allowance, MAX_AGE_PLANNED, splitForAudit } from '../../src/freshness/index.js';
+import type { Logger } from '../../src/shared/logger.js';
+import { replan } from '../refresh/policy.js';
+import { enqueueSyncs, type SyncJobData, type SyncJobResult } from '../sync/queue.js';
+
+// REFRESH_MODE=continuous: a refresh run that spends REFRESH_BUDGET_PER_SEC for a window (an
+// hour by default), taking the subscribers due first (src/freshness decides when each is due)
+// and REFRESH_AUDIT_SHARE of the budget on subscribers drawn uniformly at random. The window is an
+// ordinary refresh run: the wipe breaker, pause/resume, the ops lane's priority, handing back on
+// shutdown and its closing counts work as for a nightly one. When it closes, the next begins.
+// Whoever holds the continuous refresh's lease runs it (jobs/continuous/lease.ts); its claims go
+// over the lease's own session, so a process that lost the lease can no longer hand out budget.
+
+export interface ContinuousOptions {
+  budgetPerSec: number;
+  auditShare: number;
+  maxAgeMs: number;
+  /** How long one run spends the budget before it closes and the next begins. Default 1 h. */
+  windowMs?: number;
+  /** How often the budget is handed out. Default 1000 ms. */
+  tickMs?: number;
+  /** How often the shared plan is made again. Default 10 min, or a fifth of the max age if shorter. */
+  replanMs?: number;
+}
+
+export interface ContinuousStep {
+  /** The run as the breaker last saw it; the fan-out stops when it is no longer running. */
+  check(run: RefreshRun): Promise<RefreshRun>;
+  /** Resolves once the refresh may claim slots (the ops lane first). */
+  claimShare(): Promise<unknown>;
+  /** The refresh's own backlog in the queue. */
+  backlog(): Promise<number>;
+  stopping(): boolean;
+  handBack(): Promise<never>;
+  /** Called after each tick that handed out work, with the run's enqueued count. */
+  progress?(enqueued: number): Promise<unknown>;
+}
+
+/** Runs one window's fan-out; returns the run as it stands when the window is over. */
+export async function continuousFanout(
+  deps: {
+    db: Db;
+    logger: Logger;
+    syncQueue: Queue<SyncJobData, SyncJobResult>;
+    /** Where the claims and the run's fan-out counts are written (the lease's session). Default `db`. */
+    claims?: Db;
+  },
+  initial: RefreshRun,
+  o: ContinuousOptions,
+  step: ContinuousStep,
+): Promise<RefreshRun> {
+  const pool = deps.db.$client;
+  const claims = deps.claims ?? deps.db;
+  const windowMs = o.windowMs ?? 3_600_000;
+  const tickMs = o.tickMs ?? 1000;
+  // The estimates move at the pace of the max age: a plan older than a fifth of it lags the learning.
+  const replanMs = o.replanMs ?? Math.min(600_000, Math.max(10_000, o.maxAgeMs / 5));
+  // A few seconds of budget waiting in Redis at most: a claim's due time is stamped when it is
+  // made, so a long queue would stamp it long before the sync.
+  const most = Math.max(10, Math.ceil(o.budgetPerSec * 5));
+  const settings = {
+    mode: 'continuous' as const,
+    budgetPerSec: o.budgetPerSec,
+    maxAgeMs: o.maxAgeMs,
+    auditShare: o.auditShare,
+  };
+  let run = initial;
+  let markedAt: number | null = null;
+  let carry = 0;
+  let stored = await readPolicy(pool);
+  const fresh = () =>
+    stored !== undefined &&
+    stored.mode === 'continuous' &&
+    Date.now() - stored.computedAt.getTime() < replanMs &&
+    stored.budgetPerSec === o.budgetPerSec &&
+    stored.maxAgeSeconds === Math.round(o.maxAgeMs / 1000);
+  while (Date.now() - run.startedAt.getTime() < windowMs) {
+    run = await step.check(run);
+    if (run.status !== 'running') return run;
+    if (step.stopping()) await step.handBack();
+    await step.claimShare();
+    if ((await deps.syncQueue.isPaused()) || (await step.backlog()) >= most) {
+      markedAt = null;
+      await sleep(tickMs);
+      continue;
+    }
+    if (!fresh()) {
+      // REFRESH_MAX_AGE is a hard bound: plans made under a longer one are pulled within it.
+      const pulled = await capDueTimes(claims.$client, o.maxAgeMs * MAX_AGE_PLANNED);
+      if (pulled > 0) deps.logger.info({ pulled }, 'due times beyond the max age pulled within it');
+      const plan = await replan(pool, settings, deps.logger);
+      stored = { ...plan, computedAt: new Date() };
+    }
+    const params = policyParams(stored, o.maxAgeMs);
+    const allowed = allowance(markedAt, Date.now(), o.budgetPerSec);
+    markedAt = allowed.markedAt;
+    const split = splitForAudit(allowed.count, o.auditShare, carry);
+    carry = split.carry;
+    const due = await claimDue(claims.$client, split.scheduled, params);
+    const sampled = await randomSubscribers(pool, split.audit);
+    // Claims are numbered within the run (subscribersTotal counts every one handed out so far).
+    const first = run.subscribersTotal + 1;
+    const counts = [
+      await enqueueSyncs(
+        deps.syncQueue,
+        due.map((subscriberId) => ({ subscriberId })),
+        'refresh',
+        { refreshRunId: run.id, firstClaim: first },
+      ),
+      await enqueueSyncs(
+        deps.syncQueue,
+        sampled.map((subscriberId) => ({ subscriberId })),
+        'audit',
+        { refreshRunId: run.id, firstClaim: first + due.length },
+      ),
+    ];
+    const enqueued = counts[0]!.enqueued + counts[1]!.enqueued;
+    if (due.length + sampled.length > 0) {
+      await recordFanoutPage(claims, run.id, {
+        cursor: { after: run.cursor, afterDue: run.cursorDue },
+        subscribers: due.length + sampled.length,
+        enqueued,
+        alreadyQueued: counts[0]!.alreadyQueued + counts[1]!.alreadyQueued,
+      });
+      run = {
+        ...run,
+        enqueued: run.enqueued + enqueued,
+        subscribersTotal: run.subscribersTotal + due.length + sampled.length,
+      };
+      await step.progress?.(run.enqueued);
+    }
+    await sleep(tickMs);
+  }
+  return run;
+}

@@ -1,0 +1,98 @@
+import type pg from 'pg';
+import { planEvidenceSample } from '../../db/refresh/evidence.js';
+import { type StoredPolicy, savePolicy } from '../../db/refresh/policy.js';
+import { liveFleet } from '../../src/fleet/registry.js';
+import { strictestMaxAge } from '../../src/fleet/shared-settings.js';
+import {
+  fitGroupedMixture,
+  forgetDaysFor,
+  groupRates,
+  MS_PER_DAY,
+  PLANNED_SHARE,
+  pooledRate,
+  solveThreshold,
+} from '../../src/freshness/index.js';
+import type { Logger } from '../../src/shared/logger.js';
+import { formatDuration } from '../../src/shared/time.js';
+
+/** The refresh settings a plan is made for. */
+export interface RefreshPlanSettings {
+  mode: 'nightly' | 'continuous';
+  /** Requests a second the refresh spends; null: no budget (a nightly run as fast as it goes). */
+  budgetPerSec: number | null;
+  maxAgeMs: number;
+  auditShare: number;
+}
+
+/**
+ * Makes the refresh's shared plan from a sample of subscribers (src/freshness): the population's
+ * prior rate, and the threshold that spends the budget where the copy is most likely stale, with
+ * every interval within the max age. Saves it in `refresh_policy`, where every worker reads it,
+ * and says (once, as a warning) when the budget cannot keep the max age at all: the smallest
+ * REFRESH_MAX_AGE among the live workers, since each reschedules the subscribers it syncs within
+ * its own (the fleet warns of the difference itself, SETTINGS DIFFER).
+ */
+export async function replan(
+  pool: pg.Pool,
+  settings: RefreshPlanSettings,
+  logger?: Logger,
+): Promise<Omit<StoredPolicy, 'computedAt'>> {
+  const maxAgeDays = settings.maxAgeMs / MS_PER_DAY;
+  const sample = await planEvidenceSample(pool);
+  const observations = sample.samples.map((s) => s.observations);
+  const prior = pooledRate(observations, 1 / maxAgeDays);
+  const weight = sample.rates.length > 0 ? sample.total / sample.rates.length : 1;
+  const groups = groupRates(
+    sample.rates.map((r) => r ?? prior),
+    weight,
+  );
+  // A nightly sweep without a budget syncs everyone once a day: the threshold only orders it.
+  const refreshPerDay =
+    settings.budgetPerSec !== null ? settings.budgetPerSec * 86_400 : Math.max(1, sample.total);
+  const scheduledPerDay =
+    refreshPerDay * (settings.mode === 'continuous' ? 1 - settings.auditShare : 1) * PLANNED_SHARE;
+  const threshold = solveThreshold(groups, scheduledPerDay, { maxAgeDays, minIntervalDays: 0 });
+  const strictest = strictestMaxAge(await liveFleet(pool).catch(() => []), settings.maxAgeMs);
+  const maxAgeNeedsPerSec = sample.total / (strictest.ms / 1000);
+  const keepsMaxAge =
+    settings.budgetPerSec === null ||
+    maxAgeNeedsPerSec <=
+      settings.budgetPerSec * (settings.mode === 'continuous' ? 1 - settings.auditShare : 1);
+  const plan = {
+    mode: settings.mode,
+    thresholdDays: Number.isFinite(threshold.thresholdDays) ? threshold.thresholdDays : null,
+    priorRatePerDay: prior,
+    // One mixture per evidence group of the answers (src/freshness/evidence.ts), with forgetting.
+    priorMixture: fitGroupedMixture(sample.samples, prior, forgetDaysFor(maxAgeDays)),
+    maxAgeSeconds: Math.round(settings.maxAgeMs / 1000),
+    budgetPerSec: settings.budgetPerSec,
+    auditShare: settings.auditShare,
+    subscribers: sample.total,
+    keepsMaxAge,
+    maxAgeNeedsPerSec,
+  };
+  await savePolicy(pool, plan);
+  if (!keepsMaxAge) {
+    const judged = { ...plan, maxAgeSeconds: strictest.ms / 1000 };
+    const whose =
+      strictest.heldBy === null
+        ? ''
+        : ` (REFRESH_MAX_AGE ${formatDuration(strictest.ms / 1000)} is live worker ${strictest.heldBy}'s, the smallest in the fleet)`;
+    logger?.warn(
+      { subscribers: sample.total, ...(strictest.heldBy ? { heldBy: strictest.heldBy } : {}) },
+      `${maxAgeVerdict(judged)!}${whose}`,
+    );
+  }
+  return plan;
+}
+
+/** Null when the budget keeps REFRESH_MAX_AGE; otherwise what it would take, with the fixes. */
+function maxAgeVerdict(p: Omit<StoredPolicy, 'computedAt'>): string | null {
+  if (p.keepsMaxAge) return null;
+  return (
+    `the refresh budget cannot keep REFRESH_MAX_AGE: ${p.subscribers} subscribers once per ${formatDuration(p.maxAgeSeconds)} need ` +
+    `${p.maxAgeNeedsPerSec.toFixed(2)} syncs/s, the budget for the schedule is ` +
+    `${((p.budgetPerSec ?? 0) * (p.mode === 'continuous' ? 1 - p.auditShare : 1)).toFixed(2)}/s. ` +
+    'Raise REFRESH_BUDGET_PER_SEC (or SYNC_RATE_LIMIT_PER_SEC) if the API allows it, or lengthen REFRESH_MAX_AGE'
+  );
+}
