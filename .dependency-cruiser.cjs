@@ -25,11 +25,8 @@ const DATABASE_RUNTIME = 'node_modules/(pg|pg-[^/]+|drizzle-orm)/';
 const KNOWN = {
   // db/ still reads the freshness policy's types and functions, and tracing's detached context,
   // instead of being handed them as values (refresh-schedule: afterClaim; refresh-policy:
-  // defaultPolicy and the mixture check; freshness: wilson; clock: tracing().detached).
+  // defaultPolicy, the mixture check and tracing().detached; freshness: wilson).
   dbAboveItself: [
-    '^db/sync/batch-read[.]ts$',
-    '^db/sync/batch-write[.]ts$',
-    '^db/sync/clock[.]ts$',
     '^db/refresh/freshness[.]ts$',
     '^db/refresh/evidence[.]ts$',
     '^db/refresh/policy[.]ts$',

@@ -84,7 +84,7 @@ it("group commit: a batch of untraced answers runs in no trace, though a traced 
 
 it("shared clock: the round that follows on runs in no trace, not in the first caller's", async () => {
   const seen: (string | undefined)[] = [];
-  const clock = createDbClock(observedPool(seen));
+  const clock = createDbClock(observedPool(seen), { detached: (fn) => tracing().detached(fn) });
   // A traced job starts a round; another caller, in no trace, asks while it is on its way.
   const first = tracing().inSpan('job 8201', {}, () => clock.now());
   const second = clock.now();
