@@ -1,11 +1,17 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Queue } from 'bullmq';
 import type { Db } from '../../db/client.js';
-import { policyParams, readPolicy } from '../../db/refresh/policy.js';
+import { readPolicy } from '../../db/refresh/policy.js';
 import { type RefreshRun, recordFanoutPage } from '../../db/refresh/runs.js';
 import { claimDue, randomSubscribers } from '../../db/refresh/schedule.js';
 import { capDueTimes } from '../../db/refresh/schedule-cap.js';
-import { afterClaim, allowance, MAX_AGE_PLANNED, splitForAudit } from '../../src/freshness/index.js';
+import {
+  afterClaim,
+  allowance,
+  MAX_AGE_PLANNED,
+  policyParams,
+  splitForAudit,
+} from '../../src/freshness/index.js';
 import type { Logger } from '../../src/shared/logger.js';
 import { replan } from '../refresh/policy.js';
 import { enqueueSyncs, type SyncJobData, type SyncJobResult } from '../sync/queue.js';

@@ -2,7 +2,7 @@ import { sql } from 'drizzle-orm';
 import { afterEach, describe, expect, inject, it } from 'vitest';
 import { simulate } from '../../bench/freshness/sim.js';
 import { readFreshness } from '../../db/refresh/freshness.js';
-import { policyParams, readPolicy, savePolicy } from '../../db/refresh/policy.js';
+import { isMixture, readPolicy, savePolicy } from '../../db/refresh/policy.js';
 import { replan } from '../../jobs/refresh/policy.js';
 import {
   afterClaim,
@@ -14,10 +14,10 @@ import {
   fitMixture,
   groupRates,
   intervalDays,
-  isMixture,
   MS_PER_DAY,
   observation,
   type PolicyParams,
+  policyParams,
   pooledRate,
   posteriorMeanRate,
   solveThreshold,
