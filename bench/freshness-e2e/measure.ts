@@ -1,6 +1,7 @@
 import type { ChildProcess } from 'node:child_process';
 import type pg from 'pg';
 import { type Freshness, readFreshness } from '../../db/refresh/freshness.js';
+import { wilson } from '../../src/freshness/index.js';
 import type { MockApi } from '../../src/mock-api/server.js';
 
 // What bench:freshness-e2e takes of a running set-up: every `--sample`, its stored cards against
@@ -82,7 +83,7 @@ export function sampler(
       peersStale,
       oldestMs: ages.rows[0]?.oldest ?? Number.POSITIVE_INFINITY,
     };
-    if (r.setup === 'continuous') sample.freshness = await readFreshness(r.pool, maxAgeMs);
+    if (r.setup === 'continuous') sample.freshness = await readFreshness(r.pool, maxAgeMs, wilson);
     return sample;
   };
 }

@@ -1,15 +1,25 @@
 import type pg from 'pg';
-import type { EvidenceSample } from '../../src/freshness/index.js';
 import { sampledFrom, subscriberCount } from './schedule.js';
 
 // What the plan fits the population's prior from: a sample of subscribers' observations
 // with the evidence of their answers, as stored: the newest active card's createDate
 // (`saved_cards.create_date`, at the plan's time) and `subscribers.active_cards`.
 
+/**
+ * One sampled subscriber as stored: its observations and the evidence of its latest answer (the
+ * shape of src/freshness/evidence.ts `EvidenceSample`, which the plan fits the prior to).
+ */
+interface StoredEvidenceSample {
+  /** `change_observations` (src/freshness/observation.ts). */
+  observations: number[] | null;
+  /** Null when neither `active_cards` nor an active card's createDate is stored. */
+  evidence: { newestCardAgeDays: number | null; cards: number } | null;
+}
+
 export interface EvidencePlanSample {
   total: number;
   rates: (number | null)[];
-  samples: EvidenceSample[];
+  samples: StoredEvidenceSample[];
 }
 
 export async function planEvidenceSample(pool: pg.Pool, size = 20_000): Promise<EvidencePlanSample> {

@@ -1,5 +1,4 @@
 import type pg from 'pg';
-import { wilson } from '../../src/freshness/index.js';
 import { readPolicy } from './policy.js';
 import { sampledFrom, subscriberCount } from './schedule.js';
 
@@ -26,13 +25,25 @@ export interface Freshness {
   sampled: boolean;
 }
 
+/** A measured share with its confidence interval. */
+interface AuditInterval {
+  ratio: number;
+  low: number;
+  high: number;
+}
+
 /**
  * Reads the freshness figures. The estimate is the mean of 1 − e^{−λ·age} over subscribers
  * (src/freshness/staleness.ts `estimatedStaleShare`, the same formula in SQL, checked against it
  * by test/process/freshness.test.ts): a never-synced one counts as stale, one without an estimate yet at
  * the population's rate. Above 200,000 subscribers it reads a page sample, not the whole table.
+ * The audit's interval is the policy's to compute: its callers hand in src/freshness `wilson`.
  */
-export async function readFreshness(pool: pg.Pool, fallbackMaxAgeMs: number): Promise<Freshness> {
+export async function readFreshness(
+  pool: pg.Pool,
+  fallbackMaxAgeMs: number,
+  interval: (found: number, samples: number) => AuditInterval | null,
+): Promise<Freshness> {
   const policy = await readPolicy(pool);
   const maxAgeSeconds = policy?.maxAgeSeconds ?? Math.round(fallbackMaxAgeMs / 1000);
   const prior = policy?.priorRatePerDay ?? 86_400 / maxAgeSeconds;
@@ -60,15 +71,15 @@ export async function readFreshness(pool: pg.Pool, fallbackMaxAgeMs: number): Pr
   const s = subs.rows[0]!;
   const scale = s.n > 0 && from !== 'subscribers' ? total / s.n : 1;
   const a = audit.rows[0]!;
-  const interval = wilson(a.changed, a.samples);
+  const audited = interval(a.changed, a.samples);
   return {
     mode: policy?.mode ?? null,
     estimatedStaleRatio: s.estimate ?? 0,
     audit: {
       samples: a.samples,
-      staleRatio: interval?.ratio ?? null,
-      low: interval?.low ?? null,
-      high: interval?.high ?? null,
+      staleRatio: audited?.ratio ?? null,
+      low: audited?.low ?? null,
+      high: audited?.high ?? null,
     },
     maxAgeSeconds,
     pastMaxAge: Math.round(s.past * scale),

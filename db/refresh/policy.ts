@@ -1,23 +1,26 @@
 import type pg from 'pg';
-import {
-  defaultPolicy,
-  forgetDaysFor,
-  isMixture,
-  MS_PER_DAY,
-  type PolicyParams,
-  PRIOR_WEIGHT,
-  type RateMixture,
-} from '../../src/freshness/index.js';
-import { tracing } from '../../src/tracing/index.js';
 
-// `refresh_policy`: the one row of the refresh's shared plan.
+// `refresh_policy`: the one row of the refresh's shared plan. What the plan means is the policy's
+// (src/freshness): its callers turn the stored row into the policy's parameters
+// (src/freshness/schedule.ts `policyParams`).
+
+/**
+ * The population's prior as stored in `prior_mixture` (the shape of src/freshness/mixture.ts
+ * `RateMixture`): a grid of rates, ascending, and the prior's weight at each; per evidence group,
+ * weights on the same grid.
+ */
+interface StoredMixture {
+  ratesPerDay: number[];
+  weights: number[];
+  groups?: Record<string, number[]>;
+}
 
 export interface StoredPolicy {
   mode: string;
   thresholdDays: number | null;
   priorRatePerDay: number;
   /** Null until enough subscribers are observed; the single rate serves until then. */
-  priorMixture: RateMixture | null;
+  priorMixture: StoredMixture | null;
   maxAgeSeconds: number;
   budgetPerSec: number | null;
   auditShare: number;
@@ -85,21 +88,43 @@ export async function savePolicy(pool: pg.Pool, p: Omit<StoredPolicy, 'computedA
   );
 }
 
-/** The parameters a stored plan gives the scheduling code, under this process's max age. */
-export function policyParams(stored: StoredPolicy | undefined, maxAgeMs: number): PolicyParams {
-  const maxAgeDays = maxAgeMs / MS_PER_DAY;
-  if (!stored) return defaultPolicy(maxAgeDays);
-  return {
-    thresholdDays: stored.thresholdDays ?? Number.POSITIVE_INFINITY,
-    maxAgeDays,
-    minIntervalDays: 0,
-    prior: {
-      ratePerDay: stored.priorRatePerDay,
-      weight: PRIOR_WEIGHT,
-      mixture: stored.priorMixture,
-      forgetDays: forgetDaysFor(maxAgeDays),
-    },
-  };
+/**
+ * Whether a value read back from `prior_mixture` is a usable mixture: one that is not is none. A
+ * check of the stored row, so it lives with the row (the policy only ever makes mixtures).
+ */
+export function isMixture(value: unknown): value is StoredMixture {
+  if (typeof value !== 'object' || value === null) return false;
+  const { ratesPerDay, weights } = value as Partial<StoredMixture>;
+  return (
+    Array.isArray(ratesPerDay) &&
+    Array.isArray(weights) &&
+    ratesPerDay.length > 0 &&
+    ratesPerDay.length === weights.length &&
+    ratesPerDay.every((r) => typeof r === 'number' && r > 0 && Number.isFinite(r)) &&
+    weights.every((w) => typeof w === 'number' && w >= 0 && Number.isFinite(w)) &&
+    validGroups((value as Partial<StoredMixture>).groups, ratesPerDay.length)
+  );
+}
+
+function validGroups(groups: unknown, k: number): boolean {
+  if (groups === undefined) return true;
+  if (typeof groups !== 'object' || groups === null) return false;
+  return Object.values(groups).every(
+    (w) =>
+      Array.isArray(w) &&
+      w.length === k &&
+      w.every((x) => typeof x === 'number' && x >= 0 && Number.isFinite(x)),
+  );
+}
+
+/** What the cache needs of the policy and of tracing, handed in by its caller. */
+export interface PolicyCacheOptions<P> {
+  /** The parameters a stored plan (or none yet) gives under `maxAgeMs` (src/freshness `policyParams`). */
+  params(stored: StoredPolicy | undefined, maxAgeMs: number): P;
+  /** Runs `fn` outside any trace (src/tracing `tracing().detached`). */
+  detached(fn: () => Promise<void>): unknown;
+  /** Default: every 30 s, or a twentieth of the max age when that is shorter. */
+  ttlMs?: number;
 }
 
 /**
@@ -107,18 +132,16 @@ export function policyParams(stored: StoredPolicy | undefined, maxAgeMs: number)
  * so a sync never waits for it. A failed read keeps the last plan. By default every 30 s, or a
  * twentieth of the max age when that is shorter (a max age of seconds, in the tests).
  */
-export function policyCache(
-  pool: pg.Pool,
-  maxAgeMs: number,
-  ttlMs = Math.max(200, Math.min(30_000, maxAgeMs / 20)),
-) {
-  let current = policyParams(undefined, maxAgeMs);
+export function policyCache<P>(pool: pg.Pool, maxAgeMs: number, options: PolicyCacheOptions<P>) {
+  const { params, detached } = options;
+  const ttlMs = options.ttlMs ?? Math.max(200, Math.min(30_000, maxAgeMs / 20));
+  let current = params(undefined, maxAgeMs);
   let fetchedAt = 0;
   let pending: Promise<void> | undefined;
   const refresh = () => {
     pending ??= readPolicy(pool)
       .then((stored) => {
-        current = policyParams(stored, maxAgeMs);
+        current = params(stored, maxAgeMs);
         fetchedAt = Date.now();
       })
       .catch(() => {})
@@ -131,9 +154,9 @@ export function policyCache(
     async load() {
       await refresh();
     },
-    get(): PolicyParams {
+    get(): P {
       // In the background for every caller: not in the trace of the one that found it stale.
-      if (Date.now() - fetchedAt > ttlMs) void tracing().detached(refresh);
+      if (Date.now() - fetchedAt > ttlMs) void detached(refresh);
       return current;
     },
   };

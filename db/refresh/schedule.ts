@@ -1,5 +1,4 @@
 import type pg from 'pg';
-import { afterClaim, type PolicyParams } from '../../src/freshness/index.js';
 
 // The continuous refresh's reads and writes of `subscriber_schedule` and `subscribers`: the next
 // due, a uniform sample, and the sample the plan is made from. Every choice here reads an index or
@@ -12,6 +11,21 @@ interface DueRow {
   change_rate_per_day: number | null;
   now_ms: number;
 }
+
+/** A claimed subscriber's schedule, as the claim reads it: what its next due time is planned from. */
+interface ClaimedSchedule {
+  /** Its last success, ms since the epoch. */
+  lastSuccessAt: number | null;
+  /** Not read by the claim. */
+  observations: null;
+  ratePerDay: number | null;
+}
+
+/**
+ * When a claimed subscriber is due next, in ms, from its schedule and Postgres's clock at the claim
+ * (ms): the policy's (src/freshness/schedule.ts `afterClaim` under the plan's parameters).
+ */
+type NextDueAfterClaim = (subscriber: ClaimedSchedule, nowMs: number) => number;
 
 /** Arbitrary constant: the advisory lock that serialises claims of the continuous refresh. */
 const CLAIM_LOCK_KEY = 7_246_118_503;
@@ -39,13 +53,17 @@ export async function catchUp(client: Pick<pg.PoolClient, 'query'>, ids: number[
 
 /**
  * Takes the `limit` subscribers due first (never planned first, then by due time), moves their due
- * time on as a claim (src/freshness/schedule.ts `afterClaim`), and returns them. It reads
+ * time on as a claim (`afterClaim`, the policy's, handed in by the caller), and returns them. It reads
  * `subscriber_schedule` in `due_at` order; a row found behind its subscriber's plan is caught up
  * and not handed out (it is due later), which is how a sync that planned later costs this claim
  * one narrow update instead of costing the sync a second row. Rows a sync holds are skipped, not
  * waited for; two schedulers never take the same subscriber.
  */
-export async function claimDue(pool: pg.Pool, limit: number, params: PolicyParams): Promise<number[]> {
+export async function claimDue(
+  pool: pg.Pool,
+  limit: number,
+  afterClaim: NextDueAfterClaim,
+): Promise<number[]> {
   if (limit <= 0) return [];
   const client = await pool.connect();
   try {
@@ -83,7 +101,6 @@ export async function claimDue(pool: pg.Pool, limit: number, params: PolicyParam
             afterClaim(
               { lastSuccessAt: r.last_success_ms, observations: null, ratePerDay: r.change_rate_per_day },
               r.now_ms,
-              params,
             ),
           ),
       );

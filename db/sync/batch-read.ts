@@ -1,5 +1,4 @@
 import type pg from 'pg';
-import type { SubscriberSchedule } from '../../src/freshness/index.js';
 import type { StoredCard } from './cards.js';
 import { allInOrder, sentTogether } from './pipeline.js';
 
@@ -44,6 +43,18 @@ function storedCard(r: CardRow): StoredCard {
   };
 }
 
+/**
+ * A subscriber's refresh schedule as stored in `subscribers`: what the freshness policy plans its
+ * next sync from (src/freshness/schedule.ts `SubscriberSchedule`, which this shape fits).
+ */
+interface StoredSchedule {
+  /** Its last success, ms since the epoch. */
+  lastSuccessAt: number | null;
+  /** `change_observations`: days between successes, negative where the cards had changed (src/freshness/observation.ts). */
+  observations: readonly number[] | null;
+  ratePerDay: number | null;
+}
+
 interface ScheduleRow {
   subscriber_id: number;
   unchanged: boolean;
@@ -59,8 +70,8 @@ export interface BatchRead {
   newest: Map<number, Date>;
   /** Subscribers whose answer's digest is the stored one: identical, none of their cards read. */
   unchanged: Set<number>;
-  /** Each known subscriber's refresh schedule, as stored (src/freshness/schedule.ts). */
-  schedules: Map<number, SubscriberSchedule>;
+  /** Each known subscriber's refresh schedule, as stored. */
+  schedules: Map<number, StoredSchedule>;
   /** Every row of the other subscribers, plus every row whose id their answers list. */
   stored: StoredCard[];
 }
@@ -165,7 +176,7 @@ export async function beginLockAndRead(
   const newest = new Map<number, Date>();
   for (const r of newestRows.rows) newest.set(r.subscriber_id, r.started_at);
   const unchanged = new Set(unchangedRows.rows.filter((r) => r.unchanged).map((r) => r.subscriber_id));
-  const schedules = new Map<number, SubscriberSchedule>();
+  const schedules = new Map<number, StoredSchedule>();
   for (const r of unchangedRows.rows) {
     schedules.set(Number(r.subscriber_id), {
       lastSuccessAt: r.last_success_at?.getTime() ?? null,

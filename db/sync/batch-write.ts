@@ -1,5 +1,4 @@
 import type pg from 'pg';
-import type { ScheduleUpdate } from '../../src/freshness/index.js';
 import { type EventCounts, writeChangeEvents } from '../events/outbox.js';
 import type { ChangeKind, SyncStatus, SyncTrigger } from '../schema/index.js';
 import type { CardOwner } from './batch-read.js';
@@ -46,6 +45,18 @@ export interface KnownChange {
   run: number;
 }
 
+/**
+ * A subscriber's refresh schedule after a successful sync, as the policy planned it
+ * (src/freshness/schedule.ts `afterSuccess`, whose `ScheduleUpdate` this shape fits).
+ */
+interface ScheduleToWrite {
+  /** `change_observations`, or null to keep none. */
+  observations: readonly number[] | null;
+  ratePerDay: number;
+  /** `next_refresh_at`, ms since the epoch. */
+  nextRefreshAt: number;
+}
+
 /** A successful sync: what its `subscribers` row becomes. */
 interface Success {
   subscriberId: number;
@@ -56,8 +67,8 @@ interface Success {
    * which is null and the recount if another subscriber's sync took one of its cards meanwhile.
    */
   digest: string | null;
-  /** Its refresh schedule after this sync (src/freshness/schedule.ts `afterSuccess`). */
-  schedule: ScheduleUpdate;
+  /** Its refresh schedule after this sync. */
+  schedule: ScheduleToWrite;
 }
 
 export interface BatchWrite {

@@ -1,5 +1,4 @@
 import type pg from 'pg';
-import { tracing } from '../../src/tracing/index.js';
 
 /**
  * Postgres's clock, for ordering answers. Which of two answers of one subscriber is newer is
@@ -13,14 +12,21 @@ import { tracing } from '../../src/tracing/index.js';
  * later time than that one's).
  *
  * While tracing is on, a round that a caller starts is traced in that caller's trace; the rounds
- * that follow on, for whoever asked meanwhile, run in no trace, not in the first caller's.
+ * that follow on, for whoever asked meanwhile, run in no trace, not in the first caller's: the
+ * caller hands in how to run outside any trace (src/tracing `detached`), as db/ knows no tracing.
  */
 export interface DbClock {
   /** Postgres's `clock_timestamp()`, read after this call began. */
   now(): Promise<Date>;
 }
 
-export function createDbClock(pool: pg.Pool): DbClock {
+/** What the clock needs of tracing. */
+export interface ClockOptions {
+  /** Runs `fn` outside any trace (src/tracing `tracing().detached`). */
+  detached(fn: () => void): void;
+}
+
+export function createDbClock(pool: pg.Pool, options: ClockOptions): DbClock {
   let waiting: { resolve(at: Date): void; reject(error: unknown): void }[] = [];
   let asking = false;
   const ask = (): void => {
@@ -40,7 +46,7 @@ export function createDbClock(pool: pg.Pool): DbClock {
       )
       .finally(() => {
         asking = false;
-        tracing().detached(ask);
+        options.detached(ask);
       });
   };
   return {
@@ -54,11 +60,11 @@ export function createDbClock(pool: pg.Pool): DbClock {
 
 const clocks = new WeakMap<pg.Pool, DbClock>();
 
-/** The one {@link DbClock} of a pool. */
-export function dbClock(pool: pg.Pool): DbClock {
+/** The one {@link DbClock} of a pool (made with the options of the first call). */
+export function dbClock(pool: pg.Pool, options: ClockOptions): DbClock {
   let clock = clocks.get(pool);
   if (!clock) {
-    clock = createDbClock(pool);
+    clock = createDbClock(pool, options);
     clocks.set(pool, clock);
   }
   return clock;

@@ -1,11 +1,17 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Queue } from 'bullmq';
 import type { Db } from '../../db/client.js';
-import { policyParams, readPolicy } from '../../db/refresh/policy.js';
+import { readPolicy } from '../../db/refresh/policy.js';
 import { type RefreshRun, recordFanoutPage } from '../../db/refresh/runs.js';
 import { claimDue, randomSubscribers } from '../../db/refresh/schedule.js';
 import { capDueTimes } from '../../db/refresh/schedule-cap.js';
-import { allowance, MAX_AGE_PLANNED, splitForAudit } from '../../src/freshness/index.js';
+import {
+  afterClaim,
+  allowance,
+  MAX_AGE_PLANNED,
+  policyParams,
+  splitForAudit,
+} from '../../src/freshness/index.js';
 import type { Logger } from '../../src/shared/logger.js';
 import { replan } from '../refresh/policy.js';
 import { enqueueSyncs, type SyncJobData, type SyncJobResult } from '../sync/queue.js';
@@ -103,7 +109,7 @@ export async function continuousFanout(
     markedAt = allowed.markedAt;
     const split = splitForAudit(allowed.count, o.auditShare, carry);
     carry = split.carry;
-    const due = await claimDue(claims.$client, split.scheduled, params);
+    const due = await claimDue(claims.$client, split.scheduled, (s, now) => afterClaim(s, now, params));
     const sampled = await randomSubscribers(pool, split.audit);
     // Claims are numbered within the run (subscribersTotal counts every one handed out so far).
     const first = run.subscribersTotal + 1;

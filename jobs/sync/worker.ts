@@ -5,6 +5,7 @@ import { onEventsCommitted } from '../../db/events/outbox.js';
 import { policyCache } from '../../db/refresh/policy.js';
 import type { ApiClient } from '../../src/api/client.js';
 import type { RedisConfig } from '../../src/config/redis.js';
+import { policyParams } from '../../src/freshness/index.js';
 import type { Metrics } from '../../src/metrics/index.js';
 import type { Logger } from '../../src/shared/logger.js';
 import { createGroupCommitter } from '../../src/sync/group-commit.js';
@@ -70,7 +71,10 @@ export async function startSyncWorker(
   const rate = options.rateLimitPerSec ?? 0;
   // Answers of the jobs running here at once are committed together (one transaction a batch).
   // The refresh's shared plan, read now and every 30 s: each success schedules by it.
-  const plan = policyCache(deps.db.$client, options.maxAgeMs ?? 7 * 86_400_000);
+  const plan = policyCache(deps.db.$client, options.maxAgeMs ?? 7 * 86_400_000, {
+    params: policyParams,
+    detached: (fn) => tracing().detached(fn),
+  });
   await plan.load();
   const writer = createGroupCommitter(deps.db, deps.tokens, {
     maxBatch: Math.max(1, options.concurrency ?? 16),

@@ -13,6 +13,7 @@ import { readLeaseHolder } from '../../jobs/continuous/holder.js';
 import { continuousStatus, isContinuous } from '../../jobs/continuous/status.js';
 import { queueStatusOf } from '../../jobs/sync/queue-status.js';
 import { liveFleet } from '../fleet/registry.js';
+import { wilson } from '../freshness/index.js';
 import { registerApiRoutes } from './api-routes.js';
 import { type AdminEnv, requireToken } from './auth.js';
 import { mountBoard } from './board.js';
@@ -102,7 +103,7 @@ export function createAdminApp(deps: AdminDeps) {
       freshnessBuckets(deps.db),
       lastRefreshRun(deps.db),
       recentAdminActions(deps.db, RECENT_ACTIONS),
-      readFreshness(deps.db.$client, 7 * 86_400_000),
+      readFreshness(deps.db.$client, 7 * 86_400_000, wilson),
       liveFleet(deps.db.$client).catch(() => []),
     ]);
     const continuous = isContinuous(queue, lastRefresh ?? null)

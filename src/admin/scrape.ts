@@ -8,6 +8,7 @@ import { bulkPauseKey } from '../../jobs/sync/bulk-breaker.js';
 import { readPauseReason } from '../../jobs/sync/queue.js';
 import { fleetDisagreements } from '../fleet/format.js';
 import { fleetCounts, liveFleet } from '../fleet/registry.js';
+import { wilson } from '../freshness/index.js';
 import { type Metrics, STALE_AFTER_HOURS } from '../metrics/index.js';
 import { AUTO_DISABLED_REASON } from '../webhooks/delivery-sql.js';
 import { DEFAULT_RETENTION_DAYS, readWebhooksStatus } from '../webhooks/status.js';
@@ -37,7 +38,7 @@ export async function collectGauges(
       conflictSummary(deps.db).catch(() => undefined),
       deps.redis.exists(bulkPauseKey(prefix)).catch(() => undefined),
       // REFRESH_MAX_AGE as the refresh's plan recorded it (7 days before there is one).
-      readFreshness(deps.db.$client, 7 * 86_400_000).catch(() => undefined),
+      readFreshness(deps.db.$client, 7 * 86_400_000, wilson).catch(() => undefined),
       liveFleet(deps.db.$client).catch(() => undefined),
       readWebhooksStatus(deps.db.$client, retentionDays).catch(() => undefined),
     ]);

@@ -19,6 +19,7 @@ import { formatFleet } from '../fleet/format.js';
 import { pauseDetailLines, rejectedKeyLines } from '../fleet/pause-lines.js';
 import { type FleetEntry, liveFleet } from '../fleet/registry.js';
 import { fleetRateLimit } from '../fleet/shared-settings.js';
+import { wilson } from '../freshness/index.js';
 import { formatDuration, formatTime } from '../shared/time.js';
 import { formatWebhooks, readWebhooksStatus, type WebhookStatus } from '../webhooks/status.js';
 import { describeDbError, ensureRedis, type Io } from './common.js';
@@ -231,7 +232,7 @@ export async function cmdStatus(config: Config, io: Io, opts: { json: boolean })
   let continuous: ContinuousStatus | null = null;
   try {
     data = { ...(await readDataStatus(handle.db)), lastRefresh: (await lastRefreshRun(handle.db)) ?? null };
-    freshness = await readFreshness(handle.pool, config.refreshMaxAgeMs);
+    freshness = await readFreshness(handle.pool, config.refreshMaxAgeMs, wilson);
     if (isContinuous(queue, data.lastRefresh)) {
       const { lastRefresh, oldestSuccessAt } = data;
       continuous = continuousStatus({

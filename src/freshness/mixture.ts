@@ -184,29 +184,3 @@ export function posteriorRateDraw(
   }
   return mixture.ratesPerDay.at(-1)!;
 }
-
-/** Whether a value read back (from `refresh_policy.prior_mixture`) is a usable mixture. */
-export function isMixture(value: unknown): value is RateMixture {
-  if (typeof value !== 'object' || value === null) return false;
-  const { ratesPerDay, weights } = value as Partial<RateMixture>;
-  return (
-    Array.isArray(ratesPerDay) &&
-    Array.isArray(weights) &&
-    ratesPerDay.length > 0 &&
-    ratesPerDay.length === weights.length &&
-    ratesPerDay.every((r) => typeof r === 'number' && r > 0 && Number.isFinite(r)) &&
-    weights.every((w) => typeof w === 'number' && w >= 0 && Number.isFinite(w)) &&
-    validGroups((value as Partial<RateMixture>).groups, ratesPerDay.length)
-  );
-}
-
-function validGroups(groups: unknown, k: number): boolean {
-  if (groups === undefined) return true;
-  if (typeof groups !== 'object' || groups === null) return false;
-  return Object.values(groups).every(
-    (w) =>
-      Array.isArray(w) &&
-      w.length === k &&
-      w.every((x) => typeof x === 'number' && x >= 0 && Number.isFinite(x)),
-  );
-}

@@ -1,6 +1,6 @@
 import { estimateRate, forgetDaysFor, MS_PER_DAY, PRIOR_WEIGHT, type RatePrior } from './estimate.js';
 import { type Evidence, mixtureFor } from './evidence.js';
-import { posteriorRateDraw } from './mixture.js';
+import { posteriorRateDraw, type RateMixture } from './mixture.js';
 import { appendObservation, type Observation, observation } from './observation.js';
 
 // When each subscriber is synced next, within a request budget. Pure: the time is always passed
@@ -221,5 +221,30 @@ export function defaultPolicy(maxAgeDays = DEFAULT_MAX_AGE_DAYS): PolicyParams {
     maxAgeDays,
     minIntervalDays: 0,
     prior: { ratePerDay: 1 / maxAgeDays, weight: PRIOR_WEIGHT, forgetDays: forgetDaysFor(maxAgeDays) },
+  };
+}
+
+/** The refresh's shared plan as stored (`refresh_policy`, db/refresh/policy.ts), as far as the workers read it. */
+export interface StoredPlan {
+  /** μ in days; null when the budget cannot sync everyone even once per max age. */
+  thresholdDays: number | null;
+  priorRatePerDay: number;
+  priorMixture: RateMixture | null;
+}
+
+/** The parameters a stored plan (or none yet: {@link defaultPolicy}) gives, under this process's max age. */
+export function policyParams(stored: StoredPlan | undefined, maxAgeMs: number): PolicyParams {
+  const maxAgeDays = maxAgeMs / MS_PER_DAY;
+  if (!stored) return defaultPolicy(maxAgeDays);
+  return {
+    thresholdDays: stored.thresholdDays ?? Number.POSITIVE_INFINITY,
+    maxAgeDays,
+    minIntervalDays: 0,
+    prior: {
+      ratePerDay: stored.priorRatePerDay,
+      weight: PRIOR_WEIGHT,
+      mixture: stored.priorMixture,
+      forgetDays: forgetDaysFor(maxAgeDays),
+    },
   };
 }

@@ -2,7 +2,7 @@ import type { Db } from '../../db/client.js';
 import { isConnectionError, rootCause } from '../../db/errors.js';
 import type { SyncTrigger } from '../../db/schema/index.js';
 import type { SavedCard } from '../../db/sync/cards.js';
-import { dbClock } from '../../db/sync/clock.js';
+import { type ClockOptions, dbClock } from '../../db/sync/clock.js';
 import { findSubscriberIdByEmail } from '../../db/sync/subscribers.js';
 import type { ApiClient } from '../api/client.js';
 import type { FetchOutcome, Target } from '../api/lookup.js';
@@ -63,6 +63,9 @@ function maskEmail(email: string): string {
   return `${email[0]}***${email.slice(at)}`;
 }
 
+/** The shared clock's rounds that follow on run in no trace (db/sync/clock.ts). */
+const CLOCK_OPTIONS: ClockOptions = { detached: (fn) => tracing().detached(fn) };
+
 /**
  * Syncs one subscriber: fetches the cards, then in one transaction under the subscriber's
  * advisory lock reconciles them, writes history and the `sync_runs` row, and updates
@@ -72,7 +75,7 @@ function maskEmail(email: string): string {
 export async function syncSubscriber(deps: SyncDeps, request: SyncRequest): Promise<SyncResult> {
   const { db, api } = deps;
   // Asked of Postgres before the fetch: answers are ordered by one clock, not by each host's.
-  const startedAt = await dbClock(db.$client).now();
+  const startedAt = await dbClock(db.$client, CLOCK_OPTIONS).now();
   const t0 = performance.now();
   const email = 'email' in request.target ? request.target.email : undefined;
   // Made on first use: a child logger costs a serialisation of its bindings, per sync.

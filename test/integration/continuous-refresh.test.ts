@@ -8,7 +8,7 @@ import { createRefreshQueue, type RefreshOptions, startRefreshWorker } from '../
 import { pauseQueue, resumeQueue } from '../../jobs/sync/queue.js';
 import { startSyncWorker } from '../../jobs/sync/worker.js';
 import { createApiClient } from '../../src/api/client.js';
-import { defaultPolicy, MS_PER_DAY } from '../../src/freshness/index.js';
+import { afterClaim, defaultPolicy, MS_PER_DAY, type PolicyParams } from '../../src/freshness/index.js';
 import { API_KEY, makeCard, ok, testTokens, useScriptedApi } from '../support/fixtures.js';
 import { captureLogger, useTestDatabase } from '../support/helpers.js';
 import { testQueue, waitFor } from '../support/queue-helpers.js';
@@ -252,6 +252,10 @@ describe('REFRESH_MODE=continuous', () => {
   });
 });
 
+/** A claim under the policy's `afterClaim` with these parameters, as the continuous refresh makes it. */
+const claim = (limit: number, params: PolicyParams) =>
+  claimDue(pool(), limit, (s, now) => afterClaim(s, now, params));
+
 describe('the schedule in Postgres', () => {
   it('two schedulers claiming at once take every due subscriber before any twice, and a lost claim falls due again', async () => {
     const ids = range(83_000, 40);
@@ -266,14 +270,14 @@ describe('the schedule in Postgres', () => {
         "update subscriber_schedule set due_at = now() - interval '1 second' where subscriber_id = any($1)",
         [ids],
       );
-      const [a, b] = await Promise.all([claimDue(pool(), 25, params), claimDue(pool(), 25, params)]);
+      const [a, b] = await Promise.all([claim(25, params), claim(25, params)]);
       const [first, second] = a[0] === ids[0] ? [a, b] : [b, a];
       expect(new Set([...first!, ...second!])).toEqual(new Set(ids));
       expect(second!.filter((id) => first!.includes(id))).toHaveLength(10);
       expect(second!.slice(0, 15).filter((id) => first!.includes(id))).toEqual([]);
     }
     // The claimed subscribers' syncs never happen (the process died): they are due again soon.
-    expect(await claimDue(pool(), 40, params)).toHaveLength(40);
+    expect(await claim(40, params)).toHaveLength(40);
     const { rows } = await pool().query<{ late: number }>(
       `select count(*)::int as late from subscriber_schedule
         where subscriber_id = any($1) and due_at > now() + interval '1.5 seconds'`,
@@ -288,7 +292,7 @@ describe('the schedule in Postgres', () => {
     await pool().query(
       "update subscribers set next_refresh_at = now() + interval '1 day' where subscriber_id = 84001",
     );
-    expect(await claimDue(pool(), 2, defaultPolicy(7))).toEqual([84_002, 84_003]);
+    expect(await claim(2, defaultPolicy(7))).toEqual([84_002, 84_003]);
     const { rows } = await pool().query<{ caught_up: boolean }>(
       `select q.due_at = s.next_refresh_at as caught_up from subscriber_schedule q
         join subscribers s using (subscriber_id) where subscriber_id = 84001`,
@@ -306,7 +310,7 @@ describe('the schedule in Postgres', () => {
     await pool().query(
       "update subscribers set next_refresh_at = now() - interval '1 second' where subscriber_id = 86002",
     );
-    expect(await claimDue(pool(), 1, defaultPolicy(7))).toEqual([86_002]);
+    expect(await claim(1, defaultPolicy(7))).toEqual([86_002]);
     // A later plan leaves the schedule row alone (the claim catches it up): no second write.
     await pool().query(
       "update subscribers set next_refresh_at = now() + interval '2 days' where subscriber_id = 86001",

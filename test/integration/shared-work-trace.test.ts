@@ -4,6 +4,7 @@ import type pg from 'pg';
 import { afterAll, beforeAll, beforeEach, expect, it } from 'vitest';
 import { policyCache } from '../../db/refresh/policy.js';
 import { createDbClock } from '../../db/sync/clock.js';
+import { policyParams } from '../../src/freshness/index.js';
 import { createGroupCommitter } from '../../src/sync/group-commit.js';
 import { installTracing, tracing } from '../../src/tracing/index.js';
 import { otelTracing } from '../../src/tracing/otel.js';
@@ -84,7 +85,7 @@ it("group commit: a batch of untraced answers runs in no trace, though a traced 
 
 it("shared clock: the round that follows on runs in no trace, not in the first caller's", async () => {
   const seen: (string | undefined)[] = [];
-  const clock = createDbClock(observedPool(seen));
+  const clock = createDbClock(observedPool(seen), { detached: (fn) => tracing().detached(fn) });
   // A traced job starts a round; another caller, in no trace, asks while it is on its way.
   const first = tracing().inSpan('job 8201', {}, () => clock.now());
   const second = clock.now();
@@ -96,7 +97,11 @@ it("shared clock: the round that follows on runs in no trace, not in the first c
 
 it('refresh plan: a stale plan is re-read in no trace, not in the trace of the batch that found it stale', async () => {
   const seen: (string | undefined)[] = [];
-  const cache = policyCache(observedPool(seen), 60_000, 1);
+  const cache = policyCache(observedPool(seen), 60_000, {
+    params: policyParams,
+    detached: (fn) => tracing().detached(fn),
+    ttlMs: 1,
+  });
   await cache.load();
   await new Promise((resolve) => setTimeout(resolve, 5));
   await tracing().inSpan('db.group_commit', {}, async () => cache.get());

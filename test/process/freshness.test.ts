@@ -2,7 +2,7 @@ import { sql } from 'drizzle-orm';
 import { afterEach, describe, expect, inject, it } from 'vitest';
 import { simulate } from '../../bench/freshness/sim.js';
 import { readFreshness } from '../../db/refresh/freshness.js';
-import { policyParams, readPolicy, savePolicy } from '../../db/refresh/policy.js';
+import { isMixture, readPolicy, savePolicy } from '../../db/refresh/policy.js';
 import { replan } from '../../jobs/refresh/policy.js';
 import {
   afterClaim,
@@ -14,10 +14,10 @@ import {
   fitMixture,
   groupRates,
   intervalDays,
-  isMixture,
   MS_PER_DAY,
   observation,
   type PolicyParams,
+  policyParams,
   pooledRate,
   posteriorMeanRate,
   solveThreshold,
@@ -274,7 +274,7 @@ describe('the freshness figures', () => {
 
   it("the estimate in SQL is the policy code's, and the audit is counted with its interval", async () => {
     await seedPopulation();
-    const f = await readFreshness(pool(), 7 * MS_PER_DAY);
+    const f = await readFreshness(pool(), 7 * MS_PER_DAY, wilson);
     const { rows } = await pool().query<{ ms: number | null; rate: number | null; now_ms: number }>(
       `select (extract(epoch from last_success_at) * 1000)::float8 as ms, change_rate_per_day as rate,
           (extract(epoch from now()) * 1000)::float8 as now_ms from subscribers`,
