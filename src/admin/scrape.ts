@@ -3,6 +3,7 @@ import { readFreshness } from '../../db/refresh/freshness.js';
 import type { RefreshRun } from '../../db/refresh/runs.js';
 import { inProgressRun } from '../../db/refresh/runs.js';
 import { conflictSummary } from '../../db/sync/conflicts.js';
+import { AUTO_DISABLED_REASON } from '../../db/webhooks/delivery.js';
 import { progressOf } from '../../jobs/refresh/plan.js';
 import { bulkPauseKey } from '../../jobs/sync/bulk-breaker.js';
 import { readPauseReason } from '../../jobs/sync/queue.js';
@@ -10,7 +11,6 @@ import { fleetDisagreements } from '../fleet/format.js';
 import { fleetCounts, liveFleet } from '../fleet/registry.js';
 import { wilson } from '../freshness/index.js';
 import { type Metrics, STALE_AFTER_HOURS } from '../metrics/index.js';
-import { AUTO_DISABLED_REASON } from '../webhooks/delivery-sql.js';
 import { DEFAULT_RETENTION_DAYS, readWebhooksStatus } from '../webhooks/status.js';
 import type { AdminDeps } from './deps.js';
 

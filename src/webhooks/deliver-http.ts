@@ -1,5 +1,6 @@
 import { isIP } from 'node:net';
 import { Agent } from 'undici';
+import type { AttemptResult } from '../../db/webhooks/delivery.js';
 import { parseRetryAfter } from '../api/retry-after.js';
 import { redactExcerpt } from '../shared/redact.js';
 import type { SignedHeaders } from './signing.js';
@@ -23,20 +24,6 @@ export interface SenderOptions {
   resolve?: Resolve;
   /** Connections kept per origin. Default 8. */
   connectionsPerOrigin?: number;
-}
-
-/** What one attempt came to, as the attempts table records it. */
-export interface AttemptResult {
-  delivered: boolean;
-  /** The HTTP status; null when no answer came. */
-  status: number | null;
-  latencyMs: number;
-  /** `timeout`, `address_refused`, `redirect`, `http_status`, `connect` or null when delivered. */
-  errorCode: string | null;
-  /** The redacted start of the answer's body, or the error said in a line; never a secret. */
-  excerpt: string;
-  /** `Retry-After` of a failed answer in ms (seconds or an HTTP date); null when absent. */
-  retryAfterMs: number | null;
 }
 
 export interface WebhookSender {

@@ -1,9 +1,9 @@
 import type pg from 'pg';
+import { type ClaimedDelivery, finishAttempt, releaseDelivery } from '../../db/webhooks/delivery.js';
 import type { Logger } from '../shared/logger.js';
 import { type ActiveSpan, tracing } from '../tracing/index.js';
 import { type RetrySchedule, retryWaitMs } from './backoff.js';
 import type { WebhookSender } from './deliver-http.js';
-import { type ClaimedDelivery, finishAttempt, releaseDelivery } from './delivery-sql.js';
 import { endpointLive } from './endpoints-sql.js';
 import { signedHeaders } from './signing.js';
 

@@ -1,18 +1,18 @@
 import { setMaxListeners } from 'node:events';
 import type pg from 'pg';
-import type { ChangeSignal } from '../events/signal.js';
-import type { Logger } from '../shared/logger.js';
-import type { KeyRing } from '../tokens/keyring.js';
-import { DEFAULT_SCHEDULE, type RetrySchedule } from './backoff.js';
-import type { WebhookSender } from './deliver-http.js';
-import { attemptSender, type Target } from './delivery-attempt.js';
 import {
   type ClaimedDelivery,
   claimDeliveries,
   enabledEndpointIds,
   pruneDeliveries,
   pruneRemovedEndpoints,
-} from './delivery-sql.js';
+} from '../../db/webhooks/delivery.js';
+import type { ChangeSignal } from '../events/signal.js';
+import type { Logger } from '../shared/logger.js';
+import type { KeyRing } from '../tokens/keyring.js';
+import { DEFAULT_SCHEDULE, type RetrySchedule } from './backoff.js';
+import type { WebhookSender } from './deliver-http.js';
+import { attemptSender, type Target } from './delivery-attempt.js';
 import { endpointTarget } from './endpoints-sql.js';
 import { FANOUT_PAGE, takeEvents } from './fanout.js';
 

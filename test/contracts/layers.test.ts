@@ -50,8 +50,6 @@ const SQL_OUTSIDE_DB_KNOWN = [
   'src/demo/summary.ts',
   'src/demo/webhooks.ts',
   'src/webhooks/deliveries-report.ts',
-  'src/webhooks/delivery-sql.ts',
-  'src/webhooks/endpoints-sql.ts',
   'src/webhooks/fanout.ts',
   'src/events/feed.ts',
   'src/webhooks/replay.ts',

@@ -1,12 +1,12 @@
 import type pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { parseKeyRing } from '../../src/tokens/keyring.js';
 import {
   CLAIM_DELIVERIES,
   type ClaimedDelivery,
   claimDeliveries,
   finishAttempt,
-} from '../../src/webhooks/delivery-sql.js';
+} from '../../db/webhooks/delivery.js';
+import { parseKeyRing } from '../../src/tokens/keyring.js';
 import { insertEndpoint } from '../../src/webhooks/endpoints-sql.js';
 import { CARD_TOKEN_KEYS } from '../support/fixtures.js';
 import { useTestDatabase } from '../support/helpers.js';

@@ -1,11 +1,11 @@
 import { Webhook } from 'standardwebhooks';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { type ClaimedDelivery, finishAttempt, pruneDeliveries } from '../../db/webhooks/delivery.js';
 import { createChangeSignal } from '../../src/events/signal.js';
 import { parseKeyRing } from '../../src/tokens/keyring.js';
 import type { RetrySchedule } from '../../src/webhooks/backoff.js';
 import { createWebhookSender } from '../../src/webhooks/deliver-http.js';
 import { type DeliveryLoop, startDeliveryLoop } from '../../src/webhooks/delivery.js';
-import { type ClaimedDelivery, finishAttempt, pruneDeliveries } from '../../src/webhooks/delivery-sql.js';
 import { insertEndpoint, rotateEndpointSecret } from '../../src/webhooks/endpoints-sql.js';
 import { feedHead } from '../../src/webhooks/fanout.js';
 import { replayEndpoint } from '../../src/webhooks/replay.js';

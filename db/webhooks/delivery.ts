@@ -1,5 +1,4 @@
 import type pg from 'pg';
-import type { AttemptResult } from './deliver-http.js';
 
 /** How the reason of an endpoint this loop disabled begins (`cards_sync_webhook_endpoint_auto_disabled`). */
 export const AUTO_DISABLED_REASON = 'no 2xx since ';
@@ -8,6 +7,20 @@ export const AUTO_DISABLED_REASON = 'no 2xx since ';
 // share the work without waiting on each other) and recording what an attempt came to.
 
 type Queryable = Pick<pg.Pool, 'query'>;
+
+/** What one webhook POST came to (src/webhooks/deliver-http.ts), as the attempts table records it. */
+export interface AttemptResult {
+  delivered: boolean;
+  /** The HTTP status; null when no answer came. */
+  status: number | null;
+  latencyMs: number;
+  /** `timeout`, `address_refused`, `redirect`, `http_status`, `connect` or null when delivered. */
+  errorCode: string | null;
+  /** The redacted start of the answer's body, or the error said in a line; never a secret. */
+  excerpt: string;
+  /** `Retry-After` of a failed answer in ms (seconds or an HTTP date); null when absent. */
+  retryAfterMs: number | null;
+}
 
 /** A claimed delivery: held by this worker until its lease ends. */
 export interface ClaimedDelivery {
