@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { cursorAhead, feedHeadRow, feedHeldBackAfter, readFeedRows } from '../../db/events/feed.js';
 import type { ChangeEventType } from '../../db/schema/index.js';
 
 // The pull feed (docs/events.md): events in (txid, seq) order, showing only the events of transactions
@@ -93,56 +94,6 @@ export function parseCursor(text: string): Cursor {
 
 type Queryable = Pick<pg.Pool, 'query'> | Pick<pg.ClientBase, 'query'>;
 
-// The horizon: the oldest transaction still running in this database, by the reader's snapshot
-// (its xmax when none runs). Transactions of other databases on the server never write here, so
-// they do not hold the feed back; one whose database is unknown (it ended since the snapshot, or
-// its row is not visible) is taken as this database's, which only delays.
-const HORIZON = `horizon as materialized (
-  select coalesce(
-    (select min(x) from pg_snapshot_xip(pg_current_snapshot()) x
-      where not exists (select 1 from pg_stat_activity a
-        where a.backend_xid = x::xid and a.datid is not null
-          and a.datid <> (select oid from pg_database where datname = current_database()))),
-    pg_snapshot_xmax(pg_current_snapshot())) as xmin
-)`;
-
-const READ = `
-with ${HORIZON}
-select e.id, e.seq::text as seq, e.txid::text as txid, e.created_at, e.type, e.payload,
-  e.tracingspancontext
-from change_events e, horizon h
-where e.txid < h.xmin and (e.txid, e.seq) > ($1::xid8, $2::bigint)
-order by e.txid, e.seq
-limit $3`;
-
-// Events past the cursor that the horizon still holds back (a transaction older than theirs is
-// running): a long poll looks again soon rather than wait for a notification.
-const HELD_BACK = `
-with ${HORIZON}
-select exists (
-  select 1 from change_events, horizon h
-  where txid >= h.xmin and (txid, seq) > ($1::xid8, $2::bigint)
-) as held`;
-
-// Every cursor the feed gives is an event's, whose transaction had ended when it was read, or
-// FEED_START: its transaction id is below the xmax of every snapshot taken since, and the xmax of
-// a snapshot never goes back (unlike the horizon, which leaves out other databases' transactions
-// by what pg_stat_activity shows). So a cursor at or past (xmax, 0) can only come from elsewhere,
-// while one a reader was given stays good when retention has dropped every event since. A seq is
-// never 0, so (xmax, 0) itself skips nothing. Its transaction id is not asked for: a reader does
-// not get one.
-const AHEAD = `
-select ($1::xid8, $2::bigint) >= (pg_snapshot_xmax(pg_current_snapshot()), 1::bigint) as ahead`;
-
-// The head a refused cursor is told of: the newest event a reader sees now, or, with none, the
-// horizon (every transaction below it has ended, so a reader from there misses no new event).
-const HEAD = `
-with ${HORIZON}
-select (select e.txid::text || '-' || e.seq::text from change_events e
-          where e.txid < h.xmin order by e.txid desc, e.seq desc limit 1) as last,
-       h.xmin::text || '-0' as horizon
-from horizon h`;
-
 /**
  * Refuses a cursor this feed cannot have given (a {@link CursorAheadError} naming the head), once
  * before a read or a follow: a cursor at the head is good, and stays good as events come after it.
@@ -150,9 +101,8 @@ from horizon h`;
 export async function checkCursor(db: Queryable, after: string | null | undefined): Promise<void> {
   const text = after ?? FEED_START;
   const cursor = parseCursor(text);
-  const { rows } = await db.query<{ ahead: boolean }>(AHEAD, [cursor.txid, cursor.seq]);
-  if (rows[0]?.ahead !== true) return;
-  const head = (await db.query<{ last: string | null; horizon: string }>(HEAD)).rows[0]!;
+  if (!(await cursorAhead(db, cursor.txid, cursor.seq))) return;
+  const head = await feedHeadRow(db);
   throw new CursorAheadError(text, head.last ?? head.horizon, head.last === null);
 }
 
@@ -172,19 +122,7 @@ export async function readFeedEntries(
 ): Promise<{ entries: FeedEntry[]; next: string }> {
   const after = o.after ?? FEED_START;
   const cursor = parseCursor(after);
-  const { rows } = await db.query<{
-    id: string;
-    seq: string;
-    txid: string;
-    created_at: Date;
-    type: ChangeEventType;
-    payload: Record<string, unknown>;
-    tracingspancontext: string | null;
-  }>({
-    name: 'cards-sync-read-feed',
-    text: READ,
-    values: [cursor.txid, cursor.seq, Math.min(Math.max(1, o.limit), MAX_LIMIT)],
-  });
+  const rows = await readFeedRows(db, cursor.txid, cursor.seq, Math.min(Math.max(1, o.limit), MAX_LIMIT));
   const last = rows.at(-1);
   return {
     entries: rows.map((r) => ({
@@ -198,6 +136,5 @@ export async function readFeedEntries(
 /** Whether events past `after` exist that a running transaction still holds back. */
 export async function feedHeldBack(db: Queryable, after: string | null | undefined): Promise<boolean> {
   const cursor = parseCursor(after ?? FEED_START);
-  const { rows } = await db.query<{ held: boolean }>(HELD_BACK, [cursor.txid, cursor.seq]);
-  return rows[0]?.held === true;
+  return feedHeldBackAfter(db, cursor.txid, cursor.seq);
 }

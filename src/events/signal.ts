@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { listenForChanges, unlistenChanges } from '../../db/events/listen.js';
 import { CHANGES_CHANNEL } from '../../db/events/outbox-sql.js';
 
 // Wake-ups for long polls: one LISTEN connection per process, held only while someone waits. The
@@ -62,7 +63,7 @@ export function createChangeSignal(pool: pg.Pool): ChangeSignal {
         };
         c.on('error', onError);
         try {
-          await c.query(`listen ${CHANGES_CHANNEL}`);
+          await listenForChanges(c);
         } catch (error) {
           listener.drop(error as Error);
           throw error;
@@ -83,7 +84,7 @@ export function createChangeSignal(pool: pg.Pool): ChangeSignal {
     const listener = await pending.catch(() => undefined);
     if (!listener || listener.dropped()) return;
     try {
-      await listener.client.query(`unlisten ${CHANGES_CHANNEL}`);
+      await unlistenChanges(listener.client);
       listener.drop();
     } catch (error) {
       listener.drop(error as Error);

@@ -1,6 +1,10 @@
 import type pg from 'pg';
+import { latestDeliveryRows } from '../../db/webhooks/deliveries-report.js';
 
-// What `webhooks deliveries ID` shows: the latest deliveries of an endpoint with their last attempt.
+// What `webhooks deliveries ID` shows: the latest deliveries of an endpoint with their last attempt
+// (the statements are db/webhooks/deliveries-report.ts's).
+
+export { oldestDeadLetterAt } from '../../db/webhooks/deliveries-report.js';
 
 export interface DeliveryReport {
   id: number;
@@ -27,18 +31,7 @@ export async function listDeliveries(
   db: Pick<pg.Pool, 'query'>,
   o: { endpointId: number; failed: boolean; limit: number },
 ): Promise<DeliveryReport[]> {
-  const { rows } = await db.query(
-    `select d.id, d.event_id, d.type, d.subscriber_id, d.status, d.replay, d.attempts, d.event_at,
-            d.next_attempt_at, d.finished_at, a.at, a.status_code, a.error_code, a.latency_ms, a.excerpt
-     from webhook_deliveries d
-     left join lateral (
-       select at, status_code, error_code, latency_ms, excerpt from webhook_attempts
-       where delivery_id = d.id order by id desc limit 1) a on true
-     where d.endpoint_id = $1
-       and (not $2 or d.status = 'dead' or (d.status = 'pending' and d.attempts > 0 and d.locked_by is null))
-     order by d.id desc limit $3`,
-    [o.endpointId, o.failed, o.limit],
-  );
+  const rows = await latestDeliveryRows(db, o);
   return rows.map((r) => ({
     id: Number(r.id),
     eventId: r.event_id,
@@ -61,19 +54,4 @@ export async function listDeliveries(
             excerpt: r.excerpt,
           },
   }));
-}
-
-/**
- * When the event of an endpoint's oldest dead letter was written, or null when it has none: where
- * a replay of its dead letters starts (the ops page's replay button).
- */
-export async function oldestDeadLetterAt(
-  db: Pick<pg.Pool, 'query'>,
-  endpointId: number,
-): Promise<Date | null> {
-  const { rows } = await db.query<{ at: Date | null }>(
-    "select min(event_at) as at from webhook_deliveries where endpoint_id = $1 and status = 'dead'",
-    [endpointId],
-  );
-  return rows[0]?.at ?? null;
 }

@@ -1,4 +1,12 @@
 import type pg from 'pg';
+import { begin, commit, rollback } from '../../db/transaction.js';
+import {
+  insertDeliveryRows,
+  lastCursorBefore,
+  lastSettledCursor,
+  lockEnabledEndpoint,
+  setFeedCursor,
+} from '../../db/webhooks/fanout.js';
 import {
   type ChangeEvent,
   FEED_START,
@@ -22,12 +30,7 @@ export async function feedHead(db: Pick<pg.Pool, 'query'>): Promise<string> {
   // A cursor at or below the head: nothing at or below the oldest running transaction's can still
   // appear. From there the feed itself is read to its end, so the head is the feed's, whatever
   // horizon it keeps (feed.ts).
-  const { rows } = await db.query<{ cursor: string | null }>(
-    `select txid::text || '-' || seq::text as cursor from change_events
-     where txid < pg_snapshot_xmin(pg_current_snapshot())
-     order by txid desc, seq desc limit 1`,
-  );
-  let head = rows[0]?.cursor ?? FEED_START;
+  let head = (await lastSettledCursor(db)) ?? FEED_START;
   for (;;) {
     const page = await readFeed(db, { after: head, limit: MAX_LIMIT });
     head = page.next;
@@ -57,14 +60,10 @@ export async function takeEvents(
 ): Promise<Take | undefined> {
   const client = await pool.connect();
   try {
-    await client.query('begin');
-    const { rows } = await client.query<{ feed_cursor: string; event_types: string[] | null }>(
-      'select feed_cursor, event_types from webhook_endpoints where id = $1 and enabled for update skip locked',
-      [endpointId],
-    );
-    const endpoint = rows[0];
+    await begin(client);
+    const endpoint = await lockEnabledEndpoint(client, endpointId);
     if (endpoint === undefined) {
-      await client.query('rollback');
+      await rollback(client);
       return undefined;
     }
     const page = await readFeedEntries(client, { after: endpoint.feed_cursor, limit });
@@ -73,18 +72,15 @@ export async function takeEvents(
     );
     if (wanted.length > 0) await insertDeliveries(client, endpointId, wanted, false);
     if (page.next !== endpoint.feed_cursor) {
-      await client.query('update webhook_endpoints set feed_cursor = $2 where id = $1', [
-        endpointId,
-        page.next,
-      ]);
+      await setFeedCursor(client, endpointId, page.next);
     }
     // A page short of the limit may have stopped at the horizon: the loop looks again soon if so,
     // as a transaction that holds events back may end without a notification (it wrote none).
     const heldBack = page.entries.length < limit && (await feedHeldBack(client, page.next));
-    await client.query('commit');
+    await commit(client);
     return { read: page.entries.length, heldBack };
   } catch (error) {
-    await client.query('rollback').catch(() => {});
+    await rollback(client).catch(() => {});
     throw error;
   } finally {
     client.release();
@@ -101,36 +97,24 @@ export async function insertDeliveries(
   entries: readonly FeedEntry[],
   replay: boolean,
 ): Promise<void> {
-  const events = entries.map((e) => e.event);
-  await db.query(
-    `insert into webhook_deliveries (endpoint_id, event_id, subscriber_id, type, event_at, body, replay,
-         tracingspancontext)
-     select $1, e.id, e.subscriber_id, e.type, e.event_at, e.body, $6, e.context
-     from unnest($2::text[], $3::bigint[], $4::text[], $5::text[], $7::timestamptz[], $8::text[])
-          with ordinality as e(id, subscriber_id, type, body, event_at, context, n)
-     order by e.n`,
-    [
-      endpointId,
-      events.map((e) => e.id),
-      events.map((e) => Number(e.data.subscriberId)),
-      events.map((e) => e.type),
-      events.map(deliveryBody),
-      replay,
-      events.map((e) => e.timestamp),
-      entries.map((e) => e.spanContext),
-    ],
+  await insertDeliveryRows(
+    db,
+    endpointId,
+    entries.map((e) => ({
+      eventId: e.event.id,
+      subscriberId: Number(e.event.data.subscriberId),
+      type: e.event.type,
+      body: deliveryBody(e.event),
+      eventAt: e.event.timestamp,
+      spanContext: e.spanContext,
+    })),
+    replay,
   );
 }
 
 /** The cursor just before the first event written at or after `time` (feed order follows commit time). */
 export async function feedCursorAt(db: Pick<pg.Pool, 'query'>, time: Date): Promise<string> {
-  const { rows } = await db.query<{ cursor: string }>(
-    `select txid::text || '-' || seq::text as cursor from change_events
-     where created_at < $1 and txid < pg_snapshot_xmin(pg_current_snapshot())
-     order by txid desc, seq desc limit 1`,
-    [time],
-  );
-  return rows[0]?.cursor ?? FEED_START;
+  return (await lastCursorBefore(db, time)) ?? FEED_START;
 }
 
 /** Orders two feed cursors (`<txid>-<seq>`). */

@@ -1,4 +1,6 @@
 import type pg from 'pg';
+import { begin, commit, rollback } from '../../db/transaction.js';
+import { lockLiveEndpoint, pendingEventIds, setFeedCursor } from '../../db/webhooks/fanout.js';
 import { readFeedEntries } from '../events/feed.js';
 import { compareCursors, FANOUT_PAGE, insertDeliveries } from './fanout.js';
 
@@ -25,14 +27,10 @@ export async function replayEndpoint(
 ): Promise<ReplayOutcome | undefined> {
   const client = await pool.connect();
   try {
-    await client.query('begin');
-    const { rows } = await client.query<{ feed_cursor: string; event_types: string[] | null }>(
-      'select feed_cursor, event_types from webhook_endpoints where id = $1 and removed_at is null for update',
-      [endpointId],
-    );
-    const endpoint = rows[0];
+    await begin(client);
+    const endpoint = await lockLiveEndpoint(client, endpointId);
     if (endpoint === undefined) {
-      await client.query('rollback');
+      await rollback(client);
       return undefined;
     }
     const from = compareCursors(since, endpoint.feed_cursor) > 0 ? endpoint.feed_cursor : since;
@@ -46,11 +44,12 @@ export async function replayEndpoint(
       const wanted = page.entries.filter(
         (e) => endpoint.event_types === null || endpoint.event_types.includes(e.event.type),
       );
-      const { rows: pending } = await client.query<{ event_id: string }>(
-        "select event_id from webhook_deliveries where endpoint_id = $1 and status = 'pending' and event_id = any($2)",
-        [endpointId, wanted.map((e) => e.event.id)],
+      const pending = await pendingEventIds(
+        client,
+        endpointId,
+        wanted.map((e) => e.event.id),
       );
-      const skip = new Set(pending.map((p) => p.event_id));
+      const skip = new Set(pending);
       const fresh = wanted.filter((e) => !skip.has(e.event.id));
       if (fresh.length > 0) {
         await insertDeliveries(client, endpointId, fresh, true);
@@ -61,11 +60,11 @@ export async function replayEndpoint(
       after = page.next;
     }
     const to = compareCursors(after, endpoint.feed_cursor) > 0 ? after : endpoint.feed_cursor;
-    await client.query('update webhook_endpoints set feed_cursor = $2 where id = $1', [endpointId, to]);
-    await client.query('commit');
+    await setFeedCursor(client, endpointId, to);
+    await commit(client);
     return { replayed, from, to, firstEventId, lastEventId };
   } catch (error) {
-    await client.query('rollback').catch(() => {});
+    await rollback(client).catch(() => {});
     throw error;
   } finally {
     client.release();

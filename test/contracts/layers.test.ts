@@ -49,11 +49,6 @@ const SQL_OUTSIDE_DB_KNOWN = [
   'src/cli/worker-checks.ts',
   'src/demo/summary.ts',
   'src/demo/webhooks.ts',
-  'src/webhooks/deliveries-report.ts',
-  'src/webhooks/fanout.ts',
-  'src/events/feed.ts',
-  'src/webhooks/replay.ts',
-  'src/events/signal.ts',
   'src/fleet/registry.ts',
   'src/sync/apply-cards.ts',
 ];
