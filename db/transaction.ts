@@ -16,6 +16,11 @@ export function commit(client: Queryable): Promise<pg.QueryResult> {
   return client.query('commit');
 }
 
+/** Whether the server answered a `commit` by committing (a failed transaction's `commit` rolls back). */
+export function committedIn(result: pg.QueryResult): boolean {
+  return result.command === 'COMMIT';
+}
+
 /** `rollback` on `client`. */
 export function rollback(client: Queryable): Promise<pg.QueryResult> {
   return client.query('rollback');

@@ -1,19 +1,23 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import type pg from 'pg';
+import {
+  deleteProcess,
+  forgetGoneProcesses,
+  liveProcessRows,
+  upsertProcess,
+} from '../../db/fleet/processes.js';
 import { settingsByVariable } from './shared-settings.js';
 
 // The fleet registry: every long-running process says who it is in `fleet_processes`
 // and beats every few seconds; one that stops beating drops out after LIVE_FOR_MS, one that stops
 // cleanly leaves at once. `status`, the overview and /metrics read it; an upgrade reads which
-// releases, migrations and keys the live processes have.
+// releases, migrations and keys the live processes have. The statements are db/fleet/processes.ts's.
 
 /** How often a process beats. */
 const BEAT_MS = 10_000;
 /** A process whose last beat is older than this is gone (three beats missed, and some). */
 const LIVE_FOR_MS = 45_000;
-/** Rows of processes gone longer than this are deleted by the next process that joins. */
-const FORGET_AFTER = '1 day';
 
 export type FleetRole = 'worker' | 'admin' | 'worker+admin';
 
@@ -61,23 +65,18 @@ export async function joinFleet(
 ): Promise<FleetMembership> {
   const id = `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
   const upsert = () =>
-    pool.query(
-      `insert into fleet_processes (id, role, host, pid, version, known_migration, key_ids, concurrency, settings)
-        values ($1, $2, $3, $4, $5, $6, $7, $8, $9)
-        on conflict (id) do update set last_beat_at = now()`,
-      [
-        id,
-        info.role,
-        hostname(),
-        process.pid,
-        info.version,
-        info.knownMigration,
-        info.keyIds,
-        info.concurrency,
-        JSON.stringify(info.settings),
-      ],
-    );
-  await pool.query(`delete from fleet_processes where last_beat_at < now() - interval '${FORGET_AFTER}'`);
+    upsertProcess(pool, {
+      id,
+      role: info.role,
+      host: hostname(),
+      pid: process.pid,
+      version: info.version,
+      knownMigration: info.knownMigration,
+      keyIds: info.keyIds,
+      concurrency: info.concurrency,
+      settings: info.settings,
+    });
+  await forgetGoneProcesses(pool);
   await upsert();
   let beating: Promise<unknown> = Promise.resolve();
   const timer = setInterval(() => {
@@ -93,7 +92,7 @@ export async function joinFleet(
       left ??= (async () => {
         clearInterval(timer);
         await beating;
-        await pool.query('delete from fleet_processes where id = $1', [id]).catch(() => {});
+        await deleteProcess(pool, id).catch(() => {});
       })();
       return left;
     },
@@ -102,26 +101,10 @@ export async function joinFleet(
 
 /** The live processes: those that beat within `liveForMs`, oldest first. */
 export async function liveFleet(pool: pg.Pool, liveForMs = LIVE_FOR_MS): Promise<FleetEntry[]> {
-  const { rows } = await pool.query<{
-    id: string;
-    role: FleetRole;
-    host: string;
-    pid: number;
-    version: string;
-    known_migration: string;
-    key_ids: string[];
-    concurrency: number | null;
-    settings: Record<string, unknown>;
-    started_at: Date;
-    last_beat_at: Date;
-  }>(
-    `select * from fleet_processes where last_beat_at > now() - make_interval(secs => $1)
-      order by started_at, id`,
-    [liveForMs / 1000],
-  );
+  const rows = await liveProcessRows(pool, liveForMs);
   return rows.map((r) => ({
     id: r.id,
-    role: r.role,
+    role: r.role as FleetRole,
     host: r.host,
     pid: r.pid,
     version: r.version,

@@ -5,6 +5,7 @@ import { type BatchWrite, learnEmails, writeBatch } from '../../db/sync/batch-wr
 import { resolveClaims, upsertClaims } from '../../db/sync/conflicts.js';
 import { forgetDigestsOfTakenCards, recountActiveCards } from '../../db/sync/digests.js';
 import { sentTogether } from '../../db/sync/pipeline.js';
+import { commit, committedIn, rollback } from '../../db/transaction.js';
 import {
   afterSuccess,
   defaultPolicy,
@@ -187,21 +188,21 @@ export async function applyCardsBatch(
             forgetDigestsOfTakenCards(client, vouched),
             claims.length > 0 ? upsertClaims(client, claims, now) : Promise.resolve(undefined),
             claimants.length > 0 ? resolveClaims(client, claimants, claims, now) : Promise.resolve(undefined),
-            client.query('commit'),
+            commit(client),
           ] as const,
       ),
     );
     const failure = [written, emails, recount, checked, opened, resolved, committed].find(
       (s) => s.status === 'rejected',
     );
-    if (committed.status === 'fulfilled' && committed.value.command === 'COMMIT' && failure) {
+    if (committed.status === 'fulfilled' && committedIn(committed.value) && failure) {
       // The server committed, but what it answered could not be read (a reply the client
       // refuses). Writing the answers again would record them twice.
       throw new CommittedUnreadError(failure.reason);
     }
     if (failure) throw failure.reason;
     if (written.status !== 'fulfilled' || committed.status !== 'fulfilled') throw new Error('unreachable');
-    if (committed.value.command !== 'COMMIT')
+    if (!committedIn(committed.value))
       throw new Error('the batch transaction was rolled back, not committed');
     const { runIds, removed, events } = written.value;
     eventsCommitted(events);
@@ -222,7 +223,7 @@ export async function applyCardsBatch(
   } catch (error) {
     // Not when the transaction is over already (a pipelined commit ended it, or rolled it back).
     if (client.getTransactionStatus() !== 'I') {
-      await client.query('rollback').catch((e: Error) => {
+      await rollback(client).catch((e: Error) => {
         broken = e;
       });
     }

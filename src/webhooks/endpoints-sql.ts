@@ -19,7 +19,6 @@ export {
   type EndpointRow,
   endpointLive,
   listEndpoints,
-  type Removal,
   removeEndpoint,
   setEndpointEnabled,
 } from '../../db/webhooks/endpoints.js';

@@ -49,8 +49,6 @@ const SQL_OUTSIDE_DB_KNOWN = [
   'src/cli/worker-checks.ts',
   'src/demo/summary.ts',
   'src/demo/webhooks.ts',
-  'src/fleet/registry.ts',
-  'src/sync/apply-cards.ts',
 ];
 
 describe('layers', () => {
