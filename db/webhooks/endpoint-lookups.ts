@@ -1,6 +1,7 @@
 import type pg from 'pg';
 
-// Small reads of `webhook_endpoints`, for `doctor` and `webhooks deliveries`.
+// Small reads and one delete on `webhook_endpoints`, for `doctor`, `webhooks deliveries` and the
+// demo's own endpoint.
 
 /** How many endpoints are enabled. */
 export async function enabledEndpointCount(pool: pg.Pool): Promise<number> {
@@ -20,4 +21,9 @@ export async function endpointRemoval(
     [id],
   );
   return rows[0] === undefined ? undefined : { removedAt: rows[0].removed_at };
+}
+
+/** Deletes the endpoint outright, its deliveries with it (on cascade). */
+export async function deleteEndpoint(pool: pg.Pool, id: number): Promise<void> {
+  await pool.query('delete from webhook_endpoints where id = $1', [id]);
 }

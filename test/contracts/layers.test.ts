@@ -39,8 +39,6 @@ const SQL =
 const SQL_OUTSIDE_DB_KNOWN = [
   'jobs/continuous/holder.ts',
   'jobs/continuous/lease.ts',
-  'src/demo/summary.ts',
-  'src/demo/webhooks.ts',
   'src/webhooks/deliveries-report.ts',
   'src/webhooks/delivery-sql.ts',
   'src/webhooks/endpoints-sql.ts',
