@@ -25,8 +25,8 @@ const DATABASE_RUNTIME = 'node_modules/(pg|pg-[^/]+|drizzle-orm)/';
 const KNOWN = {
   // SQL still outside db/: modules that import the driver's runtime to run their own statements.
   sqlOutsideDb: [],
-  // src/fleet formats what jobs/ stores (the lease holder, the pause record, the key verdicts).
-  srcOnJobs: ['^src/fleet/format[.]ts$', '^src/fleet/pause-lines[.]ts$'],
+  // src/fleet formats what jobs/ stores (the pause record, the key verdicts).
+  srcOnJobs: ['^src/fleet/pause-lines[.]ts$'],
 };
 
 /** @type {import('dependency-cruiser').IConfiguration} */

@@ -58,6 +58,24 @@ export function openLeaseSession(base: pg.Pool, beforeConnect: () => void): { po
   return { pool, db: drizzle(pool, { schema }) as Db };
 }
 
+/**
+ * The worker holding the lease, as `status --json` carries it (`continuous.leaseHolder`):
+ * the session from Postgres, the rest from the record the holder writes to Redis
+ * (jobs/continuous/holder.ts). A plain shape here, so that src/fleet can tell it without jobs/.
+ */
+export interface LeaseHolder {
+  /** Its fleet id (fleet_processes.id); null when its record is missing (then only its pid is known). */
+  fleetId: string | null;
+  /** Its host; null when its record is missing. */
+  host: string | null;
+  /** Its OS pid, from the lease session's application_name. */
+  pid: number | null;
+  /** When it took the lease (ISO); null when its record is missing. */
+  since: string | null;
+  /** The Postgres backend pid of the lease's session: `select pg_terminate_backend(...)` ends the lease. */
+  session: number;
+}
+
 /** Whether this very session holds an advisory lock (the lease's is the only one it takes). */
 export async function leaseStillHeld(pool: pg.Pool): Promise<boolean> {
   const { rows } = await pool.query<{ ours: boolean }>(

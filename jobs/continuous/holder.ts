@@ -1,6 +1,6 @@
 import { hostname } from 'node:os';
 import type pg from 'pg';
-import { LEASE_APPLICATION_NAME, leaseHolderSession } from '../../db/refresh/lease.js';
+import { LEASE_APPLICATION_NAME, type LeaseHolder, leaseHolderSession } from '../../db/refresh/lease.js';
 import type { RedisClient } from '../redis.js';
 import { QUEUE_NAME } from '../sync/queue-name.js';
 
@@ -9,19 +9,7 @@ import { QUEUE_NAME } from '../sync/queue-name.js';
 // itself, so it is never out of date. The holder also writes, when it takes the lease, who it is
 // and since when to Redis; that record counts only while it names the session Postgres shows.
 
-/** The worker holding the lease, as `status --json` carries it (`continuous.leaseHolder`). */
-export interface LeaseHolder {
-  /** Its fleet id (fleet_processes.id); null when its record is missing (then only its pid is known). */
-  fleetId: string | null;
-  /** Its host; null when its record is missing. */
-  host: string | null;
-  /** Its OS pid, from the lease session's application_name. */
-  pid: number | null;
-  /** When it took the lease (ISO); null when its record is missing. */
-  since: string | null;
-  /** The Postgres backend pid of the lease's session: `select pg_terminate_backend(...)` ends the lease. */
-  session: number;
-}
+export type { LeaseHolder };
 
 interface HolderRecord {
   fleetId: string | null;
