@@ -14,6 +14,19 @@ export function withDatabase(databaseUrl: string, name: string): string {
   return u.toString();
 }
 
+/** Connects to the server's maintenance database and leaves: throws what the connection threw. */
+export async function connectToServer(databaseUrl: string, connectionTimeoutMillis: number): Promise<void> {
+  const client = new pg.Client({
+    connectionString: withDatabase(databaseUrl, 'postgres'),
+    connectionTimeoutMillis,
+  });
+  try {
+    await client.connect();
+  } finally {
+    await client.end().catch(() => {});
+  }
+}
+
 /** Runs one statement on the server's maintenance database. */
 export async function onMaintenanceDb(databaseUrl: string, statement: string): Promise<void> {
   const client = new pg.Client({ connectionString: withDatabase(databaseUrl, 'postgres') });

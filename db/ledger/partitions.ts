@@ -44,6 +44,14 @@ export async function ledgerIsPartitioned(db: Queryable): Promise<boolean> {
   return rows[0]?.p === true;
 }
 
+/** Rows in the default partition (a clock far off wrote them), and the database's clock now. */
+export async function defaultPartitionRows(db: Queryable): Promise<{ n: number; now: Date }> {
+  const { rows } = await db.query<{ n: number; now: Date }>(
+    'select (select count(*) from sync_runs_default)::int as n, now() as now',
+  );
+  return rows[0]!;
+}
+
 /** The partitions of `sync_runs`, oldest first, the default last. */
 export async function ledgerPartitions(db: Queryable): Promise<LedgerPartition[]> {
   const { rows } = await db.query<{

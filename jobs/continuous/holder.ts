@@ -1,27 +1,15 @@
 import { hostname } from 'node:os';
 import type pg from 'pg';
+import { LEASE_APPLICATION_NAME, type LeaseHolder, leaseHolderSession } from '../../db/refresh/lease.js';
 import type { RedisClient } from '../redis.js';
 import { QUEUE_NAME } from '../sync/queue-name.js';
-import { LEASE_APPLICATION_NAME, LEASE_LOCK_KEY } from './lease.js';
 
 // Who holds the continuous refresh's lease, for `status` and the overview. Postgres says whether
 // anyone holds it and on which session (pg_locks beside pg_stat_activity): that is the lease
 // itself, so it is never out of date. The holder also writes, when it takes the lease, who it is
 // and since when to Redis; that record counts only while it names the session Postgres shows.
 
-/** The worker holding the lease, as `status --json` carries it (`continuous.leaseHolder`). */
-export interface LeaseHolder {
-  /** Its fleet id (fleet_processes.id); null when its record is missing (then only its pid is known). */
-  fleetId: string | null;
-  /** Its host; null when its record is missing. */
-  host: string | null;
-  /** Its OS pid, from the lease session's application_name. */
-  pid: number | null;
-  /** When it took the lease (ISO); null when its record is missing. */
-  since: string | null;
-  /** The Postgres backend pid of the lease's session: `select pg_terminate_backend(...)` ends the lease. */
-  session: number;
-}
+export type { LeaseHolder };
 
 interface HolderRecord {
   fleetId: string | null;
@@ -58,15 +46,7 @@ export async function readLeaseHolder(
   redis: RedisClient | null,
   prefix: string,
 ): Promise<LeaseHolder | null> {
-  const { rows } = await pool.query<{ session: number; name: string | null }>(
-    `select l.pid as session, a.application_name as name
-       from pg_locks l left join pg_stat_activity a on a.pid = l.pid
-      where l.locktype = 'advisory' and l.granted and l.objsubid = 1
-        and l.classid = ($1::bigint >> 32)::oid and l.objid = ($1::bigint & 4294967295)::oid
-        and l.database = (select oid from pg_database where datname = current_database())`,
-    [LEASE_LOCK_KEY],
-  );
-  const row = rows[0];
+  const row = await leaseHolderSession(pool);
   if (row === undefined) return null;
   const named = row.name?.startsWith(LEASE_APPLICATION_NAME) ? /\(pid (\d+)\)/.exec(row.name) : null;
   const pid = named ? Number(named[1]) : null;

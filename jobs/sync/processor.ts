@@ -1,6 +1,6 @@
 import { DelayedError, type Job, type Queue, UnrecoverableError, Worker } from 'bullmq';
-import { sql } from 'drizzle-orm';
 import { isConnectionError, rootCause } from '../../db/errors.js';
+import { ping } from '../../db/server.js';
 import type { Metrics } from '../../src/metrics/index.js';
 import { redactExcerpt } from '../../src/shared/redact.js';
 import type { SyncDeps } from '../../src/sync/sync-subscriber.js';
@@ -233,7 +233,7 @@ export function createSyncProcessor(deps: ProcessorDeps) {
     }
     if (dbSuspect) {
       try {
-        await deps.db.execute(sql`select 1`);
+        await ping(deps.db);
         dbSuspect = false;
       } catch (error) {
         await hold(rootCause(error).code);

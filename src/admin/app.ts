@@ -1,6 +1,5 @@
 import type { Server } from 'node:http';
 import { serve } from '@hono/node-server';
-import { sql } from 'drizzle-orm';
 import { Hono } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import { freshnessBuckets } from '../../db/admin/queries.js';
@@ -9,6 +8,7 @@ import { recentAdminActions } from '../../db/audit/admin-actions.js';
 import { readFreshness } from '../../db/refresh/freshness.js';
 import { lastRefreshRun } from '../../db/refresh/runs.js';
 import { countDue } from '../../db/refresh/schedule.js';
+import { ping } from '../../db/server.js';
 import { readLeaseHolder } from '../../jobs/continuous/holder.js';
 import { continuousStatus, isContinuous } from '../../jobs/continuous/status.js';
 import { queueStatusOf } from '../../jobs/sync/queue-status.js';
@@ -75,7 +75,7 @@ export function createAdminApp(deps: AdminDeps) {
 
   app.get('/readyz', async (c) => {
     const [pg, redis] = await Promise.allSettled([
-      withDeadline(deps.db.execute(sql`select 1`), 2000),
+      withDeadline(ping(deps.db), 2000),
       withDeadline(deps.redis.ping(), 2000),
     ]);
     const checks = {

@@ -1,5 +1,6 @@
-import pg from 'pg';
 import { rootCause } from '../../db/errors.js';
+import { checkPool } from '../../db/server.js';
+import { enabledEndpointCount } from '../../db/webhooks/endpoint-lookups.js';
 import type { Config } from '../config/index.js';
 import { changeEventsInEffect, TURN_EVENTS_ON } from '../events/in-effect.js';
 
@@ -14,14 +15,10 @@ export interface EventsCheck {
 }
 
 export async function changeEventsCheck(config: Config): Promise<EventsCheck> {
-  const pool = new pg.Pool({ connectionString: config.databaseUrl, max: 1, connectionTimeoutMillis: 5000 });
-  pool.on('error', () => {});
+  const pool = checkPool(config.databaseUrl);
   try {
     const events = await changeEventsInEffect(pool, config.changeEvents);
-    const { rows } = await pool.query<{ n: number }>(
-      'select count(*)::int as n from webhook_endpoints where enabled',
-    );
-    const endpoints = rows[0]?.n ?? 0;
+    const endpoints = await enabledEndpointCount(pool);
     const waiting = `${endpoints} enabled webhook endpoint${endpoints === 1 ? '' : 's'}`;
     if (events.state === 'on')
       return { verdict: 'ok', name: 'change events', says: `${events.says}; ${waiting}` };

@@ -1,5 +1,5 @@
-import pg from 'pg';
 import { rootCause } from '../../db/errors.js';
+import { checkPool } from '../../db/server.js';
 import type { Config } from '../config/index.js';
 import { describeDisagreement, fleetDisagreements, workersLacking } from '../fleet/format.js';
 import { liveFleet } from '../fleet/registry.js';
@@ -15,8 +15,7 @@ export interface FleetCheck {
 
 /** Whether the live fleet agrees: one primary key every worker holds, and the shared settings. */
 export async function fleetCheck(config: Config): Promise<FleetCheck> {
-  const pool = new pg.Pool({ connectionString: config.databaseUrl, max: 1, connectionTimeoutMillis: 5000 });
-  pool.on('error', () => {});
+  const pool = checkPool(config.databaseUrl);
   try {
     const fleet = await liveFleet(pool);
     if (fleet.length === 0) return { verdict: 'ok', name: 'fleet', says: 'no live process registered' };

@@ -1,6 +1,11 @@
 import type pg from 'pg';
 import { rootCause } from '../../db/errors.js';
-import { type LedgerPartition, ledgerIsPartitioned, ledgerPartitions } from '../../db/ledger/partitions.js';
+import {
+  defaultPartitionRows,
+  type LedgerPartition,
+  ledgerIsPartitioned,
+  ledgerPartitions,
+} from '../../db/ledger/partitions.js';
 
 // `cards-sync doctor`'s ledger check: days ready ahead of the clock, nothing stranded in
 // the default partition, and no day kept past the retention. Each is the workers' hourly upkeep
@@ -58,10 +63,8 @@ export async function ledgerCheck(client: pg.ClientBase, retentionDays: number):
       };
     }
     const parts = await ledgerPartitions(client);
-    const { rows } = await client.query<{ n: number; now: Date }>(
-      'select (select count(*) from sync_runs_default)::int as n, now() as now',
-    );
-    return judgeLedger(parts, { now: rows[0]!.now, retentionDays, defaultRows: rows[0]!.n });
+    const stray = await defaultPartitionRows(client);
+    return judgeLedger(parts, { now: stray.now, retentionDays, defaultRows: stray.n });
   } catch (error) {
     return {
       verdict: 'WARN',

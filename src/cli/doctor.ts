@@ -1,6 +1,8 @@
-import pg from 'pg';
+import type pg from 'pg';
 import { rootCause } from '../../db/errors.js';
 import { appliedCount, shippedCount } from '../../db/migrate.js';
+import { checkClient, serverClockMs, serverVersion, sessionUsesTls } from '../../db/server.js';
+import { tokensByKey } from '../../db/tokens/stored-keys.js';
 import { createRedis, evictionPolicy, type RedisClient } from '../../jobs/redis.js';
 import { createApiClient } from '../api/client.js';
 import type { Config } from '../config/index.js';
@@ -33,8 +35,7 @@ function where(url: string): string {
 }
 
 async function postgresChecks(config: Config): Promise<Check[]> {
-  const client = new pg.Client({ connectionString: config.databaseUrl, connectionTimeoutMillis: 5000 });
-  client.on('error', () => {});
+  const client = checkClient(config.databaseUrl);
   const at = `Postgres at ${where(config.databaseUrl)}`;
   try {
     await client.connect();
@@ -49,11 +50,8 @@ async function postgresChecks(config: Config): Promise<Check[]> {
   }
   try {
     const checks: Check[] = [];
-    const version =
-      (await client.query<{ v: string }>("select current_setting('server_version') as v")).rows[0]?.v ?? '?';
-    const ssl = (
-      await client.query<{ ssl: boolean }>('select ssl from pg_stat_ssl where pid = pg_backend_pid()')
-    ).rows[0]?.ssl;
+    const version = (await serverVersion(client)) ?? '?';
+    const ssl = await sessionUsesTls(client);
     checks.push({
       verdict: 'ok',
       name: 'postgres',
@@ -71,10 +69,7 @@ async function postgresChecks(config: Config): Promise<Check[]> {
           },
     );
     const t0 = Date.now();
-    const pgNow = Number(
-      (await client.query<{ ms: string }>('select extract(epoch from clock_timestamp()) * 1000 as ms'))
-        .rows[0]!.ms,
-    );
+    const pgNow = await serverClockMs(client);
     const skew = Math.round(pgNow - (t0 + Date.now()) / 2);
     checks.push(
       Math.abs(skew) <= MAX_SKEW_MS
@@ -97,11 +92,7 @@ async function postgresChecks(config: Config): Promise<Check[]> {
 
 /** How tokens are stored: the setting, the ring, and what `tokens rotate` has left to do. */
 async function tokenCheck(client: pg.Client, config: Config): Promise<Check> {
-  const { rows } = await client.query<{ key: string | null; n: number }>(
-    `select case when card_token_fingerprint is null then null else split_part(card_token, ':', 2) end as key,
-            count(*)::int as n
-       from saved_cards group by 1`,
-  );
+  const rows = await tokensByKey(client);
   const plain = rows.find((r) => r.key === null)?.n ?? 0;
   const sealed = rows.filter((r) => r.key !== null) as { key: string; n: number }[];
   const ring = config.tokens.ring;

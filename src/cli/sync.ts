@@ -1,6 +1,7 @@
 import { createDb } from '../../db/client.js';
 import { rootCause } from '../../db/errors.js';
 import { BreakingMigrationRefused, runMigrations } from '../../db/migrate.js';
+import { pingPool } from '../../db/server.js';
 import { createApiClient } from '../api/client.js';
 import type { Target } from '../api/lookup.js';
 import { type Config, requireApi } from '../config/index.js';
@@ -100,7 +101,7 @@ export async function cmdSync(
   const handle = createDb(config.databaseUrl, { max: 2, timeoutMs: config.databaseTimeoutMs });
   try {
     // Postgres first: a sync that cannot be written must not spend a request of a rate-limited API.
-    await handle.pool.query('select 1');
+    await pingPool(handle.pool);
     const deps = {
       db: handle.db,
       api,

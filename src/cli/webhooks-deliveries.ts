@@ -1,3 +1,4 @@
+import { endpointRemoval } from '../../db/webhooks/endpoint-lookups.js';
 import type { Config } from '../config/index.js';
 import { CliError } from '../shared/errors.js';
 import { formatTime } from '../shared/time.js';
@@ -14,18 +15,6 @@ import { withDb } from './webhooks.js';
 const missing = (id: number) =>
   new CliError(`no webhook endpoint ${id}; \`cards-sync webhooks list\` shows them`, 2);
 
-/** Whether the endpoint exists, removed or not, and when it was removed (null while it is not). */
-async function endpointOf(
-  pool: import('pg').Pool,
-  id: number,
-): Promise<{ removedAt: Date | null } | undefined> {
-  const { rows } = await pool.query<{ removed_at: Date | null }>(
-    'select removed_at from webhook_endpoints where id = $1',
-    [id],
-  );
-  return rows[0] === undefined ? undefined : { removedAt: rows[0].removed_at };
-}
-
 export async function cmdWebhooksDeliveries(
   config: Config,
   io: Io,
@@ -33,7 +22,7 @@ export async function cmdWebhooksDeliveries(
 ): Promise<number> {
   // A removed endpoint's deliveries stay readable until the retention drops them.
   const { rows, removedAt } = await withDb(config, async (handle) => {
-    const endpoint = await endpointOf(handle.pool, o.id);
+    const endpoint = await endpointRemoval(handle.pool, o.id);
     if (endpoint === undefined) throw missing(o.id);
     return {
       removedAt: endpoint.removedAt,

@@ -1,5 +1,6 @@
 import { breakingAhead, tooOldMessage } from '../../db/breaking.js';
 import { createDb } from '../../db/client.js';
+import { sampledTokenKeys } from '../../db/tokens/stored-keys.js';
 import type { Config } from '../config/index.js';
 import { nameProcesses, workersLacking } from '../fleet/format.js';
 import { type FleetEntry, liveFleet } from '../fleet/registry.js';
@@ -43,14 +44,7 @@ export async function checkBeforeStart(config: Config, logger: Logger, known: st
     const ring = config.tokens.ring;
     const sample = createDb(config.databaseUrl, { max: 1, timeoutMs: config.databaseTimeoutMs });
     try {
-      // About 100,000 rows' worth of pages: all of a small table, a sample of a large one.
-      const { rows } = await sample.pool.query<{ key: string }>(
-        `select distinct split_part(card_token, ':', 2) as key
-           from saved_cards tablesample system ((select least(100, greatest(0.01,
-             100 * 100000 / greatest(reltuples, 1)))::float4 from pg_class where oid = 'saved_cards'::regclass))
-          where card_token_fingerprint is not null`,
-      );
-      const missing = rows.map((r) => r.key).filter((k) => k !== '' && !ring.ids.includes(k));
+      const missing = (await sampledTokenKeys(sample.pool)).filter((k) => k !== '' && !ring.ids.includes(k));
       if (missing.length > 0) {
         logger.warn(
           { missing, ring: ring.ids },

@@ -1,5 +1,4 @@
-import pg from 'pg';
-import { withDatabase } from '../../db/databases.js';
+import { connectToServer } from '../../db/databases.js';
 import { createRedis } from '../../jobs/redis.js';
 import { ensureRedis } from '../cli/common.js';
 import type { RedisConfig } from '../config/redis.js';
@@ -34,17 +33,11 @@ export class ServicesMissing extends Error {
 
 async function postgresProblem(url: string): Promise<string | undefined> {
   const u = new URL(url);
-  const client = new pg.Client({
-    connectionString: withDatabase(url, 'postgres'),
-    connectionTimeoutMillis: 3000,
-  });
   try {
-    await client.connect();
+    await connectToServer(url, 3000);
     return undefined;
   } catch (error) {
     return `Postgres does not answer at ${u.hostname}:${u.port || 5432} (${(error as { code?: string }).code ?? (error as Error).message})`;
-  } finally {
-    await client.end().catch(() => {});
   }
 }
 

@@ -1,4 +1,4 @@
-import { sql } from 'drizzle-orm';
+import { activeCardsByBank, freshnessByBucket, runsByStatus } from '../../db/admin/subscriber-range.js';
 import type { Db } from '../../db/client.js';
 
 // The demo's "what landed": this run's syncs of its own subscribers, nothing older and nothing
@@ -25,21 +25,15 @@ function table(rows: Record<string, unknown>[]): string {
 }
 
 export async function summarize(db: Db, scope: DemoScope): Promise<string> {
-  const ids = sql`subscriber_id between ${scope.firstId} and ${scope.lastId}`;
-  const runs = await db.execute(sql`
-    select status, count(*)::int as syncs from sync_runs
-    where ${ids} and started_at >= ${scope.since.toISOString()}::timestamptz
-    group by 1 order by 2 desc, 1`);
-  const perBank = await db.execute(sql`
-    select card_bank_name as bank, count(*)::int as active_cards from saved_cards_active
-    where ${ids} group by 1 order by 2 desc, 1`);
+  const runs = await runsByStatus(db, scope);
+  const perBank = await activeCardsByBank(db, scope);
   const fresh = await freshnessRows(db, scope);
   return [
     `   this run's syncs (subscribers ${scope.firstId}-${scope.lastId})`,
-    table(runs.rows),
+    table(runs),
     '',
     '   active cards per bank',
-    table(perBank.rows),
+    table(perBank),
     '',
     `   freshness of the demo's ${scope.lastId - scope.firstId + 1} subscribers (last successful sync)`,
     table(fresh),
@@ -58,23 +52,12 @@ export async function freshnessRows(
   db: Db,
   scope: DemoScope,
 ): Promise<{ bucket: string; subscribers: number }[]> {
-  const { rows } = await db.execute<{ bucket: string; n: number }>(sql`
-    with ids as (
-      select generate_series(${scope.firstId}::bigint, ${scope.lastId}::bigint) as subscriber_id
-    ), last_answer as (
-      select distinct on (subscriber_id) subscriber_id, status from sync_runs
-      where subscriber_id between ${scope.firstId} and ${scope.lastId}
-        and started_at >= ${scope.since.toISOString()}::timestamptz
-      order by subscriber_id, id desc
-    )
-    select case
-        when a.status = 'not_found' then ${BUCKETS[3]}
-        when s.last_success_at > now() - interval '1 hour' then ${BUCKETS[0]}
-        when s.last_success_at is not null then ${BUCKETS[1]}
-        else ${BUCKETS[2]} end as bucket,
-      count(*)::int as n
-    from ids i left join subscribers s using (subscriber_id) left join last_answer a using (subscriber_id)
-    group by 1`);
+  const rows = await freshnessByBucket(db, scope, {
+    notFound: BUCKETS[3],
+    within1h: BUCKETS[0],
+    over1h: BUCKETS[1],
+    never: BUCKETS[2],
+  });
   const count = new Map(rows.map((r) => [r.bucket, r.n]));
   const buckets = BUCKETS.map((bucket) => ({ bucket, subscribers: count.get(bucket) ?? 0 }));
   return [...buckets, { bucket: 'total', subscribers: buckets.reduce((n, b) => n + b.subscribers, 0) }];

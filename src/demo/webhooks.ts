@@ -1,5 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type pg from 'pg';
+import { countEventsAfter } from '../../db/events/after-cursor.js';
+import { deleteEndpoint } from '../../db/webhooks/endpoint-lookups.js';
 import type { Config } from '../config/index.js';
 import { parseCursor } from '../events/feed.js';
 import type { Logger } from '../shared/logger.js';
@@ -40,7 +42,7 @@ export async function startDemoWebhooks(
     await delivery?.stop(5000);
     await receiver.close();
     if (o.deleteEndpoint && endpointId !== undefined) {
-      await pool.query('delete from webhook_endpoints where id = $1', [endpointId]).catch(() => {});
+      await deleteEndpoint(pool, endpointId).catch(() => {});
     }
   };
   try {
@@ -70,11 +72,7 @@ export async function startDemoWebhooks(
     async summary(timeoutMs) {
       // Every event after the endpoint's place in the feed is its own: the demo's syncs', and any
       // other job's that its worker ran in a queue it was told to use.
-      const { rows } = await pool.query<{ n: number }>(
-        'select count(*)::int as n from change_events where (txid, seq) > ($1::xid8, $2::bigint)',
-        [cursor.txid, cursor.seq],
-      );
-      const expected = rows[0]?.n ?? 0;
+      const expected = await countEventsAfter(pool, cursor);
       const deadline = Date.now() + timeoutMs;
       while (receiver.counts().events < expected && Date.now() < deadline) await sleep(100);
       const c = receiver.counts();

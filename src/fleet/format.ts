@@ -1,4 +1,4 @@
-import type { LeaseHolder } from '../../jobs/continuous/holder.js';
+import type { LeaseHolder } from '../../db/refresh/lease.js';
 import { formatTime } from '../shared/time.js';
 import type { FleetEntry } from './registry.js';
 import { showSetting } from './shared-settings.js';

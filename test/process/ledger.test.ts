@@ -6,7 +6,7 @@ import { describe, expect, inject, it } from 'vitest';
 import { declareKnownMigration } from '../../db/fence.js';
 import { compactClosedDays, dropExpiredPartitions, ledgerPartitions } from '../../db/ledger/partitions.js';
 import { migrationsFolder, runMigrations } from '../../db/migrate.js';
-import { LEASE_LOCK_KEY } from '../../jobs/continuous/lease.js';
+import { LEASE_LOCK_KEY } from '../../db/refresh/lease.js';
 import { judgeLedger } from '../../src/cli/doctor-ledger.js';
 import { maintainLedger, startLedgerMaintenance } from '../../src/ledger/maintenance.js';
 import { captureLogger, createTestDatabase, useCleanups, useTestDatabase } from '../support/helpers.js';

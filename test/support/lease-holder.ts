@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { LEASE_APPLICATION_NAME, LEASE_LOCK_KEY } from '../../jobs/continuous/lease.js';
+import { LEASE_APPLICATION_NAME, LEASE_LOCK_KEY } from '../../db/refresh/lease.js';
 
 /** The OS pid of the worker holding the continuous refresh's lease, read from Postgres; none when free. */
 export async function leaseHolderPid(pool: pg.Pool): Promise<number | undefined> {
