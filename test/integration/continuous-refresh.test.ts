@@ -195,7 +195,7 @@ describe('REFRESH_MODE=continuous', () => {
     );
   }, 75_000);
 
-  it('a lowered REFRESH_MAX_AGE is kept: plans made under the longer one are pulled within it (issue 36)', async () => {
+  it('a lowered REFRESH_MAX_AGE is kept: plans made under the longer one are pulled within it', async () => {
     // A fleet that ran with the default 7d: synced a few minutes ago, planned about 6 days on.
     const ids = range(82_000, 24);
     await seed(ids, new Date(Date.now() - 180_000), new Date(Date.now() + 6 * MS_PER_DAY));
@@ -286,7 +286,7 @@ describe('the schedule in Postgres', () => {
     expect(rows[0]!.late).toBe(0);
   });
 
-  it('a plan a sync moved later is caught up by the claim that reaches it, not handed out (issue 36)', async () => {
+  it('a plan a sync moved later is caught up by the claim that reaches it, not handed out', async () => {
     await seed([84_001, 84_002, 84_003], new Date(Date.now() - 60_000), new Date(Date.now() - 3000));
     // 84_001's last sync planned a day on and, as an unchanged sync does, left its schedule row.
     await pool().query(
@@ -300,7 +300,7 @@ describe('the schedule in Postgres', () => {
     expect(rows).toEqual([{ caught_up: true }]);
   });
 
-  it('a plan that comes sooner moves the due time, whoever writes it: an earlier release, a person (issue 36)', async () => {
+  it('a plan that comes sooner moves the due time, whoever writes it: an earlier release, a person', async () => {
     await seed([86_001, 86_002], new Date(Date.now() - 60_000), new Date(Date.now() - 3000));
     // Both claimed a day on; then 86_002's plan comes sooner, written as a worker of the release
     // before 0025 writes it (the wide row alone, no word to subscriber_schedule).
@@ -321,7 +321,7 @@ describe('the schedule in Postgres', () => {
     expect(rows).toEqual([{ later: true }]);
   });
 
-  it('due times beyond a lowered max age are pulled in, in batches, to the last success + the cap (issue 36)', async () => {
+  it('due times beyond a lowered max age are pulled in, in batches, to the last success + the cap', async () => {
     const lastSuccess = new Date(Date.now() - 30_000);
     await seed(range(85_000, 5), lastSuccess, new Date(Date.now() + 6 * MS_PER_DAY));
     await seed([85_100], lastSuccess, new Date(Date.now() + 10_000));

@@ -81,7 +81,7 @@ describe('sync_runs.status and trigger take only the documented values', () => {
     expect(error).toMatchObject({ code: '23514', constraint: 'sync_runs_trigger_valid' });
   });
 
-  it('accepts every status and trigger DESIGN §4 names', async () => {
+  it('accepts every status and trigger the ledger documents', async () => {
     for (const status of ['succeeded', 'not_found', 'invalid_response', 'failed']) {
       await insertRun(status, 'cli');
     }
@@ -201,7 +201,7 @@ describe('indexes for the queries analysts and the sync run', () => {
     expect(error.code).toBe('23505');
   });
 
-  it('sync_runs: by subscriber and start time, and by time and id in block ranges; no primary key (issue 28)', async () => {
+  it('sync_runs: by subscriber and start time, and by time and id in block ranges; no primary key', async () => {
     const defs = await indexDefs('sync_runs');
     expect(defs).toContainEqual(
       expect.stringMatching(/ON ONLY public\.sync_runs USING btree \(subscriber_id, started_at\)$/),

@@ -43,7 +43,7 @@ const digestOf = async (subscriberId: number) =>
   )[0]?.cards_digest;
 
 describe('an identical answer', () => {
-  it('keeps no job id in its run (issue 28); a run that changed a card, or failed, keeps its own', async () => {
+  it('keeps no job id in its run; a run that changed a card, or failed, keeps its own', async () => {
     const run = (subscriberId: number, jobId: string) =>
       syncSubscriber(
         { db: database.handle.db, api, logger, tokens: testTokens, goneAfterNotFound: 3 },
@@ -103,7 +103,7 @@ describe('an identical answer', () => {
     expect(subscriber[0]).toEqual({ active_cards: 3, last_success_at: run!.finished_at });
   });
 
-  it('updates the subscriber row in place: a HOT update, no schedule row written (issue 36)', async () => {
+  it('updates the subscriber row in place: a HOT update, no schedule row written', async () => {
     upstream.script.set('id:7201', ok([makeCard(7201), makeCard(7201)]));
     await sync(7201);
     const counters = async () =>

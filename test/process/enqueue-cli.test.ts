@@ -302,7 +302,7 @@ describe('enqueue --strict', () => {
   });
 });
 
-describe('CSV exports (issue 35)', () => {
+describe('CSV exports', () => {
   const EXPORT =
     'subscriber_id,email,plan\r\n1,subscriber-1@example.com,pro\r\n2,"subscriber-2@example.com",free\r\n3,subscriber-3@example.com,pro\r\n';
 

@@ -29,7 +29,7 @@ const HISTORY_COLUMNS = [
 ];
 
 /** docs/analytics.md: the public column names analysts query. */
-const DESIGN_COLUMNS: Record<string, string[]> = {
+const DOCUMENTED_COLUMNS: Record<string, string[]> = {
   admin_actions: ['id', 'at', 'actor', 'source', 'action', 'detail'],
   // Breaking migrations applied.
   breaking_migrations: ['tag', 'applied_at', 'release'],
@@ -408,7 +408,7 @@ describe('cards-sync migrate', () => {
   const name = freshName();
   const url = () => withDatabase(inject('templateUrl'), name);
 
-  it('creates a missing database and the tables and views with exactly the DESIGN §4 columns', async () => {
+  it('creates a missing database and the tables and views with exactly the columns docs/analytics.md names', async () => {
     expect(await databaseExists(name)).toBe(false);
     const run = await migrate(url());
     expect(run.code, run.stderr).toBe(0);
@@ -416,7 +416,7 @@ describe('cards-sync migrate', () => {
     expect(await databaseExists(name)).toBe(true);
     const columns = await columnsByTable(url());
     const expected = Object.fromEntries(
-      Object.entries(DESIGN_COLUMNS).map(([table, cols]) => [table, [...cols].sort()]),
+      Object.entries(DOCUMENTED_COLUMNS).map(([table, cols]) => [table, [...cols].sort()]),
     );
     expect(columns).toEqual(expected);
   });
@@ -466,7 +466,7 @@ describe('five migrate processes at once on a missing database', () => {
     const applied = runs.map((r) => Number(/applied (\d+) migration/.exec(r.stdout)?.[1] ?? 0));
     expect(applied.reduce((a, b) => a + b, 0)).toBe(migrationCount);
     const columns = await columnsByTable(url);
-    expect(Object.keys(columns).sort()).toEqual(Object.keys(DESIGN_COLUMNS).sort());
+    expect(Object.keys(columns).sort()).toEqual(Object.keys(DOCUMENTED_COLUMNS).sort());
     const { tables, migrations } = await withClient(url, async (client) => {
       const t = await client.query<{ n: number }>(
         `select count(*)::int as n from pg_tables t join pg_class c on c.oid = (t.schemaname || '.' || t.tablename)::regclass
@@ -490,7 +490,7 @@ describe('migrate edge cases', () => {
     const run = await migrate(url);
     expect(run.code, run.stderr).toBe(0);
     expect(await databaseExists(name)).toBe(true);
-    expect(Object.keys(await columnsByTable(url)).sort()).toEqual(Object.keys(DESIGN_COLUMNS).sort());
+    expect(Object.keys(await columnsByTable(url)).sort()).toEqual(Object.keys(DOCUMENTED_COLUMNS).sort());
   });
 
   it('Postgres unreachable: exits 1 naming Postgres and what to do', async () => {

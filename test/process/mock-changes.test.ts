@@ -133,7 +133,7 @@ describe('mock-api --changes', () => {
   });
 });
 
-describe('mock-api --created-dates from-changes (issue 36)', () => {
+describe('mock-api --created-dates from-changes', () => {
   it("dates an added card at its change, a busy wallet's first cards before the start from its rate, a quiet one's years ago; the same every time", () => {
     const start = Date.UTC(2026, 10, 25);
     const classes = parseChanges('0.5:60/m,0.5:0');

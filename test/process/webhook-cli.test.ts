@@ -194,7 +194,7 @@ describe('cards-sync webhooks', () => {
     }
   });
 
-  it('status --json has the webhooks block of DESIGN §6, and /metrics the lag and dead letters per endpoint', async () => {
+  it('status --json has the webhooks block docs/webhooks.md describes, and /metrics the lag and dead letters per endpoint', async () => {
     const pool = database.handle.pool;
     const dead = await pool.query('select id from webhook_endpoints order by id limit 1');
     const endpointId = Number(dead.rows[0].id);

@@ -347,7 +347,7 @@ describe('200 answers', () => {
     }
   });
 
-  it('refuses a record breaking DESIGN §1 without quoting the value', async () => {
+  it('refuses a record breaking the documented card shape without quoting the value', async () => {
     raw.handler = (_req, res) => json(res, 200, [makeCard(42, { binNumber: '4761730000000043' })]);
     const outcome = await client().fetchCards({ subscriberId: 42 });
     expect(outcome).toMatchObject({ kind: 'invalid_response', status: 200 });

@@ -40,7 +40,7 @@ function expectRefused(env: Record<string, string | undefined>, variable: string
   return error;
 }
 
-describe('defaults (DESIGN §2)', () => {
+describe('defaults (docs/configuration.md)', () => {
   afterEach(() => {
     vi.unstubAllEnvs();
   });
