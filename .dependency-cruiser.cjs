@@ -20,13 +20,6 @@ const SRC_ENTRY_POINTS = ['^src/cli/', '^src/admin/', '^src/demo/'];
 /** The runtime of the database drivers: a module that imports it (not only its types) talks SQL. */
 const DATABASE_RUNTIME = 'node_modules/(pg|pg-[^/]+|drizzle-orm)/';
 
-// Known violations, allowed file by file until they are fixed: each entry is a debt, not a rule.
-// Remove an entry when its file is fixed; a new file never belongs here.
-const KNOWN = {
-  // src/fleet formats what jobs/ stores (the pause record, the key verdicts).
-  srcOnJobs: ['^src/fleet/pause-lines[.]ts$'],
-};
-
 /** @type {import('dependency-cruiser').IConfiguration} */
 module.exports = {
   forbidden: [
@@ -82,7 +75,7 @@ module.exports = {
       comment:
         'The domain (src/) does not import the queues (jobs/); only the entry points that start or read them do.',
       severity: 'error',
-      from: { path: SRC, pathNot: [...SRC_ENTRY_POINTS, ...KNOWN.srcOnJobs] },
+      from: { path: SRC, pathNot: SRC_ENTRY_POINTS },
       to: { path: JOBS },
     },
     {

@@ -12,7 +12,7 @@ import {
   pooledRate,
   solveThreshold,
 } from '../../src/freshness/index.js';
-import type { Logger } from '../../src/shared/logger.js';
+import type { Logger } from '../../src/logging/index.js';
 import { formatDuration } from '../../src/shared/time.js';
 
 /** The refresh settings a plan is made for. */

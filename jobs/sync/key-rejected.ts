@@ -3,7 +3,7 @@ import { DelayedError, type Job, type Queue, Worker } from 'bullmq';
 import type { Db } from '../../db/client.js';
 import type { ApiClient } from '../../src/api/client.js';
 import { auditAction } from '../../src/audit/index.js';
-import type { Logger } from '../../src/shared/logger.js';
+import type { Logger } from '../../src/logging/index.js';
 import { packageVersion } from '../../src/shared/version.js';
 import type { RedisClient } from '../redis.js';
 import {

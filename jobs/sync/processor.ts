@@ -7,7 +7,6 @@ import type { SyncDeps } from '../../src/sync/sync-subscriber.js';
 import { type SyncResult, syncSubscriber } from '../../src/sync/sync-subscriber.js';
 import { parseEmail, TargetError } from '../../src/sync/targets.js';
 import type { RedisClient } from '../redis.js';
-import { countOutcome } from '../refresh/tally.js';
 import {
   type BulkBreakerOptions,
   bulkPauseKey,
@@ -21,6 +20,7 @@ import { type KeyRejectionDeps, keyRejectionHandler } from './key-rejected.js';
 import { isOpsJob, opsServedCounter } from './lanes.js';
 import { NEWER_PAYLOAD_HOLD_MS, newerPayload } from './payload-version.js';
 import { SYNC_PAYLOAD_VERSION, type SyncJobData, type SyncJobResult, syncJobSchema } from './queue.js';
+import { countOutcome } from './refresh-tally.js';
 
 /** Raised for a transient failure: BullMQ retries it with backoff. */
 class TransientSyncError extends Error {

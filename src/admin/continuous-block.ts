@@ -1,4 +1,4 @@
-import type { ContinuousStatus } from '../../jobs/continuous/status.js';
+import type { ContinuousStatus } from '../../jobs/refresh/continuous-status.js';
 import { leaseLine } from '../fleet/format.js';
 import { formatDuration } from '../shared/time.js';
 import { esc, time } from './html.js';

@@ -5,7 +5,7 @@ import {
   lookupEmail,
   type PageRun,
 } from '../../db/admin/subscriber-page.js';
-import { pauseProcessing, resumeProcessing } from '../../jobs/sync/control.js';
+import { pauseProcessing, resumeProcessing } from '../../jobs/refresh/control.js';
 import { type EnqueueCounts, enqueueSyncs } from '../../jobs/sync/queue.js';
 import type { Target } from '../api/lookup.js';
 import { pauseDetail, resumeAudit } from '../audit/index.js';

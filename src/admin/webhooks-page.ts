@@ -1,5 +1,5 @@
+import type { EndpointRow } from '../../db/webhooks/endpoints.js';
 import type { DeliveryReport } from '../webhooks/deliveries-report.js';
-import type { EndpointRow } from '../webhooks/endpoints-sql.js';
 import {
   nearRetention,
   nearRetentionText,

@@ -1,8 +1,8 @@
 import type { Hono } from 'hono';
-import { parseEndpointId, parseSince } from '../cli/webhook-args.js';
+import { listEndpoints, removeEndpoint } from '../../db/webhooks/endpoints.js';
 import { listDeliveries, oldestDeadLetterAt } from '../webhooks/deliveries-report.js';
-import { listEndpoints, removeEndpoint } from '../webhooks/endpoints-sql.js';
 import { feedCursorAt } from '../webhooks/fanout.js';
+import { parseEndpointId, parseSince } from '../webhooks/params.js';
 import { replayEndpoint } from '../webhooks/replay.js';
 import { DEFAULT_RETENTION_DAYS, urlWithoutQuery } from '../webhooks/status.js';
 import { auditRequest } from './audit.js';

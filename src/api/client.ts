@@ -27,7 +27,7 @@ export interface ApiClient {
   fetchCards(target: Target, options?: { signal?: AbortSignal }): Promise<FetchOutcome>;
   /** The request path for a target (for logs: it holds no secret). */
   pathFor(target: Target): string;
-  /** The key's fingerprint (src/fleet/api-key.ts): which key this client sends, never the key. */
+  /** The key's fingerprint (src/api/key-fingerprint.ts): which key this client sends, never the key. */
   keyFingerprint: string;
   close(): Promise<void>;
 }

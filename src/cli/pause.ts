@@ -1,6 +1,6 @@
 import { createDb } from '../../db/client.js';
+import { pauseProcessing, resumeProcessing } from '../../jobs/refresh/control.js';
 import { createRefreshQueue } from '../../jobs/refresh/index.js';
-import { pauseProcessing, resumeProcessing } from '../../jobs/sync/control.js';
 import { cliActor, pauseDetail, resumeAudit } from '../audit/index.js';
 import type { Config } from '../config/index.js';
 import { formatTime } from '../shared/time.js';

@@ -6,10 +6,10 @@ import { createAdminApp } from '../admin/app.js';
 import type { Config } from '../config/index.js';
 import { joinFleet } from '../fleet/registry.js';
 import { thisProcess } from '../fleet/this-process.js';
+import type { Logger } from '../logging/index.js';
+import { createLogger } from '../logging/index.js';
 import { createMetrics, type Metrics } from '../metrics/index.js';
 import { CliError } from '../shared/errors.js';
-import type { Logger } from '../shared/logger.js';
-import { createLogger } from '../shared/logger.js';
 import { onShutdown } from '../shared/shutdown.js';
 import type { Io } from './common.js';
 

@@ -5,18 +5,22 @@ import { rootCause } from '../../db/errors.js';
 import { auditDisagrees, type Freshness, readFreshness } from '../../db/refresh/freshness.js';
 import { lastRefreshRun, type RefreshRun } from '../../db/refresh/runs.js';
 import { countDue } from '../../db/refresh/schedule.js';
-import { readLeaseHolder } from '../../jobs/continuous/holder.js';
-import { type ContinuousStatus, continuousStatus, isContinuous } from '../../jobs/continuous/status.js';
 import { createRedis } from '../../jobs/redis.js';
+import {
+  type ContinuousStatus,
+  continuousStatus,
+  isContinuous,
+} from '../../jobs/refresh/continuous-status.js';
+import { readLeaseHolder } from '../../jobs/refresh/lease-holder.js';
 import { progressOf } from '../../jobs/refresh/plan.js';
+import { type QueueStatus, queueStatusOf } from '../../jobs/refresh/queue-status.js';
 import type { HoldCause } from '../../jobs/sync/hold.js';
 import { laneWaitsLine } from '../../jobs/sync/lane-heads.js';
+import { pauseDetailLines, rejectedKeyLines } from '../../jobs/sync/pause-lines.js';
 import { createSyncQueue } from '../../jobs/sync/queue.js';
-import { type QueueStatus, queueStatusOf } from '../../jobs/sync/queue-status.js';
 import { actionJson, describeAction } from '../audit/index.js';
 import type { Config } from '../config/index.js';
 import { formatFleet } from '../fleet/format.js';
-import { pauseDetailLines, rejectedKeyLines } from '../fleet/pause-lines.js';
 import { type FleetEntry, liveFleet } from '../fleet/registry.js';
 import { fleetRateLimit } from '../fleet/shared-settings.js';
 import { wilson } from '../freshness/index.js';

@@ -12,7 +12,7 @@ import { CliError, ConfigError } from '../shared/errors.js';
 import { cardTokens } from '../tokens/card-tokens.js';
 import { TokenKeyError } from '../tokens/keyring.js';
 import { CardConflictError, CardNotFoundError, readCardToken } from '../tokens/read-card-token.js';
-import { resealEndpointSecrets } from '../webhooks/endpoints-sql.js';
+import { resealEndpointSecrets } from '../webhooks/endpoint-secrets.js';
 import { describeDbError, type Io } from './common.js';
 import { refuseWhenBehind } from './release-check.js';
 
@@ -125,7 +125,7 @@ export async function cmdTokensRotate(config: Config, io: Io, opts: RotateOption
       if (remaining - unreadable.size > 0) await new Promise((r) => setTimeout(r, 200));
     }
     const busy = remaining - unreadable.size;
-    // Webhook signing secrets are sealed under the same ring (src/webhooks/endpoints-sql.ts).
+    // Webhook signing secrets are sealed under the same ring (src/webhooks/endpoint-secrets.ts).
     const secrets = await resealEndpointSecrets(handle.pool, ring);
     for (const message of secrets.unreadable) unreadable.set(-unreadable.size - 1, message);
     await recordAdminAction(handle.db, {

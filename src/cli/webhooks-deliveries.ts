@@ -4,10 +4,10 @@ import { CliError } from '../shared/errors.js';
 import { formatTime } from '../shared/time.js';
 import { listDeliveries } from '../webhooks/deliveries-report.js';
 import { feedCursorAt } from '../webhooks/fanout.js';
+import type { Since } from '../webhooks/params.js';
 import { replayEndpoint } from '../webhooks/replay.js';
 import { auditCli } from './audit.js';
 import type { Io } from './common.js';
-import type { Since } from './webhook-args.js';
 import { withDb } from './webhooks.js';
 
 // `cards-sync webhooks deliveries ID [--failed] [--json]` and `webhooks replay ID --since …`.

@@ -1,17 +1,13 @@
 import { createDb, type DbHandle } from '../../db/client.js';
+import { listEndpoints, removeEndpoint, setEndpointEnabled } from '../../db/webhooks/endpoints.js';
 import type { Config } from '../config/index.js';
 import { changeEventsInEffect, TURN_EVENTS_ON } from '../events/in-effect.js';
 import { CliError, ConfigError } from '../shared/errors.js';
 import { formatTime } from '../shared/time.js';
 import type { KeyRing } from '../tokens/keyring.js';
-import {
-  insertEndpoint,
-  listEndpoints,
-  removeEndpoint,
-  rotateEndpointSecret,
-  setEndpointEnabled,
-} from '../webhooks/endpoints-sql.js';
+import { insertEndpoint, rotateEndpointSecret } from '../webhooks/endpoint-secrets.js';
 import { feedHead } from '../webhooks/fanout.js';
+import { shownUrl } from '../webhooks/params.js';
 import { assertPublicUrl, WebhookAddressError } from '../webhooks/ssrf.js';
 import {
   nearRetention,
@@ -22,7 +18,6 @@ import {
 } from '../webhooks/status.js';
 import { auditCli } from './audit.js';
 import { describeDbError, type Io } from './common.js';
-import { shownUrl } from './webhook-args.js';
 
 // `cards-sync webhooks add|list|disable|enable|rotate-secret|remove` (docs/commands.md). A secret is printed
 // once, on stdout, by `add` and `rotate-secret`; it is never in a log line, an error or the audit.

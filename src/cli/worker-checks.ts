@@ -6,8 +6,8 @@ import { nameProcesses, workersLacking } from '../fleet/format.js';
 import { type FleetEntry, liveFleet } from '../fleet/registry.js';
 import { showSetting } from '../fleet/shared-settings.js';
 import { thisProcess } from '../fleet/this-process.js';
+import type { Logger } from '../logging/index.js';
 import { CliError } from '../shared/errors.js';
-import type { Logger } from '../shared/logger.js';
 import { packageVersion } from '../shared/version.js';
 
 // What a worker checks against the database and the live fleet before it takes a job:

@@ -1,3 +1,4 @@
+import type { LogLevel } from '../logging/index.js';
 import { ConfigError } from '../shared/errors.js';
 import { durationMs } from '../shared/time.js';
 import { readApiKeyFile } from './api-key.js';
@@ -10,7 +11,6 @@ export { CONFIG_VARIABLES };
 
 type PathStyle = 'standard' | 'sandbox';
 type RefreshMode = 'nightly' | 'continuous';
-export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
 
 /** Settings of the Saved Cards API client. */
 export interface ApiConfig {

@@ -4,10 +4,10 @@ import { countEventsAfter } from '../../db/events/after-cursor.js';
 import { deleteEndpoint } from '../../db/webhooks/endpoint-lookups.js';
 import type { Config } from '../config/index.js';
 import { parseCursor } from '../events/feed.js';
-import type { Logger } from '../shared/logger.js';
+import type { Logger } from '../logging/index.js';
 import type { KeyRing } from '../tokens/keyring.js';
 import { startWebhookDelivery, type WebhookDelivery } from '../webhooks/delivery-worker.js';
-import { insertEndpoint } from '../webhooks/endpoints-sql.js';
+import { insertEndpoint } from '../webhooks/endpoint-secrets.js';
 import { feedHead } from '../webhooks/fanout.js';
 import { type DemoReceiver, startDemoReceiver } from './receiver.js';
 

@@ -6,7 +6,7 @@ import { type ClockOptions, dbClock } from '../../db/sync/clock.js';
 import { findSubscriberIdByEmail } from '../../db/sync/subscribers.js';
 import type { ApiClient } from '../api/client.js';
 import type { FetchOutcome, Target } from '../api/lookup.js';
-import type { Logger } from '../shared/logger.js';
+import type { Logger } from '../logging/index.js';
 import { redactExcerpt } from '../shared/redact.js';
 import type { CardTokens } from '../tokens/card-tokens.js';
 import { TokenKeyError } from '../tokens/keyring.js';

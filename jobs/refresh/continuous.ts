@@ -12,16 +12,16 @@ import {
   policyParams,
   splitForAudit,
 } from '../../src/freshness/index.js';
-import type { Logger } from '../../src/shared/logger.js';
-import { replan } from '../refresh/policy.js';
+import type { Logger } from '../../src/logging/index.js';
 import { enqueueSyncs, type SyncJobData, type SyncJobResult } from '../sync/queue.js';
+import { replan } from './policy.js';
 
 // REFRESH_MODE=continuous: a refresh run that spends REFRESH_BUDGET_PER_SEC for a window (an
 // hour by default), taking the subscribers due first (src/freshness decides when each is due)
 // and REFRESH_AUDIT_SHARE of the budget on subscribers drawn uniformly at random. The window is an
 // ordinary refresh run: the wipe breaker, pause/resume, the ops lane's priority, handing back on
 // shutdown and its closing counts work as for a nightly one. When it closes, the next begins.
-// Whoever holds the continuous refresh's lease runs it (jobs/continuous/lease.ts); its claims go
+// Whoever holds the continuous refresh's lease runs it (jobs/refresh/lease.ts); its claims go
 // over the lease's own session, so a process that lost the lease can no longer hand out budget.
 
 export interface ContinuousOptions {

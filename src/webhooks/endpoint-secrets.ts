@@ -11,17 +11,10 @@ import {
 import type { KeyRing } from '../tokens/keyring.js';
 import { newWebhookSecret } from './signing.js';
 
-// Webhook endpoints and their secrets (the statements are db/webhooks/endpoints.ts's). Secrets are
-// sealed under the card-token key ring, bound to their endpoint; the plain secret leaves only
-// through `webhooks add` / `rotate-secret` (printed once) and the signer.
-
-export {
-  type EndpointRow,
-  endpointLive,
-  listEndpoints,
-  removeEndpoint,
-  setEndpointEnabled,
-} from '../../db/webhooks/endpoints.js';
+// Webhook endpoints' secrets: made when an endpoint is added, rotated, opened for the signer and
+// resealed under a new key (the statements are db/webhooks/endpoints.ts's). Secrets are sealed
+// under the card-token key ring, bound to their endpoint; the plain secret leaves only through
+// `webhooks add` / `rotate-secret` (printed once) and the signer.
 
 type Queryable = Pick<pg.Pool, 'query'> | Pick<pg.ClientBase, 'query'>;
 
