@@ -17,6 +17,14 @@ const FRESHNESS = '^src/freshness/';
 const TRACING = '^src/tracing/';
 /** What src/ may import jobs/ from: the entry points, which start workers and read queues. */
 const SRC_ENTRY_POINTS = ['^src/cli/', '^src/admin/', '^src/demo/'];
+/**
+ * A file of the product, with its folder captured as $1: `src/sync` for src/sync/x.ts. A file at
+ * the top of a layer (src/index.ts, db/client.ts, jobs/redis.ts) or in bin/ captures its own path,
+ * which no module lies below.
+ */
+const PRODUCT_FILE_IN_FOLDER = '^((src|db|jobs|bin)/[^/]+)(/|$)';
+/** A folder's front file: what the folder offers to the rest of the code. */
+const FRONT_FILE = '^(src|db|jobs)/[^/]+/index[.]ts$';
 /** The runtime of the database drivers: a module that imports it (not only its types) talks SQL. */
 const DATABASE_RUNTIME = 'node_modules/(pg|pg-[^/]+|drizzle-orm)/';
 
@@ -77,6 +85,14 @@ module.exports = {
       severity: 'error',
       from: { path: SRC, pathNot: SRC_ENTRY_POINTS },
       to: { path: JOBS },
+    },
+    {
+      name: 'enter-a-folder-by-its-front-file',
+      comment:
+        "A folder of src/, db/ or jobs/ is entered by its front file (index.ts), which says what it offers; the rest is the folder's own business. Within a folder, modules import each other directly. Tests and benchmarks may reach inside.",
+      severity: 'error',
+      from: { path: PRODUCT_FILE_IN_FOLDER },
+      to: { path: '^(src|db|jobs)/[^/]+/', pathNot: ['^$1/', FRONT_FILE] },
     },
     {
       name: 'product-does-not-import-bench-or-test',

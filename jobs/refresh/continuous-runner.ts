@@ -8,9 +8,9 @@ import {
   savePlan,
   setRefreshJobId,
   startRefreshRun,
-} from '../../db/refresh/runs.js';
+} from '../../db/refresh/index.js';
 import { settlesWithin } from '../redis.js';
-import { createFairShare } from '../sync/lanes.js';
+import { createFairShare } from '../sync/index.js';
 import { refreshBacklog } from './backlog.js';
 import { createRunChecks } from './checks.js';
 import { type ContinuousOptions, continuousFanout } from './continuous.js';

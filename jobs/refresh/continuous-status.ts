@@ -1,5 +1,4 @@
-import type { Freshness } from '../../db/refresh/freshness.js';
-import type { RefreshRun } from '../../db/refresh/runs.js';
+import type { Freshness, RefreshRun } from '../../db/refresh/index.js';
 import type { LeaseHolder } from './lease-holder.js';
 import type { QueueStatus } from './queue-status.js';
 

@@ -1,10 +1,14 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Queue } from 'bullmq';
 import type { Db } from '../../db/client.js';
-import { readPolicy } from '../../db/refresh/policy.js';
-import { type RefreshRun, recordFanoutPage } from '../../db/refresh/runs.js';
-import { claimDue, randomSubscribers } from '../../db/refresh/schedule.js';
-import { capDueTimes } from '../../db/refresh/schedule-cap.js';
+import {
+  capDueTimes,
+  claimDue,
+  type RefreshRun,
+  randomSubscribers,
+  readPolicy,
+  recordFanoutPage,
+} from '../../db/refresh/index.js';
 import {
   afterClaim,
   allowance,
@@ -13,7 +17,7 @@ import {
   splitForAudit,
 } from '../../src/freshness/index.js';
 import type { Logger } from '../../src/logging/index.js';
-import { enqueueSyncs, type SyncJobData, type SyncJobResult } from '../sync/queue.js';
+import { enqueueSyncs, type SyncJobData, type SyncJobResult } from '../sync/index.js';
 import { replan } from './policy.js';
 
 // REFRESH_MODE=continuous: a refresh run that spends REFRESH_BUDGET_PER_SEC for a window (an

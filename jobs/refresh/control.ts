@@ -1,15 +1,15 @@
 import type { Queue } from 'bullmq';
 import type { Db } from '../../db/client.js';
-import { resumeHaltedRun, setRefreshJobId } from '../../db/refresh/runs.js';
+import { resumeHaltedRun, setRefreshJobId } from '../../db/refresh/index.js';
 import type { RedisClient } from '../redis.js';
-import { resumeBulkLane } from '../sync/bulk-breaker.js';
 import {
   type PauseReason,
   pauseQueue,
   readPauseReason,
   restatePauseReason,
+  resumeBulkLane,
   resumeQueue,
-} from '../sync/pause-record.js';
+} from '../sync/index.js';
 import type { RefreshJobData } from './queue.js';
 import { REFRESH_PAYLOAD_VERSION } from './queue.js';
 

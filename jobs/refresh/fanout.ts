@@ -11,12 +11,17 @@ import {
   setRefreshJobId,
   startRefreshRun,
   subscriberPage,
-} from '../../db/refresh/runs.js';
+} from '../../db/refresh/index.js';
 import type { Logger } from '../../src/logging/index.js';
 import type { RedisClient } from '../redis.js';
-import { createFairShare } from '../sync/lanes.js';
-import { NEWER_PAYLOAD_HOLD_MS, newerPayload } from '../sync/payload-version.js';
-import { enqueueSyncs, type SyncJobData, type SyncJobResult } from '../sync/queue.js';
+import {
+  createFairShare,
+  enqueueSyncs,
+  NEWER_PAYLOAD_HOLD_MS,
+  newerPayload,
+  type SyncJobData,
+  type SyncJobResult,
+} from '../sync/index.js';
 import { refreshBacklog } from './backlog.js';
 import { createRunChecks } from './checks.js';
 import type { ContinuousOptions } from './continuous.js';

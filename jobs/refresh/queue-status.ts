@@ -1,11 +1,19 @@
 import type { RedisClient } from '../redis.js';
-import { type KeyRejection, readKeyVerdicts, standingRejections } from '../sync/api-key-verdicts.js';
-import { heldCount, readBulkPause } from '../sync/bulk-breaker.js';
-import { type HoldCause, readHoldCause } from '../sync/hold.js';
-import { type LaneWait, readLaneHeads } from '../sync/lane-heads.js';
-import type { Lane } from '../sync/lanes.js';
-import type { PauseReason } from '../sync/pause-record.js';
-import { type createSyncQueue, readPauseReason } from '../sync/queue.js';
+import {
+  type createSyncQueue,
+  type HoldCause,
+  heldCount,
+  type KeyRejection,
+  type Lane,
+  type LaneWait,
+  type PauseReason,
+  readBulkPause,
+  readHoldCause,
+  readKeyVerdicts,
+  readLaneHeads,
+  readPauseReason,
+  standingRejections,
+} from '../sync/index.js';
 import { CONTINUOUS_SCHEDULER_ID, createRefreshQueue, SCHEDULER_ID } from './queue.js';
 
 // What the sync queue is doing, read from Redis: counts, pause and its reason, a hold and whose it

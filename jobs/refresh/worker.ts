@@ -1,7 +1,7 @@
 import { Worker } from 'bullmq';
 import { rootCause } from '../../db/errors.js';
-import { abandonRefreshRun } from '../../db/refresh/runs.js';
-import type { RedisConfig } from '../../src/config/redis.js';
+import { abandonRefreshRun } from '../../db/refresh/index.js';
+import type { RedisConfig } from '../../src/config/index.js';
 import { closeRedis, createRedis, settlesWithin } from '../redis.js';
 import { startContinuousRefresh } from './continuous-runner.js';
 import { createRefreshProcessor, type RefreshDeps, type RefreshOptions } from './fanout.js';

@@ -1,4 +1,4 @@
-import { formatTime } from '../../src/shared/time.js';
+import { formatTime } from '../../src/shared/index.js';
 import type { KeyRejection } from './api-key-verdicts.js';
 import { describeRejectedKey, type PauseReason } from './pause-record.js';
 

@@ -2,10 +2,14 @@ import { DelayedError, type Job, type Queue, UnrecoverableError, Worker } from '
 import { isConnectionError, rootCause } from '../../db/errors.js';
 import { ping } from '../../db/server.js';
 import type { Metrics } from '../../src/metrics/index.js';
-import { redactExcerpt } from '../../src/shared/redact.js';
-import type { SyncDeps } from '../../src/sync/sync-subscriber.js';
-import { type SyncResult, syncSubscriber } from '../../src/sync/sync-subscriber.js';
-import { parseEmail, TargetError } from '../../src/sync/targets.js';
+import { redactExcerpt } from '../../src/shared/index.js';
+import {
+  parseEmail,
+  type SyncDeps,
+  type SyncResult,
+  syncSubscriber,
+  TargetError,
+} from '../../src/sync/index.js';
 import type { RedisClient } from '../redis.js';
 import {
   type BulkBreakerOptions,

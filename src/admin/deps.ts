@@ -1,7 +1,7 @@
 import type { Db } from '../../db/client.js';
 import type { RedisClient } from '../../jobs/redis.js';
 import type { createRefreshQueue } from '../../jobs/refresh/index.js';
-import type { createSyncQueue } from '../../jobs/sync/queue.js';
+import type { createSyncQueue } from '../../jobs/sync/index.js';
 import type { Logger } from '../logging/index.js';
 import type { Metrics } from '../metrics/index.js';
 

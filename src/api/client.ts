@@ -1,7 +1,7 @@
 import { isUtf8 } from 'node:buffer';
 import { Agent, type Dispatcher } from 'undici';
 import type { ApiConfig } from '../config/index.js';
-import { redactExcerpt } from '../shared/redact.js';
+import { redactExcerpt } from '../shared/index.js';
 import { tracing } from '../tracing/index.js';
 import { apiKeyFingerprint } from './key-fingerprint.js';
 import type { FetchOutcome, Target } from './lookup.js';

@@ -1,8 +1,7 @@
 import { Command, CommanderError } from 'commander';
 import { rootCause } from '../../db/errors.js';
 import { loadConfig } from '../config/index.js';
-import { CliError, ConfigError } from '../shared/errors.js';
-import { packageVersion } from '../shared/version.js';
+import { CliError, ConfigError, packageVersion } from '../shared/index.js';
 import type { CliDeps, Io } from './common.js';
 import { registerChangesCommand } from './register-changes.js';
 import { registerDoctorCommand } from './register-doctor.js';
@@ -16,7 +15,6 @@ import { registerMigrateCommand, registerSyncCommand } from './register-sync.js'
 import { registerTokenCommands } from './register-tokens.js';
 import { registerWebhookCommands } from './register-webhooks.js';
 import { registerWorkerCommand } from './register-worker.js';
-
 /**
  * The `cards-sync` program. Each command's flags are added by its `registerX` in
  * src/cli/register-*.ts, in the order `--help` lists them; each action sets `exitCode`;

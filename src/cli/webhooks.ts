@@ -1,21 +1,22 @@
 import { createDb, type DbHandle } from '../../db/client.js';
-import { listEndpoints, removeEndpoint, setEndpointEnabled } from '../../db/webhooks/endpoints.js';
+import { listEndpoints, removeEndpoint, setEndpointEnabled } from '../../db/webhooks/index.js';
 import type { Config } from '../config/index.js';
-import { changeEventsInEffect, TURN_EVENTS_ON } from '../events/in-effect.js';
-import { CliError, ConfigError } from '../shared/errors.js';
-import { formatTime } from '../shared/time.js';
-import type { KeyRing } from '../tokens/keyring.js';
-import { insertEndpoint, rotateEndpointSecret } from '../webhooks/endpoint-secrets.js';
-import { feedHead } from '../webhooks/fanout.js';
-import { shownUrl } from '../webhooks/params.js';
-import { assertPublicUrl, WebhookAddressError } from '../webhooks/ssrf.js';
+import { changeEventsInEffect, TURN_EVENTS_ON } from '../events/index.js';
+import { CliError, ConfigError, formatTime } from '../shared/index.js';
+import type { KeyRing } from '../tokens/index.js';
 import {
+  assertPublicUrl,
+  feedHead,
+  insertEndpoint,
   nearRetention,
   nearRetentionText,
   pendingText,
+  rotateEndpointSecret,
+  shownUrl,
   urlWithoutQuery,
+  WebhookAddressError,
   waitingText,
-} from '../webhooks/status.js';
+} from '../webhooks/index.js';
 import { auditCli } from './audit.js';
 import { describeDbError, type Io } from './common.js';
 

@@ -1,6 +1,10 @@
 import type pg from 'pg';
-import { type ClaimedDelivery, finishAttempt, releaseDelivery } from '../../db/webhooks/delivery.js';
-import { endpointLive } from '../../db/webhooks/endpoints.js';
+import {
+  type ClaimedDelivery,
+  endpointLive,
+  finishAttempt,
+  releaseDelivery,
+} from '../../db/webhooks/index.js';
 import type { Logger } from '../logging/index.js';
 import { type ActiveSpan, tracing } from '../tracing/index.js';
 import { type RetrySchedule, retryWaitMs } from './backoff.js';

@@ -6,10 +6,10 @@ import {
   enabledEndpointIds,
   pruneDeliveries,
   pruneRemovedEndpoints,
-} from '../../db/webhooks/delivery.js';
-import type { ChangeSignal } from '../events/signal.js';
+} from '../../db/webhooks/index.js';
+import type { ChangeSignal } from '../events/index.js';
 import type { Logger } from '../logging/index.js';
-import type { KeyRing } from '../tokens/keyring.js';
+import type { KeyRing } from '../tokens/index.js';
 import { DEFAULT_SCHEDULE, type RetrySchedule } from './backoff.js';
 import type { WebhookSender } from './deliver-http.js';
 import { attemptSender, type Target } from './delivery-attempt.js';

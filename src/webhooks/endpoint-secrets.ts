@@ -7,8 +7,8 @@ import {
   rotateSecretRow,
   setEndpointSecret,
   setEndpointSecrets,
-} from '../../db/webhooks/endpoints.js';
-import type { KeyRing } from '../tokens/keyring.js';
+} from '../../db/webhooks/index.js';
+import type { KeyRing } from '../tokens/index.js';
 import { newWebhookSecret } from './signing.js';
 
 // Webhook endpoints' secrets: made when an endpoint is added, rotated, opened for the signer and
