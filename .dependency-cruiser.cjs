@@ -17,15 +17,16 @@ const FRESHNESS = '^src/freshness/';
 const TRACING = '^src/tracing/';
 /** What src/ may import jobs/ from: the entry points, which start workers and read queues. */
 const SRC_ENTRY_POINTS = ['^src/cli/', '^src/admin/', '^src/demo/'];
+/**
+ * A file of the product, with its folder captured as $1: `src/sync` for src/sync/x.ts. A file at
+ * the top of a layer (src/index.ts, db/client.ts, jobs/redis.ts) or in bin/ captures its own path,
+ * which no module lies below.
+ */
+const PRODUCT_FILE_IN_FOLDER = '^((src|db|jobs|bin)/[^/]+)(/|$)';
+/** A folder's front file: what the folder offers to the rest of the code. */
+const FRONT_FILE = '^(src|db|jobs)/[^/]+/index[.]ts$';
 /** The runtime of the database drivers: a module that imports it (not only its types) talks SQL. */
 const DATABASE_RUNTIME = 'node_modules/(pg|pg-[^/]+|drizzle-orm)/';
-
-// Known violations, allowed file by file until they are fixed: each entry is a debt, not a rule.
-// Remove an entry when its file is fixed; a new file never belongs here.
-const KNOWN = {
-  // src/fleet formats what jobs/ stores (the pause record, the key verdicts).
-  srcOnJobs: ['^src/fleet/pause-lines[.]ts$'],
-};
 
 /** @type {import('dependency-cruiser').IConfiguration} */
 module.exports = {
@@ -82,8 +83,16 @@ module.exports = {
       comment:
         'The domain (src/) does not import the queues (jobs/); only the entry points that start or read them do.',
       severity: 'error',
-      from: { path: SRC, pathNot: [...SRC_ENTRY_POINTS, ...KNOWN.srcOnJobs] },
+      from: { path: SRC, pathNot: SRC_ENTRY_POINTS },
       to: { path: JOBS },
+    },
+    {
+      name: 'enter-a-folder-by-its-front-file',
+      comment:
+        "A folder of src/, db/ or jobs/ is entered by its front file (index.ts), which says what it offers; the rest is the folder's own business. Within a folder, modules import each other directly. Tests and benchmarks may reach inside.",
+      severity: 'error',
+      from: { path: PRODUCT_FILE_IN_FOLDER },
+      to: { path: '^(src|db|jobs)/[^/]+/', pathNot: ['^$1/', FRONT_FILE] },
     },
     {
       name: 'product-does-not-import-bench-or-test',

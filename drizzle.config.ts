@@ -2,7 +2,7 @@ import { defineConfig } from 'drizzle-kit';
 
 export default defineConfig({
   dialect: 'postgresql',
-  schema: ['./db/schema/index.ts', './db/schema/views.ts'],
+  schema: './db/schema/index.ts',
   out: './db/migrations',
   dbCredentials: {
     url: process.env.DATABASE_URL ?? 'postgres://postgres:postgres@127.0.0.1:5432/cards_sync',

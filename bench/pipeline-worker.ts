@@ -9,7 +9,7 @@ import { createSyncQueue, QUEUE_NAME, type SyncJobData } from '../jobs/sync/queu
 import { startSyncWorker } from '../jobs/sync/worker.js';
 import { createApiClient } from '../src/api/client.js';
 import type { SavedCard } from '../src/api/schema.js';
-import { createLogger } from '../src/shared/logger.js';
+import { createLogger } from '../src/logging/index.js';
 import { benchRedis, benchTokens } from './harness.js';
 import { pipelineClock } from './pipeline-result.js';
 

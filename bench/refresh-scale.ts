@@ -7,7 +7,7 @@ import { loadRefreshRun, startRefreshRun } from '../db/refresh/runs.js';
 import { createRedis } from '../jobs/redis.js';
 import { createRefreshQueue, startRefreshWorker } from '../jobs/refresh/index.js';
 import { createSyncQueue, QUEUE_NAME } from '../jobs/sync/queue.js';
-import { createLogger } from '../src/shared/logger.js';
+import { createLogger } from '../src/logging/index.js';
 import { benchRedis, databaseFlag, parseFlags, REDIS_FLAG } from './harness.js';
 
 // How much Redis a refresh of N subscribers needs: the fan-out's backpressure should keep it flat.

@@ -6,7 +6,7 @@ import { behind, breakingTags } from './breaking.js';
 import { databaseName, onMaintenanceDb } from './databases.js';
 import { declareKnownMigration } from './fence.js';
 import { journal, migrationsFolder } from './journal.js';
-import { afterMigrations } from './ledger/convert.js';
+import { afterMigrations } from './ledger/index.js';
 import { preparedMigration } from './prepare.js';
 
 export { knownMigration, migrationsFolder, shippedCount } from './journal.js';

@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { prepareLedgerConversion, undoLedgerPreparation } from './ledger/convert.js';
+import { prepareLedgerConversion, undoLedgerPreparation } from './ledger/index.js';
 
 // Work a migration would otherwise do under its locks, done before its transaction while writers
 // go on: scans that validate, indexes built CONCURRENTLY. Each step is idempotent, and the

@@ -1,5 +1,5 @@
 import { Cluster, type ClusterOptions, Redis, type RedisOptions } from 'ioredis';
-import type { RedisConfig } from '../src/config/redis.js';
+import type { RedisConfig } from '../src/config/index.js';
 
 /** A connection to any of the three topologies: BullMQ and our own commands take either. */
 export type RedisClient = Redis | Cluster;

@@ -1,11 +1,14 @@
 // What the cards-sync package exports for other programs (the CLI is bin/cards-sync.js).
 
-export type { SavedCard, StoredToken } from '../db/sync/cards.js';
-export { type CardTokens, cardTokens } from './tokens/card-tokens.js';
-export { KeyRing, parseKeyRing, TokenKeyError } from './tokens/keyring.js';
+export type { SavedCard, StoredToken } from '../db/sync/index.js';
 export {
   CardConflictError,
   CardNotFoundError,
+  type CardTokens,
+  cardTokens,
   fetchCardToken,
+  KeyRing,
+  parseKeyRing,
   readCardToken,
-} from './tokens/read-card-token.js';
+  TokenKeyError,
+} from './tokens/index.js';

@@ -1,6 +1,6 @@
 import { sql } from 'drizzle-orm';
 import type { Db } from '../client.js';
-import { conflictSummary } from '../sync/conflicts.js';
+import { conflictSummary } from '../sync/index.js';
 
 export interface DataStatus {
   subscribers: number;

@@ -1,8 +1,7 @@
 import { and, asc, desc, eq, gt, max, sql } from 'drizzle-orm';
 import type { Db, Executor } from '../client.js';
-import { savedCards, subscribers, syncRuns } from '../schema/index.js';
-import { savedCardChanges } from '../schema/views.js';
-import { findSubscriberIdByEmail } from '../sync/subscribers.js';
+import { savedCardChanges, savedCards, subscribers, syncRuns } from '../schema/index.js';
+import { findSubscriberIdByEmail } from '../sync/index.js';
 
 // What the ops page shows of one subscriber. `card_token` is never selected: the page cannot
 // show what it never read.

@@ -4,7 +4,7 @@ import type { Db } from '../client.js';
 import { declareKnownMigration } from '../fence.js';
 import * as schema from '../schema/index.js';
 
-// The statements of the continuous refresh's lease (jobs/continuous/lease.ts holds it): a
+// The statements of the continuous refresh's lease (jobs/refresh/lease.ts holds it): a
 // session-level advisory lock on a connection of its own, the session it lives on, and who holds
 // it as pg_locks beside pg_stat_activity tell.
 
@@ -61,7 +61,7 @@ export function openLeaseSession(base: pg.Pool, beforeConnect: () => void): { po
 /**
  * The worker holding the lease, as `status --json` carries it (`continuous.leaseHolder`):
  * the session from Postgres, the rest from the record the holder writes to Redis
- * (jobs/continuous/holder.ts). A plain shape here, so that src/fleet can tell it without jobs/.
+ * (jobs/refresh/lease-holder.ts). A plain shape here, so that src/fleet can tell it without jobs/.
  */
 export interface LeaseHolder {
   /** Its fleet id (fleet_processes.id); null when its record is missing (then only its pid is known). */

@@ -1,5 +1,6 @@
 // Table and column names are public (docs/analytics.md): analysts and their scripts query them. The tables
-// live in db/schema/, one file per part of the product; this module is their one import.
+// and the reporting views live in db/schema/, one file per part of the product; this module is their
+// one import, and drizzle-kit's (drizzle.config.ts).
 
 export * from './audit.js';
 export * from './cards.js';
@@ -8,4 +9,5 @@ export * from './fleet.js';
 export * from './ledger.js';
 export * from './refresh.js';
 export * from './subscribers.js';
+export * from './views.js';
 export * from './webhooks.js';

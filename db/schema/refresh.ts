@@ -15,7 +15,7 @@ import { inList, tz } from './columns.js';
 
 // The refresh: one refresh_runs row per run, and the shared freshness plan.
 
-/** `continuous`: one window of REFRESH_MODE=continuous (src/refresh/continuous.ts). */
+/** `continuous`: one window of REFRESH_MODE=continuous (jobs/refresh/continuous.ts). */
 export const REFRESH_TRIGGERS = ['nightly', 'manual', 'continuous'] as const;
 export type RefreshTrigger = (typeof REFRESH_TRIGGERS)[number];
 

@@ -1,6 +1,8 @@
 import { eq, sql } from 'drizzle-orm';
 import { bigint, jsonb, pgView, text, timestamp } from 'drizzle-orm/pg-core';
-import { type ChangeKind, savedCards, subscribers, syncRuns } from './index.js';
+import { type ChangeKind, savedCards } from './cards.js';
+import { syncRuns } from './ledger.js';
+import { subscribers } from './subscribers.js';
 
 // The reporting views (docs/analytics.md): what analysts read. Their names and columns are public.
 

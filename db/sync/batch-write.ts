@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { type EventCounts, writeChangeEvents } from '../events/outbox.js';
+import { type EventCounts, writeChangeEvents } from '../events/index.js';
 import type { ChangeKind, SyncStatus, SyncTrigger } from '../schema/index.js';
 import type { CardOwner } from './batch-read.js';
 import { WRITE_BATCH } from './batch-write-sql.js';

@@ -1,6 +1,6 @@
 import { sql } from 'drizzle-orm';
 import type { Db, Tx } from '../client.js';
-import { type EventCounts, eventsCommitted, writeChangeEventsIn } from '../events/outbox.js';
+import { type EventCounts, eventsCommitted, writeChangeEventsIn } from '../events/index.js';
 import { recordSubscriberFailure } from './subscribers.js';
 import { insertSyncRun, type NewSyncRun } from './sync-runs.js';
 

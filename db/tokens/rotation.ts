@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import type { StoredToken } from '../sync/cards.js';
+import type { StoredToken } from '../sync/index.js';
 
 // `cards-sync tokens rotate`: moves every stored token under the ring's first key, in batches that
 // each commit on their own (a kill loses at most the batch in flight, and a rerun continues with

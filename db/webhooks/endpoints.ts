@@ -1,7 +1,7 @@
 import type pg from 'pg';
 
 // The statements on webhook endpoints (db/schema/webhooks.ts). Their secrets come and go sealed:
-// sealing and opening them under the key ring is src/webhooks/endpoints-sql.ts's.
+// sealing and opening them under the key ring is src/webhooks/endpoint-secrets.ts's.
 
 type Queryable = Pick<pg.Pool, 'query'> | Pick<pg.ClientBase, 'query'>;
 

@@ -1,8 +1,6 @@
 import type { Queue } from 'bullmq';
 import type { RedisClient } from '../redis.js';
-import { heldCount } from '../sync/bulk-breaker.js';
-import { LANE_PRIORITY } from '../sync/lanes.js';
-import type { SyncJobData, SyncJobResult } from '../sync/queue.js';
+import { heldCount, LANE_PRIORITY, type SyncJobData, type SyncJobResult } from '../sync/index.js';
 
 // What a refresh run still has in the sync queue: its backlog (for backpressure) and whether any
 // of its jobs is still outstanding (for its close).

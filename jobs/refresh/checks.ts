@@ -1,11 +1,10 @@
 import type { Queue } from 'bullmq';
 import type { Db } from '../../db/client.js';
-import { applyTally, haltRefreshRun, loadRefreshRun, type RefreshRun } from '../../db/refresh/runs.js';
-import type { Logger } from '../../src/shared/logger.js';
+import { applyTally, haltRefreshRun, loadRefreshRun, type RefreshRun } from '../../db/refresh/index.js';
+import type { Logger } from '../../src/logging/index.js';
 import type { RedisClient } from '../redis.js';
-import { pauseQueue, type SyncJobData, type SyncJobResult } from '../sync/queue.js';
+import { pauseQueue, readTally, type SyncJobData, type SyncJobResult } from '../sync/index.js';
 import { hasOutstandingJobs } from './backlog.js';
-import { readTally } from './tally.js';
 
 // What every refresh run checks as it goes, whoever carries it (a refresh job, or the continuous
 // refresh's lease holder): its live counts and the wipe breaker, and whether its last job is done.

@@ -11,15 +11,20 @@ import {
   setRefreshJobId,
   startRefreshRun,
   subscriberPage,
-} from '../../db/refresh/runs.js';
-import type { Logger } from '../../src/shared/logger.js';
-import type { ContinuousOptions } from '../continuous/refresh.js';
+} from '../../db/refresh/index.js';
+import type { Logger } from '../../src/logging/index.js';
 import type { RedisClient } from '../redis.js';
-import { createFairShare } from '../sync/lanes.js';
-import { NEWER_PAYLOAD_HOLD_MS, newerPayload } from '../sync/payload-version.js';
-import { enqueueSyncs, type SyncJobData, type SyncJobResult } from '../sync/queue.js';
+import {
+  createFairShare,
+  enqueueSyncs,
+  NEWER_PAYLOAD_HOLD_MS,
+  newerPayload,
+  type SyncJobData,
+  type SyncJobResult,
+} from '../sync/index.js';
 import { refreshBacklog } from './backlog.js';
 import { createRunChecks } from './checks.js';
+import type { ContinuousOptions } from './continuous.js';
 import { planRun } from './plan.js';
 import { type RefreshPlanSettings, replan } from './policy.js';
 import { openRefreshRun, REFRESH_PAYLOAD_VERSION, type RefreshJobData, refreshJobSchema } from './queue.js';
@@ -92,7 +97,7 @@ export function createRefreshProcessor(deps: RefreshDeps, options: RefreshOption
     }
     const data = refreshJobSchema.parse(job.data);
     if (data.trigger === 'continuous' && options.continuous) {
-      // Here the continuous refresh is carried by a lease in Postgres (jobs/continuous/lease.ts),
+      // Here the continuous refresh is carried by a lease in Postgres (jobs/refresh/lease.ts),
       // not by a job: its jobs (the minute scheduler's, for older workers) have nothing to do.
       return { skipped: 'the continuous refresh runs under its lease' };
     }

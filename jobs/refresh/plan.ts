@@ -1,8 +1,8 @@
 import type { Queue } from 'bullmq';
 import type { Db } from '../../db/client.js';
-import { countRefreshable, type RefreshRun, savePlan } from '../../db/refresh/runs.js';
-import type { Logger } from '../../src/shared/logger.js';
-import { formatTime } from '../../src/shared/time.js';
+import { countRefreshable, type RefreshRun, savePlan } from '../../db/refresh/index.js';
+import type { Logger } from '../../src/logging/index.js';
+import { formatTime } from '../../src/shared/index.js';
 import { type RefreshJobData, SCHEDULER_ID } from './queue.js';
 
 /**

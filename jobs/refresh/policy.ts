@@ -1,8 +1,6 @@
 import type pg from 'pg';
-import { planEvidenceSample } from '../../db/refresh/evidence.js';
-import { type StoredPolicy, savePolicy } from '../../db/refresh/policy.js';
-import { liveFleet } from '../../src/fleet/registry.js';
-import { strictestMaxAge } from '../../src/fleet/shared-settings.js';
+import { planEvidenceSample, type StoredPolicy, savePolicy } from '../../db/refresh/index.js';
+import { liveFleet, strictestMaxAge } from '../../src/fleet/index.js';
 import {
   fitGroupedMixture,
   forgetDaysFor,
@@ -12,8 +10,8 @@ import {
   pooledRate,
   solveThreshold,
 } from '../../src/freshness/index.js';
-import type { Logger } from '../../src/shared/logger.js';
-import { formatDuration } from '../../src/shared/time.js';
+import type { Logger } from '../../src/logging/index.js';
+import { formatDuration } from '../../src/shared/index.js';
 
 /** The refresh settings a plan is made for. */
 export interface RefreshPlanSettings {

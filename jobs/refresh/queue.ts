@@ -1,7 +1,7 @@
 import { Queue } from 'bullmq';
 import { z } from 'zod';
 import type { Db } from '../../db/client.js';
-import { abandonRefreshRun, type RefreshRun, startRefreshRun } from '../../db/refresh/runs.js';
+import { abandonRefreshRun, type RefreshRun, startRefreshRun } from '../../db/refresh/index.js';
 import { REFRESH_TRIGGERS } from '../../db/schema/index.js';
 import type { RedisClient } from '../redis.js';
 

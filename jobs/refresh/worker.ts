@@ -1,15 +1,15 @@
 import { Worker } from 'bullmq';
 import { rootCause } from '../../db/errors.js';
-import { abandonRefreshRun } from '../../db/refresh/runs.js';
-import type { RedisConfig } from '../../src/config/redis.js';
-import { startContinuousRefresh } from '../continuous/runner.js';
+import { abandonRefreshRun } from '../../db/refresh/index.js';
+import type { RedisConfig } from '../../src/config/index.js';
 import { closeRedis, createRedis, settlesWithin } from '../redis.js';
+import { startContinuousRefresh } from './continuous-runner.js';
 import { createRefreshProcessor, type RefreshDeps, type RefreshOptions } from './fanout.js';
 import { createRefreshQueue, REFRESH_QUEUE_NAME, type RefreshJobData } from './queue.js';
 
 /**
  * Starts the refresh worker: one fan-out at a time per process. With `continuous`, also the
- * continuous refresh's lease loop (jobs/continuous/runner.ts), which carries its windows instead of a job.
+ * continuous refresh's lease loop (jobs/refresh/continuous-runner.ts), which carries its windows instead of a job.
  */
 export async function startRefreshWorker(
   deps: RefreshDeps & {

@@ -1,5 +1,5 @@
 import { createHmac, randomBytes } from 'node:crypto';
-import type { Target } from '../../src/api/lookup.js';
+import type { Target } from '../../src/api/index.js';
 import type { RedisClient } from '../redis.js';
 
 // Job ids and deduplication ids name a subscriber, and both travel far: BullMQ's keys and

@@ -1,5 +1,5 @@
 import type { Job } from 'bullmq';
-import type { SyncResult } from '../../src/sync/sync-subscriber.js';
+import type { SyncResult } from '../../src/sync/index.js';
 import { tracing } from '../../src/tracing/index.js';
 import { isBulkJob } from './bulk-breaker.js';
 import type { SyncJobData, SyncJobResult } from './queue.js';

@@ -1,10 +1,10 @@
 import { hostname } from 'node:os';
 import { DelayedError, type Job, type Queue, Worker } from 'bullmq';
 import type { Db } from '../../db/client.js';
-import type { ApiClient } from '../../src/api/client.js';
+import type { ApiClient } from '../../src/api/index.js';
 import { auditAction } from '../../src/audit/index.js';
-import type { Logger } from '../../src/shared/logger.js';
-import { packageVersion } from '../../src/shared/version.js';
+import type { Logger } from '../../src/logging/index.js';
+import { packageVersion } from '../../src/shared/index.js';
 import type { RedisClient } from '../redis.js';
 import {
   keysWorkingElsewhere,

@@ -2,12 +2,15 @@ import { DelayedError, type Job, type Queue, UnrecoverableError, Worker } from '
 import { isConnectionError, rootCause } from '../../db/errors.js';
 import { ping } from '../../db/server.js';
 import type { Metrics } from '../../src/metrics/index.js';
-import { redactExcerpt } from '../../src/shared/redact.js';
-import type { SyncDeps } from '../../src/sync/sync-subscriber.js';
-import { type SyncResult, syncSubscriber } from '../../src/sync/sync-subscriber.js';
-import { parseEmail, TargetError } from '../../src/sync/targets.js';
+import { redactExcerpt } from '../../src/shared/index.js';
+import {
+  parseEmail,
+  type SyncDeps,
+  type SyncResult,
+  syncSubscriber,
+  TargetError,
+} from '../../src/sync/index.js';
 import type { RedisClient } from '../redis.js';
-import { countOutcome } from '../refresh/tally.js';
 import {
   type BulkBreakerOptions,
   bulkPauseKey,
@@ -21,6 +24,7 @@ import { type KeyRejectionDeps, keyRejectionHandler } from './key-rejected.js';
 import { isOpsJob, opsServedCounter } from './lanes.js';
 import { NEWER_PAYLOAD_HOLD_MS, newerPayload } from './payload-version.js';
 import { SYNC_PAYLOAD_VERSION, type SyncJobData, type SyncJobResult, syncJobSchema } from './queue.js';
+import { countOutcome } from './refresh-tally.js';
 
 /** Raised for a transient failure: BullMQ retries it with backoff. */
 class TransientSyncError extends Error {

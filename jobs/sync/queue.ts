@@ -1,6 +1,6 @@
 import { type JobsOptions, Queue } from 'bullmq';
 import type { SyncTrigger } from '../../db/schema/index.js';
-import type { Target } from '../../src/api/lookup.js';
+import type { Target } from '../../src/api/index.js';
 import { tracing } from '../../src/tracing/index.js';
 import type { RedisClient } from '../redis.js';
 import type { SyncJobData, SyncJobResult } from './job.js';

@@ -1,10 +1,9 @@
 import type { Hono } from 'hono';
 import { z } from 'zod';
-import { subscriberDetail } from '../../db/admin/queries.js';
-import { BULK_THRESHOLD } from '../../jobs/sync/lanes.js';
-import { enqueueSyncs } from '../../jobs/sync/queue.js';
-import type { Target } from '../api/lookup.js';
-import { parseEmail, parseSubscriberId, TargetError } from '../sync/targets.js';
+import { subscriberDetail } from '../../db/admin/index.js';
+import { BULK_THRESHOLD, enqueueSyncs } from '../../jobs/sync/index.js';
+import type { Target } from '../api/index.js';
+import { parseEmail, parseSubscriberId, TargetError } from '../sync/index.js';
 import { tracing } from '../tracing/index.js';
 import { auditRequest } from './audit.js';
 import type { AdminEnv } from './auth.js';

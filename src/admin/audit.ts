@@ -2,7 +2,7 @@ import type { Context } from 'hono';
 import { routePath } from 'hono/route';
 import type { Db } from '../../db/client.js';
 import { auditAction } from '../audit/index.js';
-import type { Logger } from '../shared/logger.js';
+import type { Logger } from '../logging/index.js';
 import type { AdminEnv } from './auth.js';
 
 /**

@@ -6,7 +6,7 @@ import { serveStatic } from '@hono/node-server/serve-static';
 import type { Queue } from 'bullmq';
 import { Hono, type MiddlewareHandler } from 'hono';
 import type { Db } from '../../db/client.js';
-import type { Logger } from '../shared/logger.js';
+import type { Logger } from '../logging/index.js';
 import { auditRequest } from './audit.js';
 import type { AdminEnv } from './auth.js';
 import { sameOriginJson } from './same-origin.js';

@@ -1,8 +1,12 @@
 import type { Hono } from 'hono';
-import { CursorAheadError, checkCursor } from '../events/feed.js';
-import { pollFeed } from '../events/long-poll.js';
-import { FeedParamError, parseFeedParams } from '../events/params.js';
-import { createChangeSignal } from '../events/signal.js';
+import {
+  CursorAheadError,
+  checkCursor,
+  createChangeSignal,
+  FeedParamError,
+  parseFeedParams,
+  pollFeed,
+} from '../events/index.js';
 import type { AdminEnv } from './auth.js';
 import { requireToken } from './auth.js';
 import type { AdminDeps } from './deps.js';

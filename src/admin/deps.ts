@@ -1,9 +1,9 @@
 import type { Db } from '../../db/client.js';
 import type { RedisClient } from '../../jobs/redis.js';
 import type { createRefreshQueue } from '../../jobs/refresh/index.js';
-import type { createSyncQueue } from '../../jobs/sync/queue.js';
+import type { createSyncQueue } from '../../jobs/sync/index.js';
+import type { Logger } from '../logging/index.js';
 import type { Metrics } from '../metrics/index.js';
-import type { Logger } from '../shared/logger.js';
 
 // What the admin app and each of its route files are given: its own module so the route files
 // need not import the app that mounts them.

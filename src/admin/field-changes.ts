@@ -1,4 +1,4 @@
-import type { SubscriberPageData } from '../../db/admin/subscriber-page.js';
+import type { SubscriberPageData } from '../../db/admin/index.js';
 
 // A history row says which columns changed and, in `previous`, from what. What each became is the
 // `previous` of the card's next change of that column, or the card's value now when none followed.

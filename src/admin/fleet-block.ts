@@ -1,5 +1,4 @@
-import { fleetDisagreements } from '../fleet/format.js';
-import type { FleetEntry } from '../fleet/registry.js';
+import { type FleetEntry, fleetDisagreements } from '../fleet/index.js';
 import { esc, time } from './html.js';
 
 /** The overview's fleet: every live process, its release, and the settings the processes disagree on. */

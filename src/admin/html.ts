@@ -1,5 +1,5 @@
 /** What every admin page shares: escaping, the one time format, the page frame. */
-import { formatTime, type Moment, toDate } from '../shared/time.js';
+import { formatTime, type Moment, toDate } from '../shared/index.js';
 
 /** Escapes text for HTML content and double- or single-quoted attributes. */
 export const esc = (v: unknown) =>

@@ -1,15 +1,10 @@
 import type { Context, Hono } from 'hono';
-import {
-  latestRunId,
-  loadSubscriberPage,
-  lookupEmail,
-  type PageRun,
-} from '../../db/admin/subscriber-page.js';
-import { pauseProcessing, resumeProcessing } from '../../jobs/sync/control.js';
-import { type EnqueueCounts, enqueueSyncs } from '../../jobs/sync/queue.js';
-import type { Target } from '../api/lookup.js';
+import { latestRunId, loadSubscriberPage, lookupEmail, type PageRun } from '../../db/admin/index.js';
+import { pauseProcessing, resumeProcessing } from '../../jobs/refresh/index.js';
+import { type EnqueueCounts, enqueueSyncs } from '../../jobs/sync/index.js';
+import type { Target } from '../api/index.js';
 import { pauseDetail, resumeAudit } from '../audit/index.js';
-import { parseEmail, parseSubscriberId, parseTarget, TargetError } from '../sync/targets.js';
+import { parseEmail, parseSubscriberId, parseTarget, TargetError } from '../sync/index.js';
 import { auditRequest } from './audit.js';
 import { type AdminEnv, requireToken } from './auth.js';
 import { formToken, readForm, requireForm } from './csrf.js';

@@ -1,17 +1,13 @@
-import { freshnessBuckets, lastRefreshCompletedAt } from '../../db/admin/queries.js';
-import { readFreshness } from '../../db/refresh/freshness.js';
-import type { RefreshRun } from '../../db/refresh/runs.js';
-import { inProgressRun } from '../../db/refresh/runs.js';
-import { conflictSummary } from '../../db/sync/conflicts.js';
-import { AUTO_DISABLED_REASON } from '../../db/webhooks/delivery.js';
-import { progressOf } from '../../jobs/refresh/plan.js';
-import { bulkPauseKey } from '../../jobs/sync/bulk-breaker.js';
-import { readPauseReason } from '../../jobs/sync/queue.js';
-import { fleetDisagreements } from '../fleet/format.js';
-import { fleetCounts, liveFleet } from '../fleet/registry.js';
+import { freshnessBuckets, lastRefreshCompletedAt } from '../../db/admin/index.js';
+import { inProgressRun, type RefreshRun, readFreshness } from '../../db/refresh/index.js';
+import { conflictSummary } from '../../db/sync/index.js';
+import { AUTO_DISABLED_REASON } from '../../db/webhooks/index.js';
+import { progressOf } from '../../jobs/refresh/index.js';
+import { bulkPauseKey, readPauseReason } from '../../jobs/sync/index.js';
+import { fleetCounts, fleetDisagreements, liveFleet } from '../fleet/index.js';
 import { wilson } from '../freshness/index.js';
 import { type Metrics, STALE_AFTER_HOURS } from '../metrics/index.js';
-import { DEFAULT_RETENTION_DAYS, readWebhooksStatus } from '../webhooks/status.js';
+import { DEFAULT_RETENTION_DAYS, readWebhooksStatus } from '../webhooks/index.js';
 import type { AdminDeps } from './deps.js';
 
 /**

@@ -1,4 +1,4 @@
-import type { PageRun, SubscriberPageData } from '../../db/admin/subscriber-page.js';
+import type { PageRun, SubscriberPageData } from '../../db/admin/index.js';
 import { csrfField } from './csrf.js';
 import { fieldChanges } from './field-changes.js';
 import { esc, layout, readOnlyNote, time } from './html.js';

@@ -1,12 +1,12 @@
-import type { DeliveryReport } from '../webhooks/deliveries-report.js';
-import type { EndpointRow } from '../webhooks/endpoints-sql.js';
+import type { EndpointRow } from '../../db/webhooks/index.js';
 import {
+  type DeliveryReport,
   nearRetention,
   nearRetentionText,
   pendingText,
   urlWithoutQuery,
   waitingText,
-} from '../webhooks/status.js';
+} from '../webhooks/index.js';
 import { csrfField } from './csrf.js';
 import { esc, layout, readOnlyNote, time } from './html.js';
 

@@ -1,10 +1,14 @@
 import type { Hono } from 'hono';
-import { parseEndpointId, parseSince } from '../cli/webhook-args.js';
-import { listDeliveries, oldestDeadLetterAt } from '../webhooks/deliveries-report.js';
-import { listEndpoints, removeEndpoint } from '../webhooks/endpoints-sql.js';
-import { feedCursorAt } from '../webhooks/fanout.js';
-import { replayEndpoint } from '../webhooks/replay.js';
-import { DEFAULT_RETENTION_DAYS, urlWithoutQuery } from '../webhooks/status.js';
+import { listEndpoints, oldestDeadLetterAt, removeEndpoint } from '../../db/webhooks/index.js';
+import {
+  DEFAULT_RETENTION_DAYS,
+  feedCursorAt,
+  listDeliveries,
+  parseEndpointId,
+  parseSince,
+  replayEndpoint,
+  urlWithoutQuery,
+} from '../webhooks/index.js';
 import { auditRequest } from './audit.js';
 import { type AdminEnv, requireToken } from './auth.js';
 import { formToken, readForm, requireForm } from './csrf.js';

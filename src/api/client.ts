@@ -1,7 +1,7 @@
 import { isUtf8 } from 'node:buffer';
 import { Agent, type Dispatcher } from 'undici';
 import type { ApiConfig } from '../config/index.js';
-import { redactExcerpt } from '../shared/redact.js';
+import { redactExcerpt } from '../shared/index.js';
 import { tracing } from '../tracing/index.js';
 import { apiKeyFingerprint } from './key-fingerprint.js';
 import type { FetchOutcome, Target } from './lookup.js';
@@ -27,7 +27,7 @@ export interface ApiClient {
   fetchCards(target: Target, options?: { signal?: AbortSignal }): Promise<FetchOutcome>;
   /** The request path for a target (for logs: it holds no secret). */
   pathFor(target: Target): string;
-  /** The key's fingerprint (src/fleet/api-key.ts): which key this client sends, never the key. */
+  /** The key's fingerprint (src/api/key-fingerprint.ts): which key this client sends, never the key. */
   keyFingerprint: string;
   close(): Promise<void>;
 }

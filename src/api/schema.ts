@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import type { SavedCard } from '../../db/sync/cards.js';
-import { containsCardNumber } from '../shared/card-number.js';
+import type { SavedCard } from '../../db/sync/index.js';
+import { containsCardNumber } from '../shared/index.js';
 
 export type { SavedCard };
 

@@ -1,7 +1,10 @@
 import { userInfo } from 'node:os';
-import { type AdminAction, type AdminActionRow, recordAdminAction } from '../../db/audit/admin-actions.js';
+import { type AdminAction, type AdminActionRow, recordAdminAction } from '../../db/audit/index.js';
 import type { Executor } from '../../db/client.js';
-import { formatTime } from '../shared/time.js';
+import { formatTime } from '../shared/index.js';
+
+// The audit trail (docs/analytics.md `admin_actions`): who runs a command, writing an action's row
+// without failing the action, and how the rows are told in `audit` and on the ops page.
 
 /** Who runs this CLI, for `admin_actions.actor`: the OS user (`USER` when the system cannot say). */
 export function cliActor(env: Record<string, string | undefined> = process.env): string {

@@ -3,14 +3,15 @@ import type { Config } from '../config/index.js';
 import {
   type ChangeEvent,
   CursorAheadError,
+  changeEventsInEffect,
   checkCursor,
+  createChangeSignal,
   FEED_START,
   MAX_LIMIT,
+  pollFeed,
   readFeed,
-} from '../events/feed.js';
-import { changeEventsInEffect, TURN_EVENTS_ON } from '../events/in-effect.js';
-import { pollFeed } from '../events/long-poll.js';
-import { createChangeSignal } from '../events/signal.js';
+  TURN_EVENTS_ON,
+} from '../events/index.js';
 import { describeDbError, type Io } from './common.js';
 
 /** How long one wait of `--follow` lasts before it asks again, ms. */

@@ -1,8 +1,7 @@
 import { rootCause } from '../../db/errors.js';
 import { lastRedisError, type RedisClient } from '../../jobs/redis.js';
-import type { Config } from '../config/index.js';
-import type { HostPort, RedisConfig } from '../config/redis.js';
-import { CliError } from '../shared/errors.js';
+import type { Config, HostPort, RedisConfig } from '../config/index.js';
+import { CliError } from '../shared/index.js';
 
 /** Where a command writes; tests pass their own. */
 export interface Io {

@@ -1,8 +1,8 @@
 import { rootCause } from '../../db/errors.js';
 import { checkPool } from '../../db/server.js';
-import { enabledEndpointCount } from '../../db/webhooks/endpoint-lookups.js';
+import { enabledEndpointCount } from '../../db/webhooks/index.js';
 import type { Config } from '../config/index.js';
-import { changeEventsInEffect, TURN_EVENTS_ON } from '../events/in-effect.js';
+import { changeEventsInEffect, TURN_EVENTS_ON } from '../events/index.js';
 
 // `cards-sync doctor`'s change-events line: whether the workers write events, and whether anyone
 // waits for them. Off is the default and fine for a deployment that only reports; off with

@@ -1,8 +1,7 @@
 import { rootCause } from '../../db/errors.js';
 import { checkPool } from '../../db/server.js';
 import type { Config } from '../config/index.js';
-import { describeDisagreement, fleetDisagreements, workersLacking } from '../fleet/format.js';
-import { liveFleet } from '../fleet/registry.js';
+import { describeDisagreement, fleetDisagreements, liveFleet, workersLacking } from '../fleet/index.js';
 
 // `cards-sync doctor`'s fleet check: one first key every live worker holds, and the
 // settings the processes must share.

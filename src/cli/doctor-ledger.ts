@@ -5,7 +5,7 @@ import {
   type LedgerPartition,
   ledgerIsPartitioned,
   ledgerPartitions,
-} from '../../db/ledger/partitions.js';
+} from '../../db/ledger/index.js';
 
 // `cards-sync doctor`'s ledger check: days ready ahead of the clock, nothing stranded in
 // the default partition, and no day kept past the retention. Each is the workers' hourly upkeep

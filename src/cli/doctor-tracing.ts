@@ -1,5 +1,10 @@
-import type { SamplerInEffect } from '../tracing/probe.js';
-import { endpointProblems, isOtelVariable, tracingWanted } from '../tracing/wanted.js';
+import {
+  endpointProblems,
+  isOtelVariable,
+  loadProbe,
+  type SamplerInEffect,
+  tracingWanted,
+} from '../tracing/index.js';
 
 // `cards-sync doctor`'s tracing check: whether the standard OTEL_* variables turn tracing on, where
 // the traces go and whether that endpoint takes an export (src/tracing/probe.ts, loaded only
@@ -88,7 +93,7 @@ function offCheck(env: Env): TracingCheck {
  */
 export async function tracingCheck(env: Env = process.env): Promise<TracingCheck> {
   if (!tracingWanted(env)) return offCheck(env);
-  const { probeExporter, samplerInEffect } = await import('../tracing/probe.js');
+  const { probeExporter, samplerInEffect } = await loadProbe();
   const p = await probeExporter(PROBE_TIMEOUT_MS);
   const sampler = samplerOf(env, samplerInEffect());
   // What is wrong besides the export, each said after it: the line stays ok only without any.

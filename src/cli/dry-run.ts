@@ -1,15 +1,16 @@
 import { createDb } from '../../db/client.js';
 import { rootCause } from '../../db/errors.js';
-import { readStoredCards } from '../../db/sync/batch-read.js';
-import type { SavedCard, StoredCard } from '../../db/sync/cards.js';
-import { findSubscriberIdByEmail } from '../../db/sync/subscribers.js';
-import { createApiClient } from '../api/client.js';
-import type { Target } from '../api/lookup.js';
-import { type Config, requireApi } from '../config/index.js';
-import { requireCardTokens } from '../config/tokens.js';
-import { CliError } from '../shared/errors.js';
-import { reconcile } from '../sync/reconcile.js';
-import { TokenKeyError } from '../tokens/keyring.js';
+import {
+  findSubscriberIdByEmail,
+  readStoredCards,
+  type SavedCard,
+  type StoredCard,
+} from '../../db/sync/index.js';
+import { createApiClient, type Target } from '../api/index.js';
+import { type Config, requireApi, requireCardTokens } from '../config/index.js';
+import { CliError } from '../shared/index.js';
+import { reconcile } from '../sync/index.js';
+import { TokenKeyError } from '../tokens/index.js';
 import { describeDbError, type Io } from './common.js';
 
 /** Columns a person may see the values of (never the token). */

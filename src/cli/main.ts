@@ -1,6 +1,6 @@
 import { rootCause } from '../../db/errors.js';
 import { tracing } from '../tracing/index.js';
-import { run } from './index.js';
+import { run } from './program.js';
 
 // The process entry point: the only module with side effects at import time.
 process.on('uncaughtException', (error) => {

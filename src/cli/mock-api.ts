@@ -1,9 +1,12 @@
 import { loadConfig } from '../config/index.js';
-import type { ChangeClass, WakeUp } from '../mock-api/changes.js';
-import type { CreatedDates } from '../mock-api/created-dates.js';
-import { createMockApi, type MockFaults } from '../mock-api/server.js';
-import { CliError } from '../shared/errors.js';
-import { onShutdown } from '../shared/shutdown.js';
+import {
+  type ChangeClass,
+  type CreatedDates,
+  createMockApi,
+  type MockFaults,
+  type WakeUp,
+} from '../mock-api/index.js';
+import { CliError, onShutdown } from '../shared/index.js';
 import type { Io } from './common.js';
 
 export interface MockApiCliOptions {

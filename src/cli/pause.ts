@@ -1,9 +1,8 @@
 import { createDb } from '../../db/client.js';
-import { createRefreshQueue } from '../../jobs/refresh/index.js';
-import { pauseProcessing, resumeProcessing } from '../../jobs/sync/control.js';
+import { createRefreshQueue, pauseProcessing, resumeProcessing } from '../../jobs/refresh/index.js';
 import { cliActor, pauseDetail, resumeAudit } from '../audit/index.js';
 import type { Config } from '../config/index.js';
-import { formatTime } from '../shared/time.js';
+import { formatTime } from '../shared/index.js';
 import { auditCli } from './audit.js';
 import { describeDbError, type Io } from './common.js';
 import { withQueue } from './status.js';

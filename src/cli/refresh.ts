@@ -4,13 +4,11 @@ import {
   countRefreshable,
   setRefreshJobId,
   type startRefreshRun,
-} from '../../db/refresh/runs.js';
+} from '../../db/refresh/index.js';
 import { createRedis } from '../../jobs/redis.js';
-import { createRefreshQueue, openRefreshRun } from '../../jobs/refresh/index.js';
-import { REFRESH_PAYLOAD_VERSION } from '../../jobs/refresh/queue.js';
+import { createRefreshQueue, openRefreshRun, REFRESH_PAYLOAD_VERSION } from '../../jobs/refresh/index.js';
 import type { Config } from '../config/index.js';
-import { CliError } from '../shared/errors.js';
-import { durationHint, durationMs, formatTime } from '../shared/time.js';
+import { CliError, durationHint, durationMs, formatTime } from '../shared/index.js';
 import { auditCli } from './audit.js';
 import { describeDbError, ensureRedis, type Io } from './common.js';
 

@@ -1,7 +1,5 @@
 import { type Command, InvalidArgumentError } from 'commander';
-import { parseChanges, parseWakeUp } from '../mock-api/changes.js';
-import { parseCreatedDates } from '../mock-api/created-dates.js';
-import { parseFaults } from '../mock-api/server.js';
+import { parseChanges, parseCreatedDates, parseFaults, parseWakeUp } from '../mock-api/index.js';
 import { intArg, parsedBy } from './args.js';
 import type { CliDeps } from './common.js';
 import type { MockApiCliOptions } from './mock-api.js';

@@ -1,8 +1,7 @@
 import { type Command, InvalidArgumentError, Option } from 'commander';
-import type { Target } from '../api/lookup.js';
-import { CliError } from '../shared/errors.js';
-import { durationHint, durationMs } from '../shared/time.js';
-import { parseEmail, parseSubscriberId } from '../sync/targets.js';
+import type { Target } from '../api/index.js';
+import { CliError, durationHint, durationMs } from '../shared/index.js';
+import { parseEmail, parseSubscriberId } from '../sync/index.js';
 import { parsedBy } from './args.js';
 import type { CliDeps } from './common.js';
 

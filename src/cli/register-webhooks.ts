@@ -1,6 +1,4 @@
 import type { Command } from 'commander';
-import { intArg, parsedBy } from './args.js';
-import type { CliDeps } from './common.js';
 import {
   parseDescription,
   parseEndpointId,
@@ -8,7 +6,9 @@ import {
   parseEventTypes,
   parseSince,
   type Since,
-} from './webhook-args.js';
+} from '../webhooks/index.js';
+import { intArg, parsedBy } from './args.js';
+import type { CliDeps } from './common.js';
 
 // The webhook commands' flags (docs/commands.md); their work is in webhooks.ts and webhooks-deliveries.ts.
 

@@ -3,8 +3,7 @@ import { createDb } from '../../db/client.js';
 import { rootCause } from '../../db/errors.js';
 import { knownMigration } from '../../db/migrate.js';
 import type { Config } from '../config/index.js';
-import { CliError } from '../shared/errors.js';
-import { packageVersion } from '../shared/version.js';
+import { CliError, packageVersion } from '../shared/index.js';
 import { describeDbError } from './common.js';
 
 // The refusal a command that writes synced data (cards, their history and events, the ledger)

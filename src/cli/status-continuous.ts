@@ -1,6 +1,6 @@
-import type { ContinuousStatus } from '../../jobs/continuous/status.js';
-import { leaseLine } from '../fleet/format.js';
-import { formatDuration, formatTime } from '../shared/time.js';
+import type { ContinuousStatus } from '../../jobs/refresh/index.js';
+import { leaseLine } from '../fleet/index.js';
+import { formatDuration, formatTime } from '../shared/index.js';
 
 /**
  * The refresh lines of `status` in REFRESH_MODE=continuous, in place of the nightly schedule and

@@ -1,27 +1,38 @@
-import { type DataStatus, readDataStatus } from '../../db/admin/status.js';
-import { type AdminActionRow, recentAdminActions } from '../../db/audit/admin-actions.js';
+import { type DataStatus, readDataStatus } from '../../db/admin/index.js';
+import { type AdminActionRow, recentAdminActions } from '../../db/audit/index.js';
 import { createDb } from '../../db/client.js';
 import { rootCause } from '../../db/errors.js';
-import { auditDisagrees, type Freshness, readFreshness } from '../../db/refresh/freshness.js';
-import { lastRefreshRun, type RefreshRun } from '../../db/refresh/runs.js';
-import { countDue } from '../../db/refresh/schedule.js';
-import { readLeaseHolder } from '../../jobs/continuous/holder.js';
-import { type ContinuousStatus, continuousStatus, isContinuous } from '../../jobs/continuous/status.js';
+import {
+  auditDisagrees,
+  countDue,
+  type Freshness,
+  lastRefreshRun,
+  type RefreshRun,
+  readFreshness,
+} from '../../db/refresh/index.js';
 import { createRedis } from '../../jobs/redis.js';
-import { progressOf } from '../../jobs/refresh/plan.js';
-import type { HoldCause } from '../../jobs/sync/hold.js';
-import { laneWaitsLine } from '../../jobs/sync/lane-heads.js';
-import { createSyncQueue } from '../../jobs/sync/queue.js';
-import { type QueueStatus, queueStatusOf } from '../../jobs/sync/queue-status.js';
+import {
+  type ContinuousStatus,
+  continuousStatus,
+  isContinuous,
+  progressOf,
+  type QueueStatus,
+  queueStatusOf,
+  readLeaseHolder,
+} from '../../jobs/refresh/index.js';
+import {
+  createSyncQueue,
+  type HoldCause,
+  laneWaitsLine,
+  pauseDetailLines,
+  rejectedKeyLines,
+} from '../../jobs/sync/index.js';
 import { actionJson, describeAction } from '../audit/index.js';
 import type { Config } from '../config/index.js';
-import { formatFleet } from '../fleet/format.js';
-import { pauseDetailLines, rejectedKeyLines } from '../fleet/pause-lines.js';
-import { type FleetEntry, liveFleet } from '../fleet/registry.js';
-import { fleetRateLimit } from '../fleet/shared-settings.js';
+import { type FleetEntry, fleetRateLimit, formatFleet, liveFleet } from '../fleet/index.js';
 import { wilson } from '../freshness/index.js';
-import { formatDuration, formatTime } from '../shared/time.js';
-import { formatWebhooks, readWebhooksStatus, type WebhookStatus } from '../webhooks/status.js';
+import { formatDuration, formatTime } from '../shared/index.js';
+import { formatWebhooks, readWebhooksStatus, type WebhookStatus } from '../webhooks/index.js';
 import { describeDbError, ensureRedis, type Io } from './common.js';
 import { formatContinuous } from './status-continuous.js';
 

@@ -1,18 +1,20 @@
-import { recordAdminAction } from '../../db/audit/admin-actions.js';
+import { recordAdminAction } from '../../db/audit/index.js';
 import { createDb } from '../../db/client.js';
 import { rootCause } from '../../db/errors.js';
-import type { StoredToken } from '../../db/sync/cards.js';
-import { countToRotate, rotateBatch } from '../../db/tokens/rotation.js';
+import type { StoredToken } from '../../db/sync/index.js';
+import { countToRotate, rotateBatch } from '../../db/tokens/index.js';
 import { cliActor } from '../audit/index.js';
-import type { Config } from '../config/index.js';
-import { requireCardTokens } from '../config/tokens.js';
-import { nameProcesses, workersLacking } from '../fleet/format.js';
-import { liveFleet } from '../fleet/registry.js';
-import { CliError, ConfigError } from '../shared/errors.js';
-import { cardTokens } from '../tokens/card-tokens.js';
-import { TokenKeyError } from '../tokens/keyring.js';
-import { CardConflictError, CardNotFoundError, readCardToken } from '../tokens/read-card-token.js';
-import { resealEndpointSecrets } from '../webhooks/endpoints-sql.js';
+import { type Config, requireCardTokens } from '../config/index.js';
+import { liveFleet, nameProcesses, workersLacking } from '../fleet/index.js';
+import { CliError, ConfigError } from '../shared/index.js';
+import {
+  CardConflictError,
+  CardNotFoundError,
+  cardTokens,
+  readCardToken,
+  TokenKeyError,
+} from '../tokens/index.js';
+import { resealEndpointSecrets } from '../webhooks/index.js';
 import { describeDbError, type Io } from './common.js';
 import { refuseWhenBehind } from './release-check.js';
 
@@ -125,7 +127,7 @@ export async function cmdTokensRotate(config: Config, io: Io, opts: RotateOption
       if (remaining - unreadable.size > 0) await new Promise((r) => setTimeout(r, 200));
     }
     const busy = remaining - unreadable.size;
-    // Webhook signing secrets are sealed under the same ring (src/webhooks/endpoints-sql.ts).
+    // Webhook signing secrets are sealed under the same ring (src/webhooks/endpoint-secrets.ts).
     const secrets = await resealEndpointSecrets(handle.pool, ring);
     for (const message of secrets.unreadable) unreadable.set(-unreadable.size - 1, message);
     await recordAdminAction(handle.db, {

@@ -1,13 +1,9 @@
-import { endpointRemoval } from '../../db/webhooks/endpoint-lookups.js';
+import { endpointRemoval } from '../../db/webhooks/index.js';
 import type { Config } from '../config/index.js';
-import { CliError } from '../shared/errors.js';
-import { formatTime } from '../shared/time.js';
-import { listDeliveries } from '../webhooks/deliveries-report.js';
-import { feedCursorAt } from '../webhooks/fanout.js';
-import { replayEndpoint } from '../webhooks/replay.js';
+import { CliError, formatTime } from '../shared/index.js';
+import { feedCursorAt, listDeliveries, replayEndpoint, type Since } from '../webhooks/index.js';
 import { auditCli } from './audit.js';
 import type { Io } from './common.js';
-import type { Since } from './webhook-args.js';
 import { withDb } from './webhooks.js';
 
 // `cards-sync webhooks deliveries ID [--failed] [--json]` and `webhooks replay ID --since …`.

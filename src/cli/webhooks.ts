@@ -1,28 +1,24 @@
 import { createDb, type DbHandle } from '../../db/client.js';
+import { listEndpoints, removeEndpoint, setEndpointEnabled } from '../../db/webhooks/index.js';
 import type { Config } from '../config/index.js';
-import { changeEventsInEffect, TURN_EVENTS_ON } from '../events/in-effect.js';
-import { CliError, ConfigError } from '../shared/errors.js';
-import { formatTime } from '../shared/time.js';
-import type { KeyRing } from '../tokens/keyring.js';
+import { changeEventsInEffect, TURN_EVENTS_ON } from '../events/index.js';
+import { CliError, ConfigError, formatTime } from '../shared/index.js';
+import type { KeyRing } from '../tokens/index.js';
 import {
+  assertPublicUrl,
+  feedHead,
   insertEndpoint,
-  listEndpoints,
-  removeEndpoint,
-  rotateEndpointSecret,
-  setEndpointEnabled,
-} from '../webhooks/endpoints-sql.js';
-import { feedHead } from '../webhooks/fanout.js';
-import { assertPublicUrl, WebhookAddressError } from '../webhooks/ssrf.js';
-import {
   nearRetention,
   nearRetentionText,
   pendingText,
+  rotateEndpointSecret,
+  shownUrl,
   urlWithoutQuery,
+  WebhookAddressError,
   waitingText,
-} from '../webhooks/status.js';
+} from '../webhooks/index.js';
 import { auditCli } from './audit.js';
 import { describeDbError, type Io } from './common.js';
-import { shownUrl } from './webhook-args.js';
 
 // `cards-sync webhooks add|list|disable|enable|rotate-secret|remove` (docs/commands.md). A secret is printed
 // once, on stdout, by `add` and `rotate-secret`; it is never in a log line, an error or the audit.

@@ -1,14 +1,17 @@
 import { breakingAhead, tooOldMessage } from '../../db/breaking.js';
 import { createDb } from '../../db/client.js';
-import { sampledTokenKeys } from '../../db/tokens/stored-keys.js';
+import { sampledTokenKeys } from '../../db/tokens/index.js';
 import type { Config } from '../config/index.js';
-import { nameProcesses, workersLacking } from '../fleet/format.js';
-import { type FleetEntry, liveFleet } from '../fleet/registry.js';
-import { showSetting } from '../fleet/shared-settings.js';
-import { thisProcess } from '../fleet/this-process.js';
-import { CliError } from '../shared/errors.js';
-import type { Logger } from '../shared/logger.js';
-import { packageVersion } from '../shared/version.js';
+import {
+  type FleetEntry,
+  liveFleet,
+  nameProcesses,
+  showSetting,
+  thisProcess,
+  workersLacking,
+} from '../fleet/index.js';
+import type { Logger } from '../logging/index.js';
+import { CliError, packageVersion } from '../shared/index.js';
 
 // What a worker checks against the database and the live fleet before it takes a job:
 // refusals (exit 3: a release older than the newest breaking migration; exit 2: a first key some

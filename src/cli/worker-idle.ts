@@ -2,8 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Queue } from 'bullmq';
 import type { RedisClient } from '../../jobs/redis.js';
 import { refreshIsIdle } from '../../jobs/refresh/index.js';
-import { readPauseReason } from '../../jobs/sync/queue.js';
-import { queueIsIdle } from '../../jobs/sync/worker.js';
+import { queueIsIdle, readPauseReason } from '../../jobs/sync/index.js';
 import type { Io } from './common.js';
 
 // `worker --exit-when-idle`: when a worker that runs until its queues are empty may stop.

@@ -2,27 +2,25 @@ import { breakingAhead, tooOldMessage } from '../../db/breaking.js';
 import { createDb, type DbHandle } from '../../db/client.js';
 import { knownMigration } from '../../db/migrate.js';
 import { createRedis, type RedisClient, settlesWithin } from '../../jobs/redis.js';
-import { createRefreshQueue, registerRefreshMode, startRefreshWorker } from '../../jobs/refresh/index.js';
-import type { RefreshPlanSettings } from '../../jobs/refresh/policy.js';
-import { createSyncQueue } from '../../jobs/sync/queue.js';
-import { type SyncWorker, startSyncWorker } from '../../jobs/sync/worker.js';
-import { type ApiClient, createApiClient } from '../api/client.js';
-import { type ApiConfig, type Config, requireApi } from '../config/index.js';
-import { requireCardTokens } from '../config/tokens.js';
-import { startChangeEventsMaintenance } from '../events/maintenance.js';
-import { type FleetMembership, joinFleet, liveFleet } from '../fleet/registry.js';
-import { thisProcess } from '../fleet/this-process.js';
-import { startLedgerMaintenance } from '../ledger/maintenance.js';
+import {
+  createRefreshQueue,
+  type RefreshPlanSettings,
+  registerRefreshMode,
+  startRefreshWorker,
+} from '../../jobs/refresh/index.js';
+import { createSyncQueue, type SyncWorker, startSyncWorker } from '../../jobs/sync/index.js';
+import { startAdmin } from '../admin/index.js';
+import { type ApiClient, createApiClient } from '../api/index.js';
+import { type ApiConfig, type Config, requireApi, requireCardTokens } from '../config/index.js';
+import { startChangeEventsMaintenance } from '../events/index.js';
+import { type FleetMembership, joinFleet, liveFleet, thisProcess } from '../fleet/index.js';
+import { startLedgerMaintenance } from '../ledger/index.js';
+import { createLogger, type Logger } from '../logging/index.js';
 import { createMetrics, type Metrics } from '../metrics/index.js';
-import { CliError } from '../shared/errors.js';
-import { createLogger, type Logger } from '../shared/logger.js';
-import { onShutdown } from '../shared/shutdown.js';
-import { packageVersion } from '../shared/version.js';
-import { endpointProblems, tracingWanted } from '../tracing/wanted.js';
-import type { RetrySchedule } from '../webhooks/backoff.js';
-import { startWebhookDelivery, type WebhookDelivery } from '../webhooks/delivery-worker.js';
+import { CliError, onShutdown, packageVersion } from '../shared/index.js';
+import { endpointProblems, tracingWanted } from '../tracing/index.js';
+import { type RetrySchedule, startWebhookDelivery, type WebhookDelivery } from '../webhooks/index.js';
 import { ensureRedis, type Io } from './common.js';
-import { startAdmin } from './serve.js';
 import { checkBeforeStart } from './worker-checks.js';
 import { untilIdle } from './worker-idle.js';
 

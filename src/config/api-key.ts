@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { ConfigError } from '../shared/errors.js';
+import { ConfigError } from '../shared/index.js';
 
 /** The API key from `CARDS_API_KEY_FILE`: trimmed, and refused when unreadable, empty or not a header value. */
 export function readApiKeyFile(path: string): string {

@@ -1,16 +1,21 @@
-import { ConfigError } from '../shared/errors.js';
-import { durationMs } from '../shared/time.js';
+import type { LogLevel } from '../logging/index.js';
+import { ConfigError, durationMs } from '../shared/index.js';
 import { readApiKeyFile } from './api-key.js';
 import { type RedisConfig, redisTopology } from './redis.js';
 import type { VariableSpec } from './schemas.js';
 import { type TokenConfig, tokenConfig } from './tokens.js';
 import { CONFIG_VARIABLES, envSchema, type Parsed, type Variables, variables } from './variables.js';
 
+// The configuration (docs/configuration.md): every variable, read and checked in one place, and
+// what the commands require of it (the API, the card tokens' keys, the Redis topology).
+
+export type { HostPort, RedisConfig } from './redis.js';
+export { HOW_TO_MAKE_A_KEY, requireCardTokens } from './tokens.js';
+export type { Variables } from './variables.js';
 export { CONFIG_VARIABLES };
 
 type PathStyle = 'standard' | 'sandbox';
 type RefreshMode = 'nightly' | 'continuous';
-export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
 
 /** Settings of the Saved Cards API client. */
 export interface ApiConfig {

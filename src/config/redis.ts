@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
-import { ConfigError } from '../shared/errors.js';
+import { ConfigError } from '../shared/index.js';
 import { blankToUndefined, type VariableSpec } from './schemas.js';
 
 /** A `host:port` of a Sentinel or a cluster seed node. */

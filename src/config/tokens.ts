@@ -1,8 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
-import { ConfigError } from '../shared/errors.js';
-import { type CardTokens, cardTokens } from '../tokens/card-tokens.js';
-import { type KeyRing, KeyRingError, parseKeyRing } from '../tokens/keyring.js';
+import { ConfigError } from '../shared/index.js';
+import { type CardTokens, cardTokens, type KeyRing, KeyRingError, parseKeyRing } from '../tokens/index.js';
 import { blankToUndefined, type VariableSpec } from './schemas.js';
 
 // Card tokens at rest (docs/configuration.md): CARD_TOKEN_KEYS / CARD_TOKEN_KEYS_FILE and CARD_TOKEN_ENCRYPTION.

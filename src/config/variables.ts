@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { DURATION_UNITS, durationHint, durationMs } from '../shared/time.js';
+import { DURATION_UNITS, durationHint, durationMs } from '../shared/index.js';
 import { redisVariables } from './redis.js';
 import { blankToUndefined, isTimeZone, text, urlOf, type VariableSpec, whole } from './schemas.js';
 import { tokenVariables } from './tokens.js';

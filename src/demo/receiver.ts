@@ -1,7 +1,7 @@
 import { timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingHttpHeaders } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { signature } from '../webhooks/signing.js';
+import { signature } from '../webhooks/index.js';
 
 // The demo's webhook receiver: a node:http server on loopback that checks each delivery's Standard
 // Webhooks signature under the endpoint's secret, as a subscriber's receiver would, and counts

@@ -1,7 +1,7 @@
 import { connectToServer } from '../../db/databases.js';
 import { createRedis } from '../../jobs/redis.js';
-import { ensureRedis } from '../cli/common.js';
-import type { RedisConfig } from '../config/redis.js';
+import { ensureRedis } from '../cli/index.js';
+import type { RedisConfig } from '../config/index.js';
 import { dockerReachable, type Started, startPostgresContainer, startRedisContainer } from './containers.js';
 import { findPostgresBin, findRedisServer, startLocalPostgres, startLocalRedis } from './local-servers.js';
 

@@ -1,4 +1,4 @@
-import { activeCardsByBank, freshnessByBucket, runsByStatus } from '../../db/admin/subscriber-range.js';
+import { activeCardsByBank, freshnessByBucket, runsByStatus } from '../../db/admin/index.js';
 import type { Db } from '../../db/client.js';
 
 // The demo's "what landed": this run's syncs of its own subscribers, nothing older and nothing

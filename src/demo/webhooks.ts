@@ -1,14 +1,12 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type pg from 'pg';
-import { countEventsAfter } from '../../db/events/after-cursor.js';
-import { deleteEndpoint } from '../../db/webhooks/endpoint-lookups.js';
+import { countEventsAfter } from '../../db/events/index.js';
+import { deleteEndpoint } from '../../db/webhooks/index.js';
 import type { Config } from '../config/index.js';
-import { parseCursor } from '../events/feed.js';
-import type { Logger } from '../shared/logger.js';
-import type { KeyRing } from '../tokens/keyring.js';
-import { startWebhookDelivery, type WebhookDelivery } from '../webhooks/delivery-worker.js';
-import { insertEndpoint } from '../webhooks/endpoints-sql.js';
-import { feedHead } from '../webhooks/fanout.js';
+import { parseCursor } from '../events/index.js';
+import type { Logger } from '../logging/index.js';
+import type { KeyRing } from '../tokens/index.js';
+import { feedHead, insertEndpoint, startWebhookDelivery, type WebhookDelivery } from '../webhooks/index.js';
 import { type DemoReceiver, startDemoReceiver } from './receiver.js';
 
 // The demo's webhooks: a receiver on loopback, registered as an endpoint from the feed's head (so

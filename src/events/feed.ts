@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { cursorAhead, feedHeadRow, feedHeldBackAfter, readFeedRows } from '../../db/events/feed.js';
+import { cursorAhead, feedHeadRow, feedHeldBackAfter, readFeedRows } from '../../db/events/index.js';
 import type { ChangeEventType } from '../../db/schema/index.js';
 
 // The pull feed (docs/events.md): events in (txid, seq) order, showing only the events of transactions

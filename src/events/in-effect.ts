@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { liveFleet } from '../fleet/registry.js';
+import { liveFleet } from '../fleet/index.js';
 
 // Whether change events are being written is the workers' setting, not the caller's: `webhooks
 // add`, `changes` and `doctor` usually run from an operator's shell, whose environment need not

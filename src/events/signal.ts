@@ -1,6 +1,5 @@
 import type pg from 'pg';
-import { listenForChanges, unlistenChanges } from '../../db/events/listen.js';
-import { CHANGES_CHANNEL } from '../../db/events/outbox-sql.js';
+import { CHANGES_CHANNEL, listenForChanges, unlistenChanges } from '../../db/events/index.js';
 
 // Wake-ups for long polls: one LISTEN connection per process, held only while someone waits. The
 // outbox statement NOTIFYs in the writer's transaction, so the notification arrives at its commit.

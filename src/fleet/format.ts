@@ -1,5 +1,5 @@
-import type { LeaseHolder } from '../../db/refresh/lease.js';
-import { formatTime } from '../shared/time.js';
+import type { LeaseHolder } from '../../db/refresh/index.js';
+import { formatTime } from '../shared/index.js';
 import type { FleetEntry } from './registry.js';
 import { showSetting } from './shared-settings.js';
 

@@ -1,12 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import type pg from 'pg';
-import {
-  deleteProcess,
-  forgetGoneProcesses,
-  liveProcessRows,
-  upsertProcess,
-} from '../../db/fleet/processes.js';
+import { deleteProcess, forgetGoneProcesses, liveProcessRows, upsertProcess } from '../../db/fleet/index.js';
 import { settingsByVariable } from './shared-settings.js';
 
 // The fleet registry: every long-running process says who it is in `fleet_processes`

@@ -1,6 +1,5 @@
-import type { Config } from '../config/index.js';
-import type { Variables } from '../config/variables.js';
-import { durationMs, formatDuration } from '../shared/time.js';
+import type { Config, Variables } from '../config/index.js';
+import { durationMs, formatDuration } from '../shared/index.js';
 
 /** A duration in the shortest form it reads back exactly: `2m`, `7d`, and `1.5s` below a whole second. */
 const exactDuration = (ms: number) => (ms % 1000 === 0 ? formatDuration(ms / 1000) : `${ms / 1000}s`);

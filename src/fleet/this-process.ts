@@ -1,6 +1,6 @@
 import { knownMigration } from '../../db/migrate.js';
 import type { Config } from '../config/index.js';
-import { packageVersion } from '../shared/version.js';
+import { packageVersion } from '../shared/index.js';
 import type { FleetRole, ProcessInfo } from './registry.js';
 import { sharedSettings } from './shared-settings.js';
 

@@ -1,5 +1,5 @@
 // The freshness policy: pure code, no queue and no clock of its own. The workers, the scheduler
-// (jobs/continuous/refresh.ts) and the simulator (bench/freshness.ts) all run it.
+// (jobs/refresh/continuous.ts) and the simulator (bench/freshness.ts) all run it.
 export * from './budget.js';
 export * from './change-point.js';
 export * from './estimate.js';

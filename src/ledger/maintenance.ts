@@ -1,15 +1,15 @@
 import type pg from 'pg';
 import type { Logger } from 'pino';
-import { dropStaleConversionCheck } from '../../db/ledger/convert.js';
 import {
   addLedgerPartitions,
   compactClosedDays,
   type DroppedPartition,
   dropExpiredPartitions,
+  dropStaleConversionCheck,
   ledgerIsPartitioned,
   rehomeDefaultRows,
-} from '../../db/ledger/partitions.js';
-import { startUpkeep, type Upkeep } from '../shared/upkeep.js';
+} from '../../db/ledger/index.js';
+import { startUpkeep, type Upkeep } from '../shared/index.js';
 
 /** Days of partitions kept ready ahead of the clock. */
 const AHEAD_DAYS = 7;

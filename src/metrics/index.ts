@@ -1,5 +1,7 @@
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 
+// The Prometheus metrics (docs/monitoring.md): the registry a process observes into.
+
 /**
  * The Prometheus metrics of one process. Workers observe syncs into it; the admin server
  * serves it at /metrics, adding queue and freshness gauges at scrape time.

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { SavedCard } from '../../db/sync/cards.js';
+import type { SavedCard } from '../../db/sync/index.js';
 import type { WalletChanges } from './changes.js';
 import { cardCountAt, type MockDataOptions } from './data.js';
 

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { SavedCard } from '../api/schema.js';
+import type { SavedCard } from '../api/index.js';
 
 /** Options of the deterministic data set. */
 export interface MockDataOptions {

@@ -2,7 +2,7 @@ import { once } from 'node:events';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { SavedCard } from '../api/schema.js';
+import type { SavedCard } from '../api/index.js';
 import { type ChangeClass, type WakeUp, walletChanges } from './changes.js';
 import { type CreatedDates, datedFromChanges } from './created-dates.js';
 import { cardsAtVersion, type MockDataOptions, subscriberIdForEmail } from './data.js';

@@ -1,10 +1,18 @@
 import type { Db } from '../../db/client.js';
-import { eventsCommitted } from '../../db/events/outbox.js';
-import { beginLockAndRead, type CardOwner, lockAndReread } from '../../db/sync/batch-read.js';
-import { type BatchWrite, learnEmails, writeBatch } from '../../db/sync/batch-write.js';
-import { resolveClaims, upsertClaims } from '../../db/sync/conflicts.js';
-import { forgetDigestsOfTakenCards, recountActiveCards } from '../../db/sync/digests.js';
-import { sentTogether } from '../../db/sync/pipeline.js';
+import { eventsCommitted } from '../../db/events/index.js';
+import {
+  type BatchWrite,
+  beginLockAndRead,
+  type CardOwner,
+  forgetDigestsOfTakenCards,
+  learnEmails,
+  lockAndReread,
+  recountActiveCards,
+  resolveClaims,
+  sentTogether,
+  upsertClaims,
+  writeBatch,
+} from '../../db/sync/index.js';
 import { commit, committedIn, rollback } from '../../db/transaction.js';
 import {
   afterSuccess,
@@ -13,7 +21,7 @@ import {
   type PolicyParams,
   type SubscriberSchedule,
 } from '../freshness/index.js';
-import type { CardTokens } from '../tokens/card-tokens.js';
+import type { CardTokens } from '../tokens/index.js';
 import { conflictsOf } from './batch-conflicts.js';
 import { indexStored, isSuperseded, knownChanges, plan, runRow, toWrite } from './batch-plan.js';
 import { type AppliedCards, type CardsToApply, lockKey } from './cards-to-apply.js';

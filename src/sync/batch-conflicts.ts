@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { claimKey, openClaims } from '../../db/sync/conflicts.js';
+import { claimKey, openClaims } from '../../db/sync/index.js';
 import type { Planned } from './batch-plan.js';
 
 /**

@@ -1,8 +1,14 @@
-import type { BatchRead } from '../../db/sync/batch-read.js';
-import type { KnownChange, RunRow } from '../../db/sync/batch-write.js';
-import type { CardToWrite, SavedCard, StoredCard } from '../../db/sync/cards.js';
-import { type CardClaim, claimKey } from '../../db/sync/conflicts.js';
-import type { CardTokens } from '../tokens/card-tokens.js';
+import {
+  type BatchRead,
+  type CardClaim,
+  type CardToWrite,
+  claimKey,
+  type KnownChange,
+  type RunRow,
+  type SavedCard,
+  type StoredCard,
+} from '../../db/sync/index.js';
+import type { CardTokens } from '../tokens/index.js';
 import type { CardsToApply } from './cards-to-apply.js';
 import { emptyCounts, type ReconcilePlan, reconcile } from './reconcile.js';
 

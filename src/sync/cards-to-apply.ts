@@ -1,5 +1,5 @@
 import type { SyncStatus, SyncTrigger } from '../../db/schema/index.js';
-import type { SavedCard } from '../../db/sync/cards.js';
+import type { SavedCard } from '../../db/sync/index.js';
 import type { SyncCounts } from './reconcile.js';
 
 // One validated answer on its way to Postgres, and what writing it came to (apply-cards.ts writes).

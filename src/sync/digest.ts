@@ -1,5 +1,5 @@
-import type { SavedCard } from '../../db/sync/cards.js';
-import type { CardTokens } from '../tokens/card-tokens.js';
+import type { SavedCard } from '../../db/sync/index.js';
+import type { CardTokens } from '../tokens/index.js';
 
 // The digest of an answer: what `subscribers.cards_digest` keeps of the cards a full-path success
 // listed. Two answers with the same cards, in any order, have the same digest; a change to any

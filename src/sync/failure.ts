@@ -1,9 +1,8 @@
 import type { Db } from '../../db/client.js';
 import type { SyncStatus } from '../../db/schema/index.js';
-import { recordSubscriberFailure } from '../../db/sync/subscribers.js';
-import { insertSyncRun } from '../../db/sync/sync-runs.js';
-import { maskCardNumbers } from '../shared/card-number.js';
-import type { Logger } from '../shared/logger.js';
+import { insertSyncRun, recordSubscriberFailure } from '../../db/sync/index.js';
+import type { Logger } from '../logging/index.js';
+import { maskCardNumbers } from '../shared/index.js';
 import type { RunBase } from './cards-to-apply.js';
 import { emptyCounts, type SyncCounts } from './reconcile.js';
 import type { SyncResult } from './result.js';

@@ -1,6 +1,6 @@
 import type { Db } from '../../db/client.js';
 import { isConnectionError, rootCause } from '../../db/errors.js';
-import type { CardTokens } from '../tokens/card-tokens.js';
+import type { CardTokens } from '../tokens/index.js';
 import { type ActiveSpan, tracing } from '../tracing/index.js';
 import { applyCardsBatch, type WriteOptions } from './apply-cards.js';
 import { type AppliedCards, type CardsToApply, lockKey } from './cards-to-apply.js';

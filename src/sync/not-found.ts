@@ -1,5 +1,5 @@
 import type { Db } from '../../db/client.js';
-import { recordNotFound } from '../../db/sync/not-found.js';
+import { recordNotFound } from '../../db/sync/index.js';
 import { tracing } from '../tracing/index.js';
 import type { RunBase } from './cards-to-apply.js';
 import { emptyCounts, type SyncCounts } from './reconcile.js';

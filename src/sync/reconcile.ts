@@ -1,4 +1,4 @@
-import type { SavedCard, StoredCard } from '../../db/sync/cards.js';
+import type { SavedCard, StoredCard } from '../../db/sync/index.js';
 
 export type { StoredCard };
 

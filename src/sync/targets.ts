@@ -1,6 +1,6 @@
 import { isIPv6 } from 'node:net';
 import { domainToASCII } from 'node:url';
-import type { Target } from '../api/lookup.js';
+import type { Target } from '../api/index.js';
 
 /** Why an id or e-mail given by a person or a file was refused (no value echoed beyond 40 chars). */
 export class TargetError extends Error {

@@ -1,5 +1,5 @@
 import { createHash, type Hash, type Hmac } from 'node:crypto';
-import type { StoredToken } from '../../db/sync/cards.js';
+import type { StoredToken } from '../../db/sync/index.js';
 import type { KeyRing } from './keyring.js';
 import { TokenKeyError } from './keyring.js';
 

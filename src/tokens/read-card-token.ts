@@ -1,8 +1,8 @@
-import { recordAdminAction } from '../../db/audit/admin-actions.js';
+import { recordAdminAction } from '../../db/audit/index.js';
 import { createDb, type Db } from '../../db/client.js';
 import type { AdminSource } from '../../db/schema/index.js';
-import { type OpenConflict, openConflictsOf } from '../../db/sync/conflicts.js';
-import { readStoredToken } from '../../db/tokens/rotation.js';
+import { type OpenConflict, openConflictsOf } from '../../db/sync/index.js';
+import { readStoredToken } from '../../db/tokens/index.js';
 import { cliActor } from '../audit/index.js';
 import { type CardTokens, cardTokens } from './card-tokens.js';
 import { parseKeyRing } from './keyring.js';

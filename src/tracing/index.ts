@@ -94,3 +94,14 @@ export function tracing(): Tracing {
 export function installTracing(impl: Tracing | undefined): void {
   current = impl ?? off;
 }
+
+// What the commands ask of tracing besides the facade. None of these loads OpenTelemetry: the
+// variables are read by wanted.ts, and doctor's probe (probe.ts, which loads the exporters) only
+// when loadProbe() is called.
+export type { SamplerInEffect } from './probe.js';
+export { endpointProblems, isOtelVariable, tracingWanted } from './wanted.js';
+
+/** `doctor`'s probe of the exporter, loaded on demand: it loads OpenTelemetry's exporters. */
+export function loadProbe(): Promise<typeof import('./probe.js')> {
+  return import('./probe.js');
+}

@@ -1,6 +1,6 @@
 import { register } from 'node:module';
 import { createAddHookMessageChannel } from 'import-in-the-middle';
-import { packageVersion } from '../shared/version.js';
+import { packageVersion } from '../shared/index.js';
 import { droppedLine } from './exporter-env.js';
 import { installTracing } from './index.js';
 import { otelTracing } from './otel.js';

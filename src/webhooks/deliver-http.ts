@@ -1,8 +1,8 @@
 import { isIP } from 'node:net';
 import { Agent } from 'undici';
-import type { AttemptResult } from '../../db/webhooks/delivery.js';
-import { parseRetryAfter } from '../api/retry-after.js';
-import { redactExcerpt } from '../shared/redact.js';
+import type { AttemptResult } from '../../db/webhooks/index.js';
+import { parseRetryAfter } from '../api/index.js';
+import { redactExcerpt } from '../shared/index.js';
 import type { SignedHeaders } from './signing.js';
 import { guardedLookupWith, isPublicAddress, type Resolve, WebhookAddressError } from './ssrf.js';
 

@@ -1,10 +1,8 @@
 import type pg from 'pg';
-import { latestDeliveryRows } from '../../db/webhooks/deliveries-report.js';
+import { latestDeliveryRows } from '../../db/webhooks/index.js';
 
 // What `webhooks deliveries ID` shows: the latest deliveries of an endpoint with their last attempt
 // (the statements are db/webhooks/deliveries-report.ts's).
-
-export { oldestDeadLetterAt } from '../../db/webhooks/deliveries-report.js';
 
 export interface DeliveryReport {
   id: number;

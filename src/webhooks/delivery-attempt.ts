@@ -1,10 +1,14 @@
 import type pg from 'pg';
-import { type ClaimedDelivery, finishAttempt, releaseDelivery } from '../../db/webhooks/delivery.js';
-import type { Logger } from '../shared/logger.js';
+import {
+  type ClaimedDelivery,
+  endpointLive,
+  finishAttempt,
+  releaseDelivery,
+} from '../../db/webhooks/index.js';
+import type { Logger } from '../logging/index.js';
 import { type ActiveSpan, tracing } from '../tracing/index.js';
 import { type RetrySchedule, retryWaitMs } from './backoff.js';
 import type { WebhookSender } from './deliver-http.js';
-import { endpointLive } from './endpoints-sql.js';
 import { signedHeaders } from './signing.js';
 
 // One delivery attempt of the loop (src/webhooks/delivery.ts): signed, sent, recorded, logged.

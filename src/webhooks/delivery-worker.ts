@@ -1,7 +1,7 @@
 import { createDb } from '../../db/client.js';
 import type { Config } from '../config/index.js';
-import { createChangeSignal } from '../events/signal.js';
-import type { Logger } from '../shared/logger.js';
+import { createChangeSignal } from '../events/index.js';
+import type { Logger } from '../logging/index.js';
 import { createWebhookSender } from './deliver-http.js';
 import { type DeliveryLoop, type DeliveryOptions, startDeliveryLoop } from './delivery.js';
 

@@ -6,14 +6,14 @@ import {
   enabledEndpointIds,
   pruneDeliveries,
   pruneRemovedEndpoints,
-} from '../../db/webhooks/delivery.js';
-import type { ChangeSignal } from '../events/signal.js';
-import type { Logger } from '../shared/logger.js';
-import type { KeyRing } from '../tokens/keyring.js';
+} from '../../db/webhooks/index.js';
+import type { ChangeSignal } from '../events/index.js';
+import type { Logger } from '../logging/index.js';
+import type { KeyRing } from '../tokens/index.js';
 import { DEFAULT_SCHEDULE, type RetrySchedule } from './backoff.js';
 import type { WebhookSender } from './deliver-http.js';
 import { attemptSender, type Target } from './delivery-attempt.js';
-import { endpointTarget } from './endpoints-sql.js';
+import { endpointTarget } from './endpoint-secrets.js';
 import { FANOUT_PAGE, takeEvents } from './fanout.js';
 
 // The delivery loop each worker runs beside its sync jobs (docs/webhooks.md). It shares nothing with the

@@ -6,7 +6,7 @@ import {
   lastSettledCursor,
   lockEnabledEndpoint,
   setFeedCursor,
-} from '../../db/webhooks/fanout.js';
+} from '../../db/webhooks/index.js';
 import {
   type ChangeEvent,
   FEED_START,
@@ -15,7 +15,7 @@ import {
   MAX_LIMIT,
   readFeed,
   readFeedEntries,
-} from '../events/feed.js';
+} from '../events/index.js';
 
 // How an endpoint takes events from the change feed (src/events/feed.ts), and nothing else of the
 // sync: each endpoint keeps its place in the feed; a worker that holds the endpoint's row lock

@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import { begin, commit, rollback } from '../../db/transaction.js';
-import { lockLiveEndpoint, pendingEventIds, setFeedCursor } from '../../db/webhooks/fanout.js';
-import { readFeedEntries } from '../events/feed.js';
+import { lockLiveEndpoint, pendingEventIds, setFeedCursor } from '../../db/webhooks/index.js';
+import { readFeedEntries } from '../events/index.js';
 import { compareCursors, FANOUT_PAGE, insertDeliveries } from './fanout.js';
 
 // `webhooks replay ID --since …`: sends an endpoint again every event from a point of the feed.

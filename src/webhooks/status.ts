@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { type EndpointRow, listEndpoints } from './endpoints-sql.js';
+import { type EndpointRow, listEndpoints } from '../../db/webhooks/index.js';
 
 // The `webhooks` block of `status --json` and the admin's scrape (docs/monitoring.md).
 

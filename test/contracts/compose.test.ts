@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import type { Command } from 'commander';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
-import { buildProgram } from '../../src/cli/index.js';
+import { buildProgram } from '../../src/cli/program.js';
 import { CONFIG_VARIABLES } from '../../src/config/index.js';
 import { isOtelVariable, tracingWanted } from '../../src/tracing/wanted.js';
 

@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
-import { buildProgram } from '../../src/cli/index.js';
+import { buildProgram } from '../../src/cli/program.js';
 import { CONFIG_VARIABLES, loadConfig } from '../../src/config/index.js';
 import { SHARED_VARIABLES, sharedSettings, showSetting } from '../../src/fleet/shared-settings.js';
 import { createMetrics } from '../../src/metrics/index.js';

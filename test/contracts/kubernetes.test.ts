@@ -7,7 +7,7 @@ import { PodDisruptionBudget } from 'kubernetes-models/policy/v1';
 import { ConfigMap, Namespace, Secret, Service } from 'kubernetes-models/v1';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
-import { buildProgram } from '../../src/cli/index.js';
+import { buildProgram } from '../../src/cli/program.js';
 import { CONFIG_VARIABLES } from '../../src/config/index.js';
 import { isOtelVariable, tracingWanted } from '../../src/tracing/wanted.js';
 

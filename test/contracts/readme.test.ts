@@ -2,7 +2,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { buildProgram } from '../../src/cli/index.js';
+import { buildProgram } from '../../src/cli/program.js';
 import { API_KEY, CARD_TOKEN_KEYS, makeCard, ok, useScriptedApi } from '../support/fixtures.js';
 import { useCleanups, useTestDatabase } from '../support/helpers.js';
 import { runCli } from '../support/queue-helpers.js';

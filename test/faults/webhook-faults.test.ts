@@ -6,7 +6,7 @@ import { expect, it } from 'vitest';
 import { enqueueSyncs } from '../../jobs/sync/queue.js';
 import { type ChangeEvent, FEED_START, MAX_LIMIT, readFeed } from '../../src/events/feed.js';
 import { parseKeyRing } from '../../src/tokens/keyring.js';
-import { insertEndpoint } from '../../src/webhooks/endpoints-sql.js';
+import { insertEndpoint } from '../../src/webhooks/endpoint-secrets.js';
 import { feedHead } from '../../src/webhooks/fanout.js';
 import { CARD_TOKEN_KEYS } from '../support/fixtures.js';
 import { useCleanups, useTestDatabase } from '../support/helpers.js';

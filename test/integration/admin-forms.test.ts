@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { refreshRuns } from '../../db/schema/index.js';
-import { pauseProcessing } from '../../jobs/sync/control.js';
+import { pauseProcessing } from '../../jobs/refresh/control.js';
 import { readPauseReason } from '../../jobs/sync/queue.js';
 import { CSRF, useAdminApp } from '../support/admin-client.js';
 import { ADMIN_TOKEN } from '../support/fixtures.js';

@@ -1,10 +1,10 @@
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { resumeProcessing } from '../../jobs/refresh/control.js';
 import { createRefreshQueue, refreshBacklog } from '../../jobs/refresh/index.js';
+import { queueStatusOf } from '../../jobs/refresh/queue-status.js';
 import { heldCount, readBulkPause } from '../../jobs/sync/bulk-breaker.js';
-import { resumeProcessing } from '../../jobs/sync/control.js';
 import { enqueueSyncs } from '../../jobs/sync/queue.js';
-import { queueStatusOf } from '../../jobs/sync/queue-status.js';
 import { startSyncWorker } from '../../jobs/sync/worker.js';
 import { createApiClient } from '../../src/api/client.js';
 import { applyCardsBatch } from '../../src/sync/apply-cards.js';

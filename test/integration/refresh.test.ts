@@ -290,7 +290,7 @@ describe('refresh runs', () => {
     );
     expect(removedSoFar.rows[0]!.n).toBeLessThan(150);
     // The operator checked and resumes: the run continues and completes.
-    const { resumeProcessing } = await import('../../jobs/sync/control.js');
+    const { resumeProcessing } = await import('../../jobs/refresh/control.js');
     const { continuedRefreshRunId: continued } = await resumeProcessing({
       db: db(),
       syncQueue: s.queue,
@@ -328,7 +328,7 @@ describe('refresh runs', () => {
     expect(halted.status).toBe('halted');
     expect(halted.haltedReason).toMatch(/of \d+ answered subscribers .* REFRESH_MAX_WIPE_RATIO/);
     expect((await readPauseReason(s.queue, s.redis))?.by).toBe('breaker');
-    const { resumeProcessing } = await import('../../jobs/sync/control.js');
+    const { resumeProcessing } = await import('../../jobs/refresh/control.js');
     await resumeProcessing({ db: db(), syncQueue: s.queue, refreshQueue: s.refreshQueue, redis: s.redis });
     const done = await waitFor('the run to complete', async () => {
       const run = await loadRefreshRun(db(), id);

@@ -7,7 +7,7 @@ import {
   finishAttempt,
 } from '../../db/webhooks/delivery.js';
 import { parseKeyRing } from '../../src/tokens/keyring.js';
-import { insertEndpoint } from '../../src/webhooks/endpoints-sql.js';
+import { insertEndpoint } from '../../src/webhooks/endpoint-secrets.js';
 import { CARD_TOKEN_KEYS } from '../support/fixtures.js';
 import { useTestDatabase } from '../support/helpers.js';
 

@@ -6,7 +6,7 @@ import { parseKeyRing } from '../../src/tokens/keyring.js';
 import type { RetrySchedule } from '../../src/webhooks/backoff.js';
 import { createWebhookSender } from '../../src/webhooks/deliver-http.js';
 import { type DeliveryLoop, startDeliveryLoop } from '../../src/webhooks/delivery.js';
-import { insertEndpoint, rotateEndpointSecret } from '../../src/webhooks/endpoints-sql.js';
+import { insertEndpoint, rotateEndpointSecret } from '../../src/webhooks/endpoint-secrets.js';
 import { feedHead } from '../../src/webhooks/fanout.js';
 import { replayEndpoint } from '../../src/webhooks/replay.js';
 import { databaseGauges } from '../support/admin-helpers.js';

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { claimDeliveries, pruneRemovedEndpoints } from '../../db/webhooks/delivery.js';
+import { listEndpoints, removeEndpoint, setEndpointEnabled } from '../../db/webhooks/endpoints.js';
 import { parseKeyRing } from '../../src/tokens/keyring.js';
 import { DEFAULT_SCHEDULE } from '../../src/webhooks/backoff.js';
 import { createWebhookSender } from '../../src/webhooks/deliver-http.js';
@@ -9,11 +10,8 @@ import { attemptSender } from '../../src/webhooks/delivery-attempt.js';
 import {
   endpointTarget,
   insertEndpoint,
-  listEndpoints,
-  removeEndpoint,
   resealEndpointSecrets,
-  setEndpointEnabled,
-} from '../../src/webhooks/endpoints-sql.js';
+} from '../../src/webhooks/endpoint-secrets.js';
 import { feedHead, takeEvents } from '../../src/webhooks/fanout.js';
 import { replayEndpoint } from '../../src/webhooks/replay.js';
 import { CARD_TOKEN_KEYS } from '../support/fixtures.js';

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import type { AdminActionRow } from '../../db/audit/admin-actions.js';
 import { createDb } from '../../db/client.js';
 import { adminActions, refreshRuns, subscribers } from '../../db/schema/index.js';
-import { pauseProcessing } from '../../jobs/sync/control.js';
+import { pauseProcessing } from '../../jobs/refresh/control.js';
 import { QUEUE_NAME } from '../../jobs/sync/queue.js';
 import { createAdminApp } from '../../src/admin/app.js';
 import { cliActor } from '../../src/audit/index.js';

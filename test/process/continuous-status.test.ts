@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { savePolicy } from '../../db/refresh/policy.js';
 import { loadRefreshRun, type RefreshRun, savePlan, startRefreshRun } from '../../db/refresh/runs.js';
-import { isContinuous } from '../../jobs/continuous/status.js';
+import { isContinuous } from '../../jobs/refresh/continuous-status.js';
 import { createRefreshQueue, registerRefreshMode } from '../../jobs/refresh/index.js';
 import { progressOf } from '../../jobs/refresh/plan.js';
 import { formatDuration } from '../../src/shared/time.js';

@@ -6,7 +6,7 @@ import { loadConfig } from '../../src/config/index.js';
 import { describeDisagreement, fleetDisagreements } from '../../src/fleet/format.js';
 import { joinFleet, liveFleet, type ProcessInfo } from '../../src/fleet/registry.js';
 import { SHARED_VARIABLES, sharedSettings } from '../../src/fleet/shared-settings.js';
-import type { Logger } from '../../src/shared/logger.js';
+import type { Logger } from '../../src/logging/index.js';
 import { adminFor } from '../support/admin-helpers.js';
 import { CARD_TOKEN_KEYS, testTokens, useScriptedApi, workerEnv } from '../support/fixtures.js';
 import { useCleanups, useTestDatabase } from '../support/helpers.js';

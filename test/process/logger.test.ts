@@ -1,7 +1,7 @@
 import { spawnSync } from 'node:child_process';
 import { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
-import { createLogger } from '../../src/shared/logger.js';
+import { createLogger } from '../../src/logging/index.js';
 
 // Logs are JSON lines for machines, and readable text for a person at a terminal; redaction either way.
 
@@ -38,7 +38,7 @@ describe('the logger', () => {
   it.skipIf(spawnSync('script', ['--version']).status !== 0)(
     'picks text on a real terminal (a pty from script(1)) and JSON on a pipe',
     () => {
-      const program = `import('${new URL('../../dist/src/shared/logger.js', import.meta.url).pathname}').then(({ createLogger }) => createLogger().info({ n: 1 }, 'hello there'))`;
+      const program = `import('${new URL('../../dist/src/logging/index.js', import.meta.url).pathname}').then(({ createLogger }) => createLogger().info({ n: 1 }, 'hello there'))`;
       const onPty = spawnSync('script', ['-qec', `${process.execPath} -e "${program}"`, '/dev/null'], {
         encoding: 'utf8',
       });

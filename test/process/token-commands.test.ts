@@ -3,7 +3,7 @@ import { once } from 'node:events';
 import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ApiClient, createApiClient } from '../../src/api/client.js';
-import { run } from '../../src/cli/index.js';
+import { run } from '../../src/cli/program.js';
 import { syncSubscriber } from '../../src/sync/sync-subscriber.js';
 import { cardTokens } from '../../src/tokens/card-tokens.js';
 import { newKeyMaterial, parseKeyRing, sealedKeyId } from '../../src/tokens/keyring.js';

@@ -3,7 +3,7 @@ import { enqueueSyncs } from '../../jobs/sync/queue.js';
 import { cardsFor } from '../../src/mock-api/data.js';
 import { parseKeyRing } from '../../src/tokens/keyring.js';
 import { fromPropertiesText, toPropertiesText } from '../../src/tracing/properties-text.js';
-import { insertEndpoint } from '../../src/webhooks/endpoints-sql.js';
+import { insertEndpoint } from '../../src/webhooks/endpoint-secrets.js';
 import { feedHead } from '../../src/webhooks/fanout.js';
 import { CARD_TOKEN_KEYS, useScriptedApi, workerEnv } from '../support/fixtures.js';
 import { useCleanups, useTestDatabase } from '../support/helpers.js';

@@ -5,7 +5,7 @@ import {
   insertEndpoint,
   resealEndpointSecrets,
   rotateEndpointSecret,
-} from '../../src/webhooks/endpoints-sql.js';
+} from '../../src/webhooks/endpoint-secrets.js';
 import { secretsIn } from '../faults/secrets.js';
 import { CARD_TOKEN_KEYS } from '../support/fixtures.js';
 import { useTestDatabase } from '../support/helpers.js';

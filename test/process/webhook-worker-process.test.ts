@@ -2,7 +2,7 @@ import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { enqueueSyncs } from '../../jobs/sync/queue.js';
 import { parseKeyRing } from '../../src/tokens/keyring.js';
-import { insertEndpoint } from '../../src/webhooks/endpoints-sql.js';
+import { insertEndpoint } from '../../src/webhooks/endpoint-secrets.js';
 import { feedHead } from '../../src/webhooks/fanout.js';
 import { API_KEY, CARD_TOKEN_KEYS, useScriptedApi } from '../support/fixtures.js';
 import { useCleanups, useTestDatabase } from '../support/helpers.js';

@@ -3,7 +3,7 @@ import { Writable } from 'node:stream';
 import { afterAll, afterEach, beforeAll, inject } from 'vitest';
 import { createDb, type DbHandle } from '../../db/client.js';
 import { onMaintenanceDb, withDatabase } from '../../db/databases.js';
-import { createLogger, type Logger } from '../../src/shared/logger.js';
+import { createLogger, type Logger } from '../../src/logging/index.js';
 import { archiveLog } from './log-archive.js';
 
 export { withDatabase };

@@ -4,20 +4,20 @@ import { expect } from 'vitest';
 import type { DbHandle } from '../../db/client.js';
 import { loadRefreshRun, startRefreshRun } from '../../db/refresh/runs.js';
 import { createRedis } from '../../jobs/redis.js';
+import { pauseProcessing, resumeProcessing } from '../../jobs/refresh/control.js';
 import {
   createRefreshQueue,
   registerNightlyScheduler,
   startRefreshWorker,
 } from '../../jobs/refresh/index.js';
-import { pauseProcessing, resumeProcessing } from '../../jobs/sync/control.js';
 import { LANE_PRIORITY } from '../../jobs/sync/lanes.js';
 import { createSyncQueue, enqueueSyncs } from '../../jobs/sync/queue.js';
 import { startSyncWorker } from '../../jobs/sync/worker.js';
 import { createAdminApp } from '../../src/admin/app.js';
 import { createApiClient } from '../../src/api/client.js';
 import type { RedisConfig } from '../../src/config/redis.js';
+import type { Logger } from '../../src/logging/index.js';
 import { createMetrics } from '../../src/metrics/index.js';
-import type { Logger } from '../../src/shared/logger.js';
 import { ADMIN_TOKEN, API_KEY, testTokens, type useScriptedApi } from './fixtures.js';
 import { runCli, waitFor } from './queue-helpers.js';
 

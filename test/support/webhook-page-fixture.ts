@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import { parseKeyRing } from '../../src/tokens/keyring.js';
-import { insertEndpoint } from '../../src/webhooks/endpoints-sql.js';
+import { insertEndpoint } from '../../src/webhooks/endpoint-secrets.js';
 import { feedHead, takeEvents } from '../../src/webhooks/fanout.js';
 import { CARD_TOKEN_KEYS } from './fixtures.js';
 import { emit } from './webhook-events.js';

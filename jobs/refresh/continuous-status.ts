@@ -1,7 +1,6 @@
-import type { Freshness } from '../../db/refresh/freshness.js';
-import type { RefreshRun } from '../../db/refresh/runs.js';
-import type { QueueStatus } from '../sync/queue-status.js';
-import type { LeaseHolder } from './holder.js';
+import type { Freshness, RefreshRun } from '../../db/refresh/index.js';
+import type { LeaseHolder } from './lease-holder.js';
+import type { QueueStatus } from './queue-status.js';
 
 // What REFRESH_MODE=continuous is doing, in its own terms: a window (a refresh run) spends a
 // request budget, so its figures are requests spent of that budget, not "subscribers done" with

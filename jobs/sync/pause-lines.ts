@@ -1,6 +1,6 @@
-import type { KeyRejection } from '../../jobs/sync/api-key-verdicts.js';
-import { describeRejectedKey, type PauseReason } from '../../jobs/sync/pause-record.js';
-import { formatTime } from '../shared/time.js';
+import { formatTime } from '../../src/shared/index.js';
+import type { KeyRejection } from './api-key-verdicts.js';
+import { describeRejectedKey, type PauseReason } from './pause-record.js';
 
 // How a pause and a rejected API key are told to people, by `status` and the admin overview alike:
 // what paused the queue and who, the reason now and the ones it replaced, and which process holds

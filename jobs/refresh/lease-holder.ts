@@ -1,8 +1,8 @@
 import { hostname } from 'node:os';
 import type pg from 'pg';
-import { LEASE_APPLICATION_NAME, type LeaseHolder, leaseHolderSession } from '../../db/refresh/lease.js';
+import { LEASE_APPLICATION_NAME, type LeaseHolder, leaseHolderSession } from '../../db/refresh/index.js';
 import type { RedisClient } from '../redis.js';
-import { QUEUE_NAME } from '../sync/queue-name.js';
+import { QUEUE_NAME } from '../sync/index.js';
 
 // Who holds the continuous refresh's lease, for `status` and the overview. Postgres says whether
 // anyone holds it and on which session (pg_locks beside pg_stat_activity): that is the lease

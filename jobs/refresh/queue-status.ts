@@ -1,15 +1,24 @@
 import type { RedisClient } from '../redis.js';
-import { CONTINUOUS_SCHEDULER_ID, createRefreshQueue, SCHEDULER_ID } from '../refresh/queue.js';
-import { type KeyRejection, readKeyVerdicts, standingRejections } from './api-key-verdicts.js';
-import { heldCount, readBulkPause } from './bulk-breaker.js';
-import { type HoldCause, readHoldCause } from './hold.js';
-import { type LaneWait, readLaneHeads } from './lane-heads.js';
-import type { Lane } from './lanes.js';
-import type { PauseReason } from './pause-record.js';
-import { type createSyncQueue, readPauseReason } from './queue.js';
+import {
+  type createSyncQueue,
+  type HoldCause,
+  heldCount,
+  type KeyRejection,
+  type Lane,
+  type LaneWait,
+  type PauseReason,
+  readBulkPause,
+  readHoldCause,
+  readKeyVerdicts,
+  readLaneHeads,
+  readPauseReason,
+  standingRejections,
+} from '../sync/index.js';
+import { CONTINUOUS_SCHEDULER_ID, createRefreshQueue, SCHEDULER_ID } from './queue.js';
 
 // What the sync queue is doing, read from Redis: counts, pause and its reason, a hold and whose it
-// is, the bulk lane, the nightly scheduler. `status` prints it; the overview shows it.
+// is, the bulk lane, the nightly scheduler. `status` prints it; the overview shows it. It is read
+// here, above jobs/sync/, because it names the refresh's schedulers too.
 
 export interface QueueStatus {
   prefix: string;

@@ -1,10 +1,14 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Queue } from 'bullmq';
 import type { Db } from '../../db/client.js';
-import { readPolicy } from '../../db/refresh/policy.js';
-import { type RefreshRun, recordFanoutPage } from '../../db/refresh/runs.js';
-import { claimDue, randomSubscribers } from '../../db/refresh/schedule.js';
-import { capDueTimes } from '../../db/refresh/schedule-cap.js';
+import {
+  capDueTimes,
+  claimDue,
+  type RefreshRun,
+  randomSubscribers,
+  readPolicy,
+  recordFanoutPage,
+} from '../../db/refresh/index.js';
 import {
   afterClaim,
   allowance,
@@ -12,16 +16,16 @@ import {
   policyParams,
   splitForAudit,
 } from '../../src/freshness/index.js';
-import type { Logger } from '../../src/shared/logger.js';
-import { replan } from '../refresh/policy.js';
-import { enqueueSyncs, type SyncJobData, type SyncJobResult } from '../sync/queue.js';
+import type { Logger } from '../../src/logging/index.js';
+import { enqueueSyncs, type SyncJobData, type SyncJobResult } from '../sync/index.js';
+import { replan } from './policy.js';
 
 // REFRESH_MODE=continuous: a refresh run that spends REFRESH_BUDGET_PER_SEC for a window (an
 // hour by default), taking the subscribers due first (src/freshness decides when each is due)
 // and REFRESH_AUDIT_SHARE of the budget on subscribers drawn uniformly at random. The window is an
 // ordinary refresh run: the wipe breaker, pause/resume, the ops lane's priority, handing back on
 // shutdown and its closing counts work as for a nightly one. When it closes, the next begins.
-// Whoever holds the continuous refresh's lease runs it (jobs/continuous/lease.ts); its claims go
+// Whoever holds the continuous refresh's lease runs it (jobs/refresh/lease.ts); its claims go
 // over the lease's own session, so a process that lost the lease can no longer hand out budget.
 
 export interface ContinuousOptions {

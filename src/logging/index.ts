@@ -1,8 +1,14 @@
 import { type DestinationStream, type Logger, pino } from 'pino';
 import pretty from 'pino-pretty';
-import type { LogLevel } from '../config/index.js';
+
+// The logs: one pino logger a process, JSON lines on standard error (readable text at a terminal),
+// secrets redacted (docs/configuration.md, `LOG_LEVEL`). Kept apart from src/shared/ because it loads pino, which the tracing
+// preload (src/tracing/preload.ts) must not load before its instrumentation is in place.
 
 export type { Logger };
+
+/** pino's levels, as `LOG_LEVEL` takes them. */
+export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
 
 /**
  * Every path where a secret could sit in a log object. Secrets are also kept out of messages at

@@ -4,7 +4,8 @@ import type { RedisClient } from '../redis.js';
  * Live counts of a refresh run, kept in Redis by the sync processor as each job reaches its final
  * outcome. Atomic increments cost nothing under any concurrency and, unlike a watermark over
  * `sync_runs` ids, never miss a transaction that commits out of order. The run is closed with
- * exact counts from Postgres; these drive progress, the breaker and the end of the run.
+ * exact counts from Postgres; these drive progress, the breaker and the end of the run. The sync
+ * processor writes them, so they live here; the refresh (jobs/refresh/checks.ts) reads them.
  */
 export interface RefreshTally {
   finished: number;

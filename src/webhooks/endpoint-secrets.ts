@@ -7,21 +7,14 @@ import {
   rotateSecretRow,
   setEndpointSecret,
   setEndpointSecrets,
-} from '../../db/webhooks/endpoints.js';
-import type { KeyRing } from '../tokens/keyring.js';
+} from '../../db/webhooks/index.js';
+import type { KeyRing } from '../tokens/index.js';
 import { newWebhookSecret } from './signing.js';
 
-// Webhook endpoints and their secrets (the statements are db/webhooks/endpoints.ts's). Secrets are
-// sealed under the card-token key ring, bound to their endpoint; the plain secret leaves only
-// through `webhooks add` / `rotate-secret` (printed once) and the signer.
-
-export {
-  type EndpointRow,
-  endpointLive,
-  listEndpoints,
-  removeEndpoint,
-  setEndpointEnabled,
-} from '../../db/webhooks/endpoints.js';
+// Webhook endpoints' secrets: made when an endpoint is added, rotated, opened for the signer and
+// resealed under a new key (the statements are db/webhooks/endpoints.ts's). Secrets are sealed
+// under the card-token key ring, bound to their endpoint; the plain secret leaves only through
+// `webhooks add` / `rotate-secret` (printed once) and the signer.
 
 type Queryable = Pick<pg.Pool, 'query'> | Pick<pg.ClientBase, 'query'>;
 

@@ -1,21 +1,22 @@
 import type { Queue } from 'bullmq';
 import type { Db } from '../../db/client.js';
-import { resumeHaltedRun, setRefreshJobId } from '../../db/refresh/runs.js';
+import { resumeHaltedRun, setRefreshJobId } from '../../db/refresh/index.js';
 import type { RedisClient } from '../redis.js';
-import type { RefreshJobData } from '../refresh/queue.js';
-import { REFRESH_PAYLOAD_VERSION } from '../refresh/queue.js';
-import { resumeBulkLane } from './bulk-breaker.js';
 import {
   type PauseReason,
   pauseQueue,
   readPauseReason,
   restatePauseReason,
+  resumeBulkLane,
   resumeQueue,
-} from './pause-record.js';
+} from '../sync/index.js';
+import type { RefreshJobData } from './queue.js';
+import { REFRESH_PAYLOAD_VERSION } from './queue.js';
 
 /**
  * What an operator does to the whole queue, from the CLI or the ops page: one code path for both,
- * so that a pause from the browser and one from a shell behave alike.
+ * so that a pause from the browser and one from a shell behave alike. It lives above jobs/sync/,
+ * with the refresh, because a resume also continues the refresh run the breaker halted.
  */
 
 export type PauseOutcome =

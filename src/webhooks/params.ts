@@ -1,7 +1,8 @@
 import { CHANGE_EVENT_TYPES } from '../../db/schema/index.js';
-import { CursorError, parseCursor } from '../events/feed.js';
+import { CursorError, parseCursor } from '../events/index.js';
 
-// The webhook commands' arguments, each refused with a line that says what would be right.
+// The webhooks' parameters, as the `webhooks` commands and the admin server's webhook routes take
+// them: each refused with a line that says what would be right.
 
 const MAX_URL = 2000;
 const MAX_DESCRIPTION = 200;

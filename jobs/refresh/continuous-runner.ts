@@ -8,19 +8,19 @@ import {
   savePlan,
   setRefreshJobId,
   startRefreshRun,
-} from '../../db/refresh/runs.js';
+} from '../../db/refresh/index.js';
 import { settlesWithin } from '../redis.js';
-import { refreshBacklog } from '../refresh/backlog.js';
-import { createRunChecks } from '../refresh/checks.js';
-import type { RefreshDeps, RefreshOptions } from '../refresh/fanout.js';
-import { REFRESH_PAYLOAD_VERSION, type RefreshJobData, runIsAlive } from '../refresh/queue.js';
-import { createFairShare } from '../sync/lanes.js';
-import { recordLeaseHolder } from './holder.js';
+import { createFairShare } from '../sync/index.js';
+import { refreshBacklog } from './backlog.js';
+import { createRunChecks } from './checks.js';
+import { type ContinuousOptions, continuousFanout } from './continuous.js';
+import type { RefreshDeps, RefreshOptions } from './fanout.js';
 import { createLease, type Lease } from './lease.js';
-import { type ContinuousOptions, continuousFanout } from './refresh.js';
+import { recordLeaseHolder } from './lease-holder.js';
+import { REFRESH_PAYLOAD_VERSION, type RefreshJobData, runIsAlive } from './queue.js';
 
 // REFRESH_MODE=continuous: every worker runs this loop; the one holding the lease
-// (jobs/continuous/lease.ts) runs the current window (adopting the run a dead holder left, or
+// (jobs/refresh/lease.ts) runs the current window (adopting the run a dead holder left, or
 // opening the next), the others try to take the lease about once a second. A SIGKILL of the
 // holder costs the second or two until another takes it, not a job lock's timeout.
 

@@ -1,0 +1,15 @@
+// Change events' statements (docs/events.md): the outbox written in a sync's transaction, the
+// pull feed's pages, the notifications long polls wait on, and the daily partitions.
+
+export { countEventsAfter } from './after-cursor.js';
+export { cursorAhead, feedHeadRow, feedHeldBackAfter, readFeedRows } from './feed.js';
+export { listenForChanges, unlistenChanges } from './listen.js';
+export {
+  type EventCounts,
+  eventsCommitted,
+  onEventsCommitted,
+  writeChangeEvents,
+  writeChangeEventsIn,
+} from './outbox.js';
+export { CHANGES_CHANNEL } from './outbox-sql.js';
+export { addEventPartitions, dropExpiredEvents, eventsTableExists } from './partitions.js';

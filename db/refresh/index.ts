@@ -1,0 +1,36 @@
+// The refresh's statements: runs, the continuous refresh's schedule and lease, the stored plan,
+// the evidence the plan is fitted to, and how fresh the copy is.
+
+export { planEvidenceSample } from './evidence.js';
+export { auditDisagrees, type Freshness, readFreshness } from './freshness.js';
+export {
+  LEASE_APPLICATION_NAME,
+  type LeaseHolder,
+  leaseHolderSession,
+  leaseStillHeld,
+  openLeaseSession,
+  releaseLease,
+  tryTakeLease,
+} from './lease.js';
+export { policyCache, readPolicy, type StoredPolicy, savePolicy } from './policy.js';
+export {
+  abandonRefreshRun,
+  applyTally,
+  closeRefreshRun,
+  countRefreshable,
+  haltRefreshRun,
+  inProgressRun,
+  lastRefreshRun,
+  loadRefreshRun,
+  markFanoutFinished,
+  type RefreshRun,
+  recordFanoutPage,
+  resumeHaltedRun,
+  type SweepCursor,
+  savePlan,
+  setRefreshJobId,
+  startRefreshRun,
+  subscriberPage,
+} from './runs.js';
+export { claimDue, countDue, randomSubscribers } from './schedule.js';
+export { capDueTimes } from './schedule-cap.js';

@@ -1,0 +1,23 @@
+// The sync queue (BullMQ): enqueueing into its lanes, the worker, pausing with a reason, holds,
+// the bulk lane's breaker, the API key's verdicts, and how a pause is told to people. The refresh
+// (jobs/refresh/) enqueues into it and reads the tally its processor keeps.
+
+export { type KeyRejection, readKeyVerdicts, standingRejections } from './api-key-verdicts.js';
+export { bulkPauseKey, heldCount, readBulkPause, resumeBulkLane } from './bulk-breaker.js';
+export { type HoldCause, readHoldCause } from './hold.js';
+export type { SyncJobData, SyncJobResult } from './job.js';
+export { type LaneWait, laneWaitsLine, readLaneHeads } from './lane-heads.js';
+export { BULK_THRESHOLD, createFairShare, LANE_PRIORITY, type Lane } from './lanes.js';
+export { describeRejection, pauseDetailLines, rejectedKeyLines } from './pause-lines.js';
+export {
+  type PauseReason,
+  pauseQueue,
+  readPauseReason,
+  restatePauseReason,
+  resumeQueue,
+} from './pause-record.js';
+export { NEWER_PAYLOAD_HOLD_MS, newerPayload } from './payload-version.js';
+export { createSyncQueue, type EnqueueCounts, enqueueSyncs } from './queue.js';
+export { QUEUE_NAME } from './queue-name.js';
+export { readTally } from './refresh-tally.js';
+export { queueIsIdle, type SyncWorker, startSyncWorker } from './worker.js';

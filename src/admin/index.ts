@@ -1,0 +1,3 @@
+// The admin server: started by `serve`, by `worker --admin` and by the demo.
+
+export { startAdmin } from './start.js';

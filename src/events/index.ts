@@ -1,0 +1,21 @@
+// Change events (docs/events.md): the pull feed and its cursor, long polls and their wake-ups,
+// whether events are written, and the partitions' upkeep.
+
+export {
+  type ChangeEvent,
+  CursorAheadError,
+  CursorError,
+  checkCursor,
+  FEED_START,
+  type FeedEntry,
+  feedHeldBack,
+  MAX_LIMIT,
+  parseCursor,
+  readFeed,
+  readFeedEntries,
+} from './feed.js';
+export { changeEventsInEffect, TURN_EVENTS_ON } from './in-effect.js';
+export { pollFeed } from './long-poll.js';
+export { startChangeEventsMaintenance } from './maintenance.js';
+export { FeedParamError, parseFeedParams } from './params.js';
+export { type ChangeSignal, createChangeSignal } from './signal.js';
