@@ -32,11 +32,7 @@ function redactUrl(url: string): string {
  */
 /** The origin of a URL, or undefined when it is none. */
 function originOf(url: string | undefined): string | undefined {
-  try {
-    return url === undefined ? undefined : new URL(url).origin;
-  } catch {
-    return undefined;
-  }
+  return url === undefined ? undefined : URL.parse(url)?.origin;
 }
 
 function instrumentations(apiBaseUrl?: string) {
