@@ -15,7 +15,10 @@ const shared = {
   fileParallelism: true,
 };
 
+// `extends: false`: a project takes nothing from the root config but what it is given here. Inherited,
+// the root's globalSetup would run again in every project, each one emptying the log archive.
 const project = (name: string, globalSetup: string[]) => ({
+  extends: false,
   test: { name, include: [`test/${name}/**/*.test.ts`], globalSetup, ...shared },
 });
 

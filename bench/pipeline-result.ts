@@ -28,10 +28,7 @@ export function pipelineClock(total: number) {
   let failed = 0;
   let halfway = 0;
   let doneAt = 0;
-  let resolveDone: () => void = () => {};
-  const done = new Promise<void>((r) => {
-    resolveDone = r;
-  });
+  const { promise: done, resolve: resolveDone } = Promise.withResolvers<void>();
   const started = performance.now();
   const cpuStart = process.cpuUsage();
   let seconds = 0;

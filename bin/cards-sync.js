@@ -1,5 +1,8 @@
 #!/usr/bin/env node
 try {
+  // Before any import of drizzle-orm: Node's resolver is slow on its files (src/cli/drizzle-resolve.ts).
+  const { resolveDrizzleFilesDirectly } = await import('../dist/src/cli/drizzle-resolve.js');
+  resolveDrizzleFilesDirectly();
   // Tracing is loaded only when the OTEL_* variables ask for it, and before the application, so
   // that its instrumentations see pg and pino imported (src/tracing/preload.ts).
   const { tracingWanted } = await import('../dist/src/tracing/wanted.js');

@@ -49,12 +49,7 @@ function foreignOrigin(c: Context): string | undefined {
   }
   const origin = c.req.header('origin');
   if (origin === undefined) return undefined;
-  let host: string | undefined;
-  try {
-    host = new URL(origin).host;
-  } catch {
-    host = undefined;
-  }
+  const host = URL.parse(origin)?.host;
   if (host === undefined || host === '' || host !== new URL(c.req.url).host) {
     return `the form was sent from another origin (${origin.slice(0, 100)}), not from this admin page`;
   }

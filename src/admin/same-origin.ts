@@ -23,12 +23,7 @@ function crossSiteProblem(headers: {
     return { status: 403, message: `a request from another site (Sec-Fetch-Site: ${site}) may not act here` };
   }
   if (headers.origin !== undefined) {
-    let host: string | undefined;
-    try {
-      host = new URL(headers.origin).host;
-    } catch {
-      host = undefined;
-    }
+    const host = URL.parse(headers.origin)?.host;
     if (host === undefined || host !== headers.host) {
       return { status: 403, message: 'a request from another origin may not act here' };
     }

@@ -63,6 +63,9 @@ export function createApiClient(config: ApiConfig, options: ApiClientOptions = {
       // The whole-request deadline below is the real limit; these only stop a socket that outlives it.
       headersTimeout: config.timeoutMs + 1000,
       bodyTimeout: config.timeoutMs + 1000,
+      // HTTP/1.1, one request per socket, as `connections` counts them: undici 8 would otherwise
+      // speak HTTP/2 to an HTTPS API that offers it, all requests on one connection.
+      allowH2: false,
     }),
     headers: {
       accept: 'application/json',

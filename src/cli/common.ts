@@ -39,10 +39,7 @@ function where(url: string, fallbackPort: string): string {
 /** A one-line, actionable explanation of a Postgres error, or undefined when it is not a known kind. */
 export function describeDbError(error: unknown, databaseUrl: string): string | undefined {
   const code = rootCause(error).code;
-  let name = '';
-  try {
-    name = new URL(databaseUrl).pathname;
-  } catch {}
+  const name = URL.parse(databaseUrl)?.pathname ?? '';
   const pg = `Postgres at ${where(databaseUrl, '5432')}${name}`;
   if (code === 'ECONNREFUSED' || code === 'ENOTFOUND' || code === 'ETIMEDOUT' || code === 'EAI_AGAIN') {
     return `cannot reach ${pg} (${code}); start it (docker compose up -d postgres) or set DATABASE_URL`;

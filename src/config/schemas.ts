@@ -14,14 +14,7 @@ export const whole = (min: number, max: number) =>
   );
 
 export const urlOf = (...protocols: string[]) =>
-  text.refine((v) => {
-    if (v === undefined) return true;
-    try {
-      return protocols.includes(new URL(v).protocol);
-    } catch {
-      return false;
-    }
-  });
+  text.refine((v) => v === undefined || protocols.includes(URL.parse(v)?.protocol ?? ''));
 
 export const isTimeZone = (tz: string) => {
   try {

@@ -94,10 +94,7 @@ export function createChangeSignal(pool: pg.Pool): ChangeSignal {
       return received;
     },
     async arm(ms, signal) {
-      let wake!: (woken: boolean) => void;
-      const woken = new Promise<boolean>((resolve) => {
-        wake = resolve;
-      });
+      const { promise: woken, resolve: wake } = Promise.withResolvers<boolean>();
       const onWake = () => finish(true);
       const onAbort = () => finish(false);
       const timer = setTimeout(() => finish(false), Math.max(0, ms));

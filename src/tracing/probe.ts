@@ -1,8 +1,10 @@
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { ExportResultCode } from '@opentelemetry/core';
 import { OTLPTraceExporter as GrpcTraceExporter } from '@opentelemetry/exporter-trace-otlp-grpc';
 import { OTLPTraceExporter as JsonTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { OTLPTraceExporter as ProtoTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
-import { core } from '@opentelemetry/sdk-node';
-import { createSamplerFromEnv } from '@opentelemetry/sdk-node/build/src/create-from-env.js';
 import { codeOf, exporterNames, otlpProtocol, otlpUrl } from './exporter-env.js';
 
 // What `cards-sync doctor` asks of tracing when it is on: the exporter the SDK builds from the
@@ -31,6 +33,19 @@ export interface SamplerInEffect {
   name: string;
   ratio?: number;
 }
+
+/**
+ * The function @opentelemetry/sdk-node builds its sampler with. The package exports NodeSDK alone
+ * (its exports map has no other path), so the module is loaded from its file, beside the entry the
+ * package resolves to: doctor then says what the SDK does rather than what a copy of its code would.
+ * The version is pinned exactly (package.json), and test/process/doctor-tracing.test.ts fails if
+ * the file moves or its answers change.
+ */
+const { createSamplerFromEnv } = (await import(
+  pathToFileURL(
+    join(dirname(createRequire(import.meta.url).resolve('@opentelemetry/sdk-node')), 'create-from-env.mjs'),
+  ).href
+)) as { createSamplerFromEnv(): { toString(): string } | undefined };
 
 const SAMPLER_NAMES: Record<string, string> = {
   AlwaysOnSampler: 'always_on',
@@ -88,7 +103,7 @@ export async function probeExporter(timeoutMillis: number): Promise<ExportProbe>
     const result = await new Promise<{ code: number; error?: Error }>((resolve) =>
       exporter.export([], resolve),
     );
-    return result.code === core.ExportResultCode.SUCCESS
+    return result.code === ExportResultCode.SUCCESS
       ? { ...base, otlp: true }
       : { ...base, otlp: true, refused: codeOf(result.error, protocol) };
   } finally {

@@ -2,7 +2,13 @@ import { trace } from '@opentelemetry/api';
 import { PgInstrumentation } from '@opentelemetry/instrumentation-pg';
 import { PinoInstrumentation } from '@opentelemetry/instrumentation-pino';
 import { UndiciInstrumentation } from '@opentelemetry/instrumentation-undici';
-import { NodeSDK, resources } from '@opentelemetry/sdk-node';
+import {
+  hostDetector,
+  resourceAttributesEnvDetector,
+  resourceFromAttributes,
+  serviceNameEnvDetector,
+} from '@opentelemetry/resources';
+import { NodeSDK } from '@opentelemetry/sdk-node';
 
 /** The API path of a lookup by e-mail: the address must never reach a span. */
 const EMAIL_PATH = /\/email\/[^/?#]*/;
@@ -26,11 +32,7 @@ function redactUrl(url: string): string {
  */
 /** The origin of a URL, or undefined when it is none. */
 function originOf(url: string | undefined): string | undefined {
-  try {
-    return url === undefined ? undefined : new URL(url).origin;
-  } catch {
-    return undefined;
-  }
+  return url === undefined ? undefined : URL.parse(url)?.origin;
 }
 
 function instrumentations(apiBaseUrl?: string) {
@@ -77,8 +79,8 @@ export function createSdk(env: NodeJS.ProcessEnv, version: string): NodeSDK {
   env.OTEL_LOGS_EXPORTER ??= 'none';
   return new NodeSDK({
     ...(env.OTEL_SERVICE_NAME ? {} : { serviceName: 'cards-sync' }),
-    resource: resources.resourceFromAttributes({ 'service.version': version }),
-    resourceDetectors: [resources.envDetector, resources.hostDetector],
+    resource: resourceFromAttributes({ 'service.version': version }),
+    resourceDetectors: [resourceAttributesEnvDetector, serviceNameEnvDetector, hostDetector],
     instrumentations: instrumentations(env.CARDS_API_BASE_URL),
   });
 }

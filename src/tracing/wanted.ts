@@ -32,15 +32,6 @@ type Env = Readonly<Record<string, string | undefined>>;
 /** A variable's value as the SDK reads it: as it is, blank as unset. */
 const raw = (env: Env, name: string): string | undefined => (env[name]?.trim() ? env[name] : undefined);
 
-function isUrl(value: string): boolean {
-  try {
-    new URL(value);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 /** `http://` and the host and port of a value written without a scheme; a path only of the standard shape. */
 function withScheme(value: string): string | undefined {
   try {
@@ -81,7 +72,7 @@ export function endpointProblems(env: Env): string[] {
   for (const name of ENDPOINTS) {
     const value = raw(env, name);
     if (value === undefined) continue;
-    if (isUrl(value)) {
+    if (URL.canParse(value)) {
       used = name;
       break;
     }

@@ -39,6 +39,9 @@ export function createWebhookSender(options: SenderOptions): WebhookSender {
     keepAliveTimeout: 30_000,
     headersTimeout: options.timeoutMs + 1000,
     bodyTimeout: options.timeoutMs + 1000,
+    // HTTP/1.1, one POST per socket, as `connections` counts them: undici 8 would otherwise speak
+    // HTTP/2 to an HTTPS receiver that offers it.
+    allowH2: false,
     // The check happens on the address the socket connects to, not on an earlier answer.
     connect: options.allowPrivate ? {} : { lookup: guardedLookupWith(options.resolve) as never },
   });

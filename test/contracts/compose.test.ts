@@ -240,4 +240,16 @@ describe('Dockerfile', () => {
     const [, defaultCommand] = /^CMD \["(\w[\w-]*)"/m.exec(dockerfile) ?? [];
     expect(findCommand(defaultCommand!)).toBeDefined();
   });
+
+  it('runs the Node major that .nvmrc pins and package.json requires, in both stages', () => {
+    const pinned = readFileSync(new URL('../../.nvmrc', import.meta.url), 'utf8').trim();
+    const major = /^v?(\d+)\./.exec(pinned)?.[1];
+    expect(major).toBeDefined();
+    const images = [...dockerfile.matchAll(/^FROM (\S+)/gm)].map(([, image]) => image);
+    expect(images).toEqual([`node:${major}-bookworm-slim`, `node:${major}-bookworm-slim`]);
+    const manifest = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as {
+      engines: { node: string };
+    };
+    expect(manifest.engines.node).toBe(`>=${major}`);
+  });
 });

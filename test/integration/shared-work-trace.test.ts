@@ -1,5 +1,6 @@
 import { context, propagation, trace } from '@opentelemetry/api';
-import { node, tracing as sdk } from '@opentelemetry/sdk-node';
+import { NodeSDK } from '@opentelemetry/sdk-node';
+import { InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace';
 import type pg from 'pg';
 import { afterAll, beforeAll, beforeEach, expect, it } from 'vitest';
 import { policyCache } from '../../db/refresh/policy.js';
@@ -19,16 +20,23 @@ import { useTestDatabase } from '../support/helpers.js';
 // queries. In process, with the real OpenTelemetry SDK and its AsyncLocalStorage context manager.
 
 const database = useTestDatabase();
-const exporter = new sdk.InMemorySpanExporter();
-const provider = new node.NodeTracerProvider({ spanProcessors: [new sdk.SimpleSpanProcessor(exporter)] });
+const exporter = new InMemorySpanExporter();
+// The SDK as the worker starts it (its context manager, propagator and tracer provider), its spans
+// kept here; no metrics, no logs, no resource detection.
+const sdk = new NodeSDK({
+  spanProcessors: [new SimpleSpanProcessor({ exporter })],
+  metricReaders: [],
+  logRecordProcessors: [],
+  autoDetectResources: false,
+});
 
 beforeAll(() => {
-  provider.register();
+  sdk.start();
   installTracing(otelTracing('test', async () => {}));
 });
 afterAll(async () => {
   installTracing(undefined);
-  await provider.shutdown();
+  await sdk.shutdown();
   trace.disable();
   context.disable();
   propagation.disable();

@@ -303,10 +303,7 @@ function logTail(logFile: string, lines = 12): string {
 
 function spawnServer(node: HostPort, ports: number[], launch: Launch): ServerProcess {
   const child = spawn('redis-server', launch.args, { stdio: 'ignore' });
-  let resolveExited = () => {};
-  const exited = new Promise<void>((resolve) => {
-    resolveExited = resolve;
-  });
+  const { promise: exited, resolve: resolveExited } = Promise.withResolvers<void>();
   const server: ServerProcess = { node, ports, child, alive: true, exitStatus: '', exited };
   children.add(child);
   if (child.pid) tellReaper(`+${child.pid}`);
