@@ -25,6 +25,16 @@ GRANT SELECT ON saved_cards_active, subscriber_freshness, subscribers_report, sy
 GRANT EXECUTE ON FUNCTION saved_cards_as_of(timestamptz), saved_cards_as_of(timestamptz, bigint),
   saved_card_as_of(bigint, timestamptz)
   TO cards_sync_reporting;
+-- What saved_card_as_of calls for runs more than a week before `at` (migration 0032). Here only once
+-- they exist, so the file still runs on a database migrated before it.
+DO $$
+BEGIN
+  IF to_regprocedure('sync_runs_last_success(bigint, timestamptz, timestamptz, timestamptz)') IS NOT NULL THEN
+    GRANT EXECUTE ON FUNCTION sync_runs_started_before(timestamptz),
+      sync_runs_last_success(bigint, timestamptz, timestamptz, timestamptz) TO cards_sync_reporting;
+  END IF;
+END
+$$;
 -- card_conflicts: cards listed by two subscribers at once (ids and times only).
 GRANT SELECT ON saved_card_changes, refresh_runs, card_conflicts, refresh_policy TO cards_sync_reporting;
 -- subscriber_schedule (migration 0025): ids and the scheduler's due times. Granted by 0025 itself
