@@ -1,5 +1,5 @@
 import { isIPv6 } from 'node:net';
-import { domainToASCII } from 'node:url';
+import { domainToASCII, domainToUnicode } from 'node:url';
 import type { Target } from '../api/index.js';
 
 /** Why an id or e-mail given by a person or a file was refused (no value echoed beyond 40 chars). */
@@ -67,7 +67,7 @@ function checkDomain(domain: string): void {
     if (label.startsWith('-') || label.endsWith('-'))
       throw new TargetError('a label of an e-mail domain must not begin or end with a hyphen');
     // A non-ASCII label counts in its xn-- form, as DNS holds it; an xn-- label must decode.
-    const form = /^[A-Za-z0-9-]*$/.test(label) && !/^xn--/i.test(label) ? label : domainToASCII(label);
+    const form = asciiForm(label);
     if (form === '') throw new TargetError('the domain of an e-mail is not a valid international name');
     if (form.length > MAX_LABEL_LENGTH)
       throw new TargetError(
@@ -76,6 +76,18 @@ function checkDomain(domain: string): void {
     ascii += form.length + 1;
   }
   if (ascii - 1 > 253) throw new TargetError('the domain of an e-mail must be at most 253 characters');
+}
+
+/**
+ * A label in the form DNS holds it, or '' when it is not a valid international name. An `xn--`
+ * label must decode to a name that encodes back to it: Node 24's `domainToASCII` returns an
+ * undecodable `xn--` label unchanged (Node 20's returned ''), so the round trip is the check.
+ */
+function asciiForm(label: string): string {
+  if (!/^xn--/i.test(label)) return /^[A-Za-z0-9-]*$/.test(label) ? label : domainToASCII(label);
+  const unicode = domainToUnicode(label);
+  const decoded = unicode !== '' && unicode.toLowerCase() !== label.toLowerCase();
+  return decoded && domainToASCII(unicode) === label.toLowerCase() ? label : '';
 }
 
 /**
