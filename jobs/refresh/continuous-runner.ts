@@ -14,9 +14,9 @@ import { createFairShare } from '../sync/index.js';
 import { refreshBacklog } from './backlog.js';
 import { createRunChecks } from './checks.js';
 import { type ContinuousOptions, continuousFanout } from './continuous.js';
-import type { RefreshDeps, RefreshOptions } from './fanout.js';
 import { createLease, type Lease } from './lease.js';
 import { recordLeaseHolder } from './lease-holder.js';
+import type { RefreshDeps, RefreshOptions } from './nightly.js';
 import { REFRESH_PAYLOAD_VERSION, type RefreshJobData, runIsAlive } from './queue.js';
 
 // REFRESH_MODE=continuous: every worker runs this loop; the one holding the lease

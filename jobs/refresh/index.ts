@@ -6,8 +6,8 @@
 export { refreshBacklog } from './backlog.js';
 export { type ContinuousStatus, continuousStatus, isContinuous } from './continuous-status.js';
 export { pauseProcessing, resumeProcessing } from './control.js';
-export type { RefreshOptions } from './fanout.js';
 export { readLeaseHolder } from './lease-holder.js';
+export type { RefreshOptions } from './nightly.js';
 export { progressOf } from './plan.js';
 export type { RefreshPlanSettings } from './policy.js';
 export {

@@ -5,7 +5,7 @@ import { abandonRefreshRun, type RefreshRun, startRefreshRun } from '../../db/re
 import { REFRESH_TRIGGERS } from '../../db/schema/index.js';
 import type { RedisClient } from '../redis.js';
 
-// The refresh queue, its nightly scheduler and the opening of a run; the fan-out is jobs/refresh/fanout.ts.
+// The refresh queue, its nightly scheduler and the opening of a run; the fan-out is jobs/refresh/nightly.ts.
 
 export const REFRESH_QUEUE_NAME = 'saved-cards-refresh';
 export const SCHEDULER_ID = 'nightly-refresh';

@@ -4,7 +4,7 @@ import { abandonRefreshRun } from '../../db/refresh/index.js';
 import type { RedisConfig } from '../../src/config/index.js';
 import { closeRedis, createRedis, settlesWithin } from '../redis.js';
 import { startContinuousRefresh } from './continuous-runner.js';
-import { createRefreshProcessor, type RefreshDeps, type RefreshOptions } from './fanout.js';
+import { createRefreshProcessor, type RefreshDeps, type RefreshOptions } from './nightly.js';
 import { createRefreshQueue, REFRESH_QUEUE_NAME, type RefreshJobData } from './queue.js';
 
 /**

@@ -4,7 +4,7 @@ import { LANE_PRIORITY } from './lanes.js';
 import type { SyncJobData, SyncJobResult } from './queue.js';
 
 // The mass-removal breaker over bulk work. A refresh run has its own breaker
-// (jobs/refresh/fanout.ts); a person's large list — `enqueue --file`, a resync request of more than
+// (jobs/refresh/nightly.ts); a person's large list — `enqueue --file`, a resync request of more than
 // BULK_THRESHOLD subscribers — runs in the bulk lane and had none: during an upstream incident that
 // answers `[]` for everyone, a 50,000-line file soft-removed 50,000 wallets. Now the bulk lane's
 // answers are counted in one-minute buckets shared by every worker; when, over the last
