@@ -103,6 +103,7 @@ export async function runPipeline(
     process.execPath,
     [
       ...(values['cpu-prof'] ? ['--cpu-prof', '--cpu-prof-dir', values['cpu-prof']] : []),
+      ...(raw ? [] : ['--import', `${here}drizzle-hook.js`]),
       ...(raw
         ? [`${here}raw-worker.js`, ...common, '--queue', QUEUE_NAME]
         : [
