@@ -32,9 +32,11 @@ export function traceJobStart(job: Job<SyncJobData, SyncJobResult>, data: SyncJo
     'cards_sync.attempt': job.attemptsMade + 1,
   });
   // A first attempt waited from its enqueue; a retry's wait is its backoff, shown by BullMQ's span.
+  // An attribute, not a span: a span for it cost every kept sync a seventh of what tracing costs
+  // (docs/tracing.md, "What it costs").
   if (job.attemptsMade === 0 && job.processedOn !== undefined) {
-    t.record('queue.wait', job.timestamp + (job.delay ?? 0), job.processedOn, {
-      'cards_sync.lane': laneOf(job),
+    t.annotate({
+      'cards_sync.queue_wait_ms': Math.max(0, job.processedOn - job.timestamp - (job.delay ?? 0)),
     });
   }
 }

@@ -25,6 +25,8 @@ export interface SpanOptions {
   headers?: Record<string, string | undefined>;
   /** Starts a trace of its own whatever span is active (a webhook delivery, linked to its sync). Default false. */
   root?: boolean;
+  /** Nothing under this span makes a span (the instrumentations' queries): it alone is kept. Default false. */
+  quiet?: boolean;
 }
 
 /** The span a traced function runs in. */
@@ -51,8 +53,6 @@ export interface Tracing {
   annotate(attributes: SpanAttributes): void;
   /** The active span, to annotate or parent later from elsewhere; undefined while tracing is off. */
   current(): ActiveSpan | undefined;
-  /** Records a span that already happened (a job's wait in the queue), under the active span. */
-  record(name: string, startMs: number, endMs: number, attributes?: SpanAttributes): void;
   /** BullMQ's telemetry option: producer and consumer spans linked through the job. */
   queueTelemetry(): Telemetry | undefined;
   /**
@@ -76,7 +76,6 @@ const off: Tracing = {
   detached: (fn) => fn(),
   annotate: () => {},
   current: () => undefined,
-  record: () => {},
   queueTelemetry: () => undefined,
   contextText: () => undefined,
   contextFromText: () => undefined,

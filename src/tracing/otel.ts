@@ -13,6 +13,7 @@ import {
   TraceFlags,
   trace,
 } from '@opentelemetry/api';
+import { suppressTracing } from '@opentelemetry/core';
 import type { Telemetry } from 'bullmq';
 import { BullMQOtel } from 'bullmq-otel';
 import type { ActiveSpan, SpanAttributes, SpanOptions, TraceContext, Tracing } from './index.js';
@@ -110,7 +111,7 @@ export function otelTracing(version: string, flush: () => Promise<void>): Tracin
         },
         parent,
       );
-      const own = trace.setSpan(parent, span);
+      const own = options.quiet ? suppressTracing(trace.setSpan(parent, span)) : trace.setSpan(parent, span);
       try {
         return await context.with(own, () =>
           fn({
@@ -144,11 +145,6 @@ export function otelTracing(version: string, flush: () => Promise<void>): Tracin
         set: (attributes) => span.setAttributes(attributesOf(attributes)),
         context: () => ({ traceContext: true, ctx }) as Carried,
       };
-    },
-    record(name, startMs, endMs, attributes) {
-      // Only under a span kept by the sampler: a record is a child, never a trace of its own.
-      if (trace.getActiveSpan()?.isRecording() !== true) return;
-      tracer.startSpan(name, { startTime: startMs, attributes: attributesOf(attributes) }).end(endMs);
     },
     queueTelemetry: (): Telemetry => telemetry,
     contextText(ctx) {

@@ -39,7 +39,6 @@ function namedTracing(): { tracing: Tracing; spans: string[] } {
     detached: (fn) => fn(),
     annotate: () => {},
     current: () => span('job#0'),
-    record: () => {},
     queueTelemetry: () => undefined,
     contextText: textOf,
     contextFromText: () => undefined,

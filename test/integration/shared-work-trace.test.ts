@@ -91,6 +91,27 @@ it("group commit: a batch of untraced answers runs in no trace, though a traced 
   expect(traceOf('job 8101')).toEqual(['batch query', 'db.group_commit', 'job 8101']);
 });
 
+it('group commit: the queries make spans only when the answer that opened the batch is traced', async () => {
+  const writer = createGroupCommitter(database.handle.db, testTokens, {
+    onBatch: () => trace.getTracer('test').startSpan('batch query').end(),
+  });
+  // One batch: an untraced answer opens it, a traced one joins it in the same turn of the loop.
+  const untraced = writer.apply(answerOf(8111, [makeCard(8111)]));
+  const traced = tracing().inSpan('job 8112', {}, () => writer.apply(answerOf(8112, [makeCard(8112)])));
+  await Promise.all([untraced, traced]);
+  // The traced job still shows its batch's transaction, without the queries' spans.
+  expect(traceOf('job 8112')).toEqual(['db.group_commit', 'job 8112']);
+  const batch = exporter.getFinishedSpans().find((s) => s.name === 'db.group_commit')!;
+  expect(batch.attributes['cards_sync.batch_size']).toBe(2);
+
+  // A batch that a traced answer opens shows them.
+  exporter.reset();
+  const first = tracing().inSpan('job 8113', {}, () => writer.apply(answerOf(8113, [makeCard(8113)])));
+  const second = writer.apply(answerOf(8114, [makeCard(8114)]));
+  await Promise.all([first, second]);
+  expect(traceOf('job 8113')).toEqual(['batch query', 'db.group_commit', 'job 8113']);
+});
+
 it("shared clock: the round that follows on runs in no trace, not in the first caller's", async () => {
   const seen: (string | undefined)[] = [];
   const clock = createDbClock(observedPool(seen), { detached: (fn) => tracing().detached(fn) });
