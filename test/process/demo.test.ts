@@ -34,7 +34,7 @@ afterAll(async () => {
 async function demo(args: string[], env: Record<string, string>): Promise<{ code: number; out: string }> {
   const child = spawn(
     process.execPath,
-    [new URL('../../dist/src/demo/main.js', import.meta.url).pathname, ...args],
+    [new URL('../../bin/demo.js', import.meta.url).pathname, ...args],
     {
       env: { PATH: process.env.PATH ?? '', ADMIN_PORT: '0', ...env },
     },
@@ -102,7 +102,7 @@ describe('npm run demo', () => {
   it('without --no-wait: the admin address it prints answers, until Ctrl-C stops it and it cleans up', async () => {
     const child = spawn(
       process.execPath,
-      [new URL('../../dist/src/demo/main.js', import.meta.url).pathname],
+      [new URL('../../bin/demo.js', import.meta.url).pathname],
       {
         env: {
           PATH: process.env.PATH ?? '',
