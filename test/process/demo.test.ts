@@ -32,13 +32,9 @@ afterAll(async () => {
 });
 
 async function demo(args: string[], env: Record<string, string>): Promise<{ code: number; out: string }> {
-  const child = spawn(
-    process.execPath,
-    [new URL('../../bin/demo.js', import.meta.url).pathname, ...args],
-    {
-      env: { PATH: process.env.PATH ?? '', ADMIN_PORT: '0', ...env },
-    },
-  );
+  const child = spawn(process.execPath, [new URL('../../bin/demo.js', import.meta.url).pathname, ...args], {
+    env: { PATH: process.env.PATH ?? '', ADMIN_PORT: '0', ...env },
+  });
   let out = '';
   child.stdout.on('data', (d) => {
     out += d;
@@ -100,18 +96,14 @@ function webhooksReceived(out: string): { events: number; byType: Record<string,
 
 describe('npm run demo', () => {
   it('without --no-wait: the admin address it prints answers, until Ctrl-C stops it and it cleans up', async () => {
-    const child = spawn(
-      process.execPath,
-      [new URL('../../bin/demo.js', import.meta.url).pathname],
-      {
-        env: {
-          PATH: process.env.PATH ?? '',
-          ADMIN_PORT: '0',
-          DATABASE_URL: db.url,
-          REDIS_URL: inject('redisUrl'),
-        },
+    const child = spawn(process.execPath, [new URL('../../bin/demo.js', import.meta.url).pathname], {
+      env: {
+        PATH: process.env.PATH ?? '',
+        ADMIN_PORT: '0',
+        DATABASE_URL: db.url,
+        REDIS_URL: inject('redisUrl'),
       },
-    );
+    });
     let out = '';
     child.stdout.on('data', (d) => {
       out += d;
