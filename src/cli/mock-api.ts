@@ -1,6 +1,7 @@
 import { loadConfig } from '../config/index.js';
 import {
   type ChangeClass,
+  type ChangeKinds,
   type CreatedDates,
   createMockApi,
   type MockFaults,
@@ -22,7 +23,12 @@ export interface MockApiCliOptions {
   changes?: ChangeClass[];
   createdDates?: CreatedDates;
   wakeUp?: WakeUp;
+  changeKinds?: ChangeKinds;
+  walletCards?: { minCards: number; maxCards: number };
 }
+
+/** `--change-kinds` without `--wallet-cards`: 1 to 4 cards, as the default wallets hold. */
+const DEFAULT_WALLET_CARDS = { minCards: 1, maxCards: 4 };
 
 export async function cmdMockApi(io: Io, options: MockApiCliOptions): Promise<number> {
   // The key the sandbox accepts: --api-key, else CARDS_API_KEY or CARDS_API_KEY_FILE, else any.
@@ -42,6 +48,9 @@ export async function cmdMockApi(io: Io, options: MockApiCliOptions): Promise<nu
             classes: options.changes,
             ...(options.createdDates ? { createdDates: options.createdDates } : {}),
             ...(options.wakeUp ? { wakeUp: options.wakeUp } : {}),
+            ...(options.changeKinds
+              ? { wallets: { ...(options.walletCards ?? DEFAULT_WALLET_CARDS), kinds: options.changeKinds } }
+              : {}),
           },
         }
       : {}),
