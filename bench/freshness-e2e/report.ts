@@ -37,7 +37,7 @@ export function pct(x: number): string {
 const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / Math.max(1, xs.length);
 
 /** The world of a run in one line: its classes, createDates and whatever else shapes it. */
-export function worldLine(settings: Settings): string {
+function worldLine(settings: Settings): string {
   const { flags, createdDates, wakeUp, wallets, intake } = settings;
   return (
     `changes: ${flags.changes} (share:rate; the rest never change); createDates ${createdDates}` +
@@ -52,7 +52,7 @@ export function worldLine(settings: Settings): string {
 const signedPct = (x: number) => `${x >= 0 ? '+' : '−'}${Math.abs(x * 100).toFixed(0)}%`;
 
 /** One third of the minutes after the warm-up, real and forecast. */
-export interface WindowFigures {
+interface WindowFigures {
   name: 'learning' | 'middle' | 'end';
   fromMin: number;
   toMin: number;
@@ -68,7 +68,7 @@ export interface WindowFigures {
 }
 
 /** The run after the warm-up in thirds (learning, middle, end), beside the forecast's same windows. */
-export function windowFigures(run: RunRecord, sim: Forecast): WindowFigures[] {
+function windowFigures(run: RunRecord, sim: Forecast): WindowFigures[] {
   const { startMs, warmMs, endMs, cont, rr } = run;
   const third = (endMs - warmMs) / 3;
   return (['learning', 'middle', 'end'] as const).map((name, k) => {

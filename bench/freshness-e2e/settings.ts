@@ -39,7 +39,7 @@ export const E2E_OPTIONS = {
 } as const;
 
 /** `--changes` when neither it nor `--world` says otherwise: 70% never, 20% 1/h, 8% 12/h, 2% 1/min. */
-export const DEFAULT_CHANGES = '0.7:0,0.2:1/h,0.08:12/h,0.02:1/m';
+const DEFAULT_CHANGES = '0.7:0,0.2:1/h,0.08:12/h,0.02:1/m';
 
 export interface Settings {
   subscribers: number;

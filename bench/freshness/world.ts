@@ -55,6 +55,8 @@ export interface World {
   readonly woken: Uint8Array;
   /** When each subscriber becomes known to the service, ms: 0, or the intake's time for those it brings. */
   readonly arrivesAt: Float64Array;
+  /** How many cards the wallet holds (with `wallets`; otherwise the one whose date is kept). */
+  cardsHeld(id: number): number;
   /** Draws the wallet's next change after `from`. */
   drawChange(id: number, from: number): void;
   /** Plays a wallet's changes up to `now` (it has changed), then draws its next one. */
@@ -112,6 +114,7 @@ export function createWorld(o: SimOptions, { random, changes, cards }: WorldStre
     newestCreated,
     woken,
     arrivesAt,
+    cardsHeld: (id) => held?.[id]!.length ?? 1,
     drawChange,
     advance(id, now) {
       const rate = trueRate[id]! * MS_PER_DAY ** -1;
