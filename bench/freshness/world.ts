@@ -114,7 +114,7 @@ export function createWorld(o: SimOptions, { random, changes, cards }: WorldStre
     newestCreated,
     woken,
     arrivesAt,
-    cardsHeld: (id) => held?.[id]!.length ?? 1,
+    cardsHeld: (id) => (held ? held[id]!.length : 1),
     drawChange,
     advance(id, now) {
       const rate = trueRate[id]! * MS_PER_DAY ** -1;

@@ -90,7 +90,7 @@ interface Wallet {
 }
 
 /** What one change of a wallet did (for tests and the simulator's twin, bench/freshness/world.ts). */
-export type ChangeKind = keyof ChangeKinds;
+type ChangeKind = keyof ChangeKinds;
 
 /** The wallets of a `--change-kinds` world: each one's cards after a given number of changes. */
 export interface Wallets {
