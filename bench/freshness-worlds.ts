@@ -82,7 +82,7 @@ const table = [
   '',
   'Stale share against the sandbox, continuous × round robin (rr) at the same request rate; by window, the real',
   "ratio / the simulator's forecast for the same world and window (gap: real ÷ forecast − 1); the estimate",
-  "(`status`) against the truth, relative, by window; the continuous set-up's oldest copy; nobody past max age:",
+  "(`status`) against the truth, relative and in share points, by window; the continuous set-up's oldest copy; nobody past max age:",
   '`status` counted nobody past it and the oldest copy was within it; successful syncs a second against the budget.',
   '',
   ...summaries.map((s) => `- **${s.world}**: ${WORLDS[s.world]!.about} (${s.about})`),
