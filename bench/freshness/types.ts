@@ -32,8 +32,8 @@ export interface SimOptions {
    * The cards' createDates. `random`: years old, unrelated to change (today's sandbox,
    * the control). `from-changes`: a change that adds a card (3 in 8) stamps it with the change's
    * time, and a wallet's first cards carry dates drawn from the same process before the start.
-   * `predating`: the cards held at the start are 1 to 6 years old whatever the wallet does (2 to 6
-   * with `wallets`); a card added later is stamped as in `from-changes`.
+   * `predating`: the cards held at the start are 2 to 6 years old whatever the wallet does; a card
+   * added later is stamped as in `from-changes`.
    */
   createdDates?: 'random' | 'from-changes' | 'predating';
   /**

@@ -94,7 +94,9 @@ export function createWorld(o: SimOptions, { random, changes, cards }: WorldStre
   const newestCreated = new Float64Array(n);
   const held = o.wallets ? walletCards(o, trueRate, cards) : null;
   for (let id = 0; id < n && !held; id++) {
-    const years = (1 + 5 * cards()) * 365 * MS_PER_DAY;
+    // As the sandbox dates them: `predating` 2 to 6 years back, the others 1 to 6 (2019–2024 in 2026).
+    const u = cards();
+    const years = (o.createdDates === 'predating' ? 2 + 4 * u : 1 + 5 * u) * 365 * MS_PER_DAY;
     const rate = trueRate[id]! * ADD_SHARE;
     newestCreated[id] =
       fromChanges && rate > 0 ? Math.max(-years, (Math.log(1 - cards()) / rate) * MS_PER_DAY) : -years;
