@@ -12,7 +12,8 @@ import { E2E_OPTIONS, readSettings, type Settings } from './freshness-e2e/settin
 import { parseFlags } from './harness.js';
 
 // npm run bench:freshness-worlds -- --minutes 20 --warmup 5 [--worlds control,createdate,intake
-//   --subscribers 10000 --budget 150 --max-age 5m --out bench/freshness-worlds.md --chart bench/freshness-worlds.svg]
+//   --subscribers 10000 --budget 150 --max-age 5m --intake-at 7m --out bench/freshness-worlds.md
+//   --chart bench/freshness-worlds.svg]
 //
 // bench:freshness-e2e in every world of bench/freshness/worlds.ts (or those of `--worlds`), one
 // after the other, each against its own sandbox and databases, then ONE table (written to `--out`
@@ -35,6 +36,8 @@ const { values } = parseFlags({
     'redis-url': E2E_OPTIONS['redis-url'],
     /** The worlds to run, in this order (default: all, in the order of bench/freshness/worlds.ts). */
     worlds: { type: 'string', default: Object.keys(WORLDS).join(',') },
+    /** When the intake world's subscribers arrive, instead of its own minute 7 (for shorter runs). */
+    'intake-at': { type: 'string' },
     out: { type: 'string', default: 'bench/freshness-worlds.md' },
     chart: { type: 'string', default: 'bench/freshness-worlds.svg' },
   },
@@ -49,9 +52,19 @@ if (names.length === 0 || unknown.length > 0 || new Set(names).size !== names.le
   );
   process.exit(2);
 }
-const { worlds: _worlds, out, chart, ...run } = values;
+const { worlds: _worlds, 'intake-at': intakeAt, out, chart, ...run } = values;
+/** The world's flags as given to it: the run's, and `--intake-at` moving an intake. */
+const flagsOf = (world: string) => {
+  const intake = WORLDS[world]!.flags.intake;
+  return intake && intakeAt !== undefined
+    ? { ...run, world, intake: intake.replace(/@.*/, `@${intakeAt}`) }
+    : { ...run, world };
+};
 // Every world's settings checked before the first run starts: a bad flag costs no run.
-const planned: [string, Settings][] = names.map((world) => [world, readSettings({ ...run, world })]);
+const planned: [string, Settings][] = names.map((world) => [
+  world,
+  readSettings(flagsOf(world), `world ${world}: `),
+]);
 const minutesEach = Number(values.minutes) + 0.5;
 console.error(
   `${names.length} worlds, about ${(names.length * minutesEach).toFixed(0)} min: ${names.join(', ')}`,

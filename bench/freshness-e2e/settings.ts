@@ -90,8 +90,15 @@ export interface Flags extends WorldFlags {
   'redis-url'?: string;
 }
 
-/** The flags, checked (`--world`'s first, a flag given beside it winning): a bad one exits with status 2 and says why. */
-export function readSettings(given: Flags): Settings {
+/**
+ * The flags, checked (`--world`'s first, a flag given beside it winning): a bad one exits with
+ * status 2 and says why, after `context` (bench:freshness-worlds names the world).
+ */
+export function readSettings(given: Flags, context = ''): Settings {
+  const refuse: (message: string) => never = (message) => {
+    console.error(`${context}${message}`);
+    process.exit(2);
+  };
   const values: Flags = { ...worldFlags(given.world), ...definedOnly(given) };
   values.changes ??= DEFAULT_CHANGES;
   values['created-dates'] ??= 'random';
@@ -104,10 +111,7 @@ export function readSettings(given: Flags): Settings {
   const auditShare = Number(values['audit-share']);
   const seed = wholeNumber('seed', values.seed, 0);
   if (!maxAgeMs || !sampleMs || !(auditShare >= 0 && auditShare < 1) || warmupMin >= minutes) {
-    console.error(
-      '--max-age and --sample take durations (5m, 10s), --audit-share 0 to <1, --warmup < --minutes',
-    );
-    process.exit(2);
+    refuse('--max-age and --sample take durations (5m, 10s), --audit-share 0 to <1, --warmup < --minutes');
   }
   let createdDates: CreatedDates;
   let classes: ChangeClass[];
@@ -121,12 +125,10 @@ export function readSettings(given: Flags): Settings {
     wallets = readWallets(values);
     intake = values.intake === undefined ? undefined : parseIntake(values.intake);
   } catch (error) {
-    console.error((error as Error).message);
-    process.exit(2);
+    refuse((error as Error).message);
   }
   if (intake && intake.afterMs >= minutes * 60_000) {
-    console.error(`--intake: the subscribers arrive after the run's end (${minutes} min); make it earlier`);
-    process.exit(2);
+    refuse(`--intake: the subscribers arrive after the run's end (${minutes} min); make it earlier`);
   }
   return {
     subscribers: n,

@@ -210,6 +210,16 @@ describe('the worlds by name', () => {
     ['freshness-worlds.js', ['--worlds', 'control,nope'], 'unknown: nope'],
     ['freshness-worlds.js', ['--worlds', 'control,control'], '--worlds takes world names, each once'],
     ['freshness-worlds.js', ['--minutes', '20', '--warmup', '25'], '--warmup < --minutes'],
+    [
+      'freshness-worlds.js',
+      ['--worlds', 'control,intake', '--minutes', '5', '--warmup', '1'],
+      "world intake: --intake: the subscribers arrive after the run's end (5 min)",
+    ],
+    [
+      'freshness-worlds.js',
+      ['--worlds', 'intake', '--intake-at', '2x'],
+      'world intake: --intake takes share@after',
+    ],
     ['freshness.js', ['--world', 'nope'], '--world takes one of'],
     ['freshness.js', ['--preset', 'e2e', '--intake', '0.2'], '--intake takes share@after'],
     ['freshness.js', ['--preset', 'e2e', '--wake-up', '0.1:12/x@10m'], '--wake-up takes share:rate@after'],
