@@ -34,6 +34,15 @@ export async function cmdMockApi(io: Io, options: MockApiCliOptions): Promise<nu
   // The key the sandbox accepts: --api-key, else CARDS_API_KEY or CARDS_API_KEY_FILE, else any.
   const apiKey =
     options.apiKey ?? loadConfig(io.env, { refreshUnused: { warn: io.err } }).api?.apiKey ?? undefined;
+  if (options.walletCards && !options.changeKinds) {
+    throw new CliError(
+      '--wallet-cards needs --change-kinds (the default wallets draw 1 to 4 cards at each change)',
+      2,
+    );
+  }
+  if (options.changeKinds && !options.changes) {
+    throw new CliError('--change-kinds needs --changes (the rates at which the wallets change)', 2);
+  }
   const mock = createMockApi({
     ...(apiKey ? { apiKey } : {}),
     latencyMs: options.latencyMs,

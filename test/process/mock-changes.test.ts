@@ -325,5 +325,11 @@ describe('mock-api --change-kinds and --wallet-cards', () => {
     );
     expect(run.code).toBe(2);
     expect(run.stderr).toContain('--change-kinds takes kind:share pairs');
+    const alone = await runCli(
+      ['mock-api', '--port', '0', '--changes', '1:1/h', '--wallet-cards', '1-5'],
+      {},
+    );
+    expect(alone.code).toBe(2);
+    expect(alone.stderr).toContain('--wallet-cards needs --change-kinds');
   });
 });
