@@ -47,7 +47,9 @@ export async function runE2e(settings: Settings): Promise<RunResult> {
   const arrived = (id: number, atMs: number) => atMs >= arrivalMs || !pending.has(id);
 
   async function start(setup: Setup): Promise<Running & { env: NodeJS.ProcessEnv }> {
-    const databaseUrl = baseUrl.replace(/\/[^/]+$/, `/cards_sync_bench_fresh_${setup.replace('-', '_')}`);
+    // Named after BENCH_DATABASE_URL's database (cards_sync_bench_fresh_continuous by default), so
+    // that two runs given different ones never drop each other's: each run drops its own first.
+    const databaseUrl = baseUrl.replace(/\/([^/]+)$/, `/$1_fresh_${setup.replace('-', '_')}`);
     await resetDatabase(databaseUrl);
     const pool = seedingPool(databaseUrl, 2);
     // Every subscriber known (but an intake's) and never synced, as after an import of ids.
