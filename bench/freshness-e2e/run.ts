@@ -113,7 +113,9 @@ export async function runE2e(settings: Settings): Promise<RunResult> {
             next = (next % n) + 1;
             return { subscriberId };
           });
-          await enqueueSyncs(queue, targets, 'manual');
+          // With an intake, in the refresh lane, behind the operator's enqueue, as a nightly sweep's
+          // jobs would be (and as the continuous refresh's are); without, as it always was.
+          await enqueueSyncs(queue, targets, 'manual', intake ? { lane: 'refresh' } : {});
         }
       })();
     }

@@ -67,7 +67,8 @@ export const WORLDS: Readonly<Record<string, WorldSpec>> = {
     },
   },
   intake: {
-    about: 'control, and 20% of the subscribers arrive at minute 7 (enqueued as an operator does)',
+    about:
+      'control, and 20% of the subscribers arrive at minute 7 (or --intake-at), enqueued as an operator does',
     flags: { intake: '0.2@7m' },
   },
 };
