@@ -4,6 +4,8 @@ export interface Series {
   name: string;
   color: string;
   values: number[];
+  /** Drawn dashed (a forecast beside its measurement, in the same colour). Default solid. */
+  dashed?: boolean;
 }
 
 const esc = (s: string) => s.replace(/&/g, '&amp;').replace(/</g, '&lt;');
@@ -17,10 +19,11 @@ export function lineChart(
   xTitle = 'subscribers synced in the run',
 ): string {
   const w = 720;
-  const h = 400;
   const left = 70;
   const right = 170;
   const top = 50;
+  // Taller only when the legend needs it, so that charts of a few series stay as they were.
+  const h = Math.max(400, top + 30 + series.length * 20);
   const bottom = 60;
   const max = Math.max(...series.flatMap((s) => s.values)) * 1.25 || 1;
   const x = (i: number) => left + (i * (w - left - right)) / Math.max(1, xLabels.length - 1);
@@ -47,13 +50,14 @@ export function lineChart(
   );
   series.forEach((s, k) => {
     const points = s.values.map((v, i) => `${x(i).toFixed(1)},${y(v).toFixed(1)}`).join(' ');
-    out.push(`<polyline points="${points}" fill="none" stroke="${s.color}" stroke-width="2"/>`);
+    const dash = s.dashed ? ' stroke-dasharray="6 4"' : '';
+    out.push(`<polyline points="${points}" fill="none" stroke="${s.color}" stroke-width="2"${dash}/>`);
     s.values.forEach((v, i) => {
       out.push(`<circle cx="${x(i)}" cy="${y(v)}" r="3.5" fill="${s.color}"/>`);
     });
     const ly = top + 10 + k * 20;
     out.push(
-      `<line x1="${w - right + 15}" x2="${w - right + 35}" y1="${ly}" y2="${ly}" stroke="${s.color}" stroke-width="2"/>`,
+      `<line x1="${w - right + 15}" x2="${w - right + 35}" y1="${ly}" y2="${ly}" stroke="${s.color}" stroke-width="2"${dash}/>`,
       `<text x="${w - right + 40}" y="${ly + 4}">${esc(s.name)}</text>`,
     );
   });

@@ -1,13 +1,20 @@
 import { writeFileSync } from 'node:fs';
+import { parseChanges, parseWakeUp } from '../src/mock-api/changes.js';
+import { parseCreatedDates } from '../src/mock-api/created-dates.js';
 import { lineChart } from './chart.js';
 import { simulate } from './freshness/sim.js';
 import type { PolicyName, RateClass, SimOptions, SimResult } from './freshness/types.js';
+import { parseIntake, readWallets, type WorldFlags, worldFlags } from './freshness/worlds.js';
+import { rateClasses } from './freshness-e2e/forecast.js';
 import { parseFlags } from './harness.js';
 
 // npm run bench:freshness [-- --subscribers 20000 --days 30 --budget-share 0.25 --max-age 7]
 // Four policies on one population at one budget, 30 simulated days, through the real policy code.
 // npm run bench:freshness -- --preset e2e: the population, budget and max age of
 // bench:freshness-e2e (10,000 subscribers, 150/s, max age 5 min, 20 min, figures after minute 5).
+// The world flags are bench:freshness-e2e's, so that a forecast and a real run model the same
+// world: --world NAME (bench/freshness/worlds.ts), or --changes, --created-dates, --wake-up,
+// --change-kinds, --wallet-cards, --intake (a flag given beside --world wins).
 
 const { values } = parseFlags({
   options: {
@@ -21,8 +28,17 @@ const { values } = parseFlags({
     'max-age': { type: 'string', default: '7' },
     'audit-share': { type: 'string', default: '0.02' },
     seed: { type: 'string', default: '7' },
-    'created-dates': { type: 'string', default: 'random' },
+    /** A world of bench/freshness/worlds.ts: its flags, unless given beside it. */
+    world: { type: 'string' },
+    /** Classes and rates as bench:freshness-e2e takes them; default the population below (or E2E_POPULATION). */
+    changes: { type: 'string' },
+    'created-dates': { type: 'string' },
+    /** `share:rate` (from halfway) or `share:rate@after`, as bench:freshness-e2e takes it. */
     'wake-up': { type: 'string' },
+    'change-kinds': { type: 'string' },
+    'wallet-cards': { type: 'string' },
+    /** `share@after`: that share of the subscribers arrive then, unsynced. */
+    intake: { type: 'string' },
     forget: { type: 'string' },
     'change-point': { type: 'string' },
     explore: { type: 'boolean', default: false },
@@ -55,17 +71,38 @@ if (values.preset !== undefined && !e2e) {
   console.error('--preset takes e2e (the population and budget of bench:freshness-e2e)');
   process.exit(2);
 }
-const createdDates = values['created-dates'];
-if (createdDates !== 'random' && createdDates !== 'from-changes') {
-  console.error('--created-dates takes random (the control) or from-changes');
-  process.exit(2);
+/** The world: `--world`'s flags, those given beside it winning. */
+const world: WorldFlags = {
+  ...worldFlags(values.world),
+  ...Object.fromEntries(
+    (['changes', 'created-dates', 'wake-up', 'change-kinds', 'wallet-cards', 'intake'] as const)
+      .filter((k) => values[k] !== undefined)
+      .map((k) => [k, values[k]]),
+  ),
+};
+/** A world flag read by `parse`, or a one-line refusal (exit 2). */
+function checked<T>(parse: () => T): T {
+  try {
+    return parse();
+  } catch (error) {
+    console.error((error as Error).message);
+    process.exit(2);
+  }
 }
-// --wake-up 0.1:1/d: that share of the wallets that never change start changing, halfway, at that rate.
+const createdDates = checked(() => parseCreatedDates(world['created-dates'] ?? 'random'));
+const classes =
+  world.changes === undefined ? undefined : checked(() => rateClasses(parseChanges(world.changes!)));
+const wallets = checked(() => readWallets(world));
+const intake = world.intake === undefined ? undefined : checked(() => parseIntake(world.intake!));
+// --wake-up 0.1:1/d: that share of the wallets that never change start changing, halfway, at that
+// rate; 0.1:12/h@10m (as bench:freshness-e2e takes it): from then on.
 const PER_DAY: Record<string, number> = { m: 1440, h: 24, d: 1 };
-const wake = values['wake-up'] ? /^(\d*\.?\d+):(\d*\.?\d+)\/([mhd])$/.exec(values['wake-up']) : null;
-if (values['wake-up'] && !wake) {
+const wakeSpec = world['wake-up'];
+const wakeAt = wakeSpec?.includes('@') ? checked(() => parseWakeUp(wakeSpec)) : undefined;
+const wake = wakeSpec && !wakeAt ? /^(\d*\.?\d+):(\d*\.?\d+)\/([mhd])$/.exec(wakeSpec) : null;
+if (wakeSpec && !wakeAt && !wake) {
   console.error(
-    '--wake-up takes share:rate, e.g. 0.1:1/d or 0.1:12/h (a tenth of the quiet wallets, from halfway)',
+    '--wake-up takes share:rate, e.g. 0.1:1/d or 0.1:12/h (a tenth of the quiet wallets, from halfway), or share:rate@after (0.1:12/h@10m)',
   );
   process.exit(2);
 }
@@ -75,7 +112,7 @@ const n = Number(values.subscribers ?? (e2e ? 10_000 : 20_000));
 const days = e2e ? 20 / 1440 : Number(values.days);
 const options: SimOptions = {
   subscribers: n,
-  classes: e2e ? E2E_POPULATION : POPULATION,
+  classes: classes ?? (e2e ? E2E_POPULATION : POPULATION),
   budgetPerDay: e2e ? Number(values.budget) * 86_400 : Number(values['budget-share']) * n,
   days,
   warmupDays: e2e ? 5 / 1440 : Number(values.warmup),
@@ -97,7 +134,22 @@ const options: SimOptions = {
         },
       }
     : {}),
+  ...(wakeAt
+    ? {
+        wakeUp: {
+          share: wakeAt.share,
+          ratePerDay: wakeAt.perSecond * 86_400,
+          atDays: wakeAt.afterMs / 86_400_000,
+        },
+      }
+    : {}),
+  ...(wallets ? { wallets } : {}),
+  ...(intake ? { intake: { share: intake.share, atDays: intake.afterMs / 86_400_000 } } : {}),
 };
+if (intake && intake.afterMs >= days * 86_400_000) {
+  console.error('--intake: the subscribers arrive after the run ends; make it earlier');
+  process.exit(2);
+}
 const at = (d: number) => `${+(d / unit.days).toFixed(2)} ${unit.name}`;
 const policies = (
   values.policies ??
@@ -116,10 +168,12 @@ const pct = (x: number) => `${(x * 100).toFixed(2)}%`;
 console.log(
   `${n} subscribers, budget ${e2e ? `${values.budget}/s` : `${options.budgetPerDay}/day (${values['budget-share']} of N)`}, ` +
     `max age ${at(options.maxAgeDays)}, ${at(options.days)} (figures after ${at(options.warmupDays)}), ` +
-    `seed ${options.seed}, createDates ${createdDates}` +
+    `seed ${options.seed}, createDates ${createdDates}${values.world ? `, world ${values.world}` : ''}` +
     `${options.evidence ? '' : ', evidence off'}${options.forgetMaxAges !== undefined ? `, forget ${options.forgetMaxAges} max ages` : ''}` +
     `${options.changePointHazard !== undefined ? `, change-point hazard ${options.changePointHazard}` : ''}${options.explore ? ', explore (Thompson)' : ''}` +
-    `${options.wakeUp ? `, wake-up ${values['wake-up']} at ${at(options.wakeUp.atDays)}` : ''}`,
+    `${options.wakeUp ? `, wake-up ${wakeSpec} at ${at(options.wakeUp.atDays)}` : ''}` +
+    `${wallets ? `, change kinds ${world['change-kinds']} in wallets of ${wallets.minCards}–${wallets.maxCards} cards` : ''}` +
+    `${intake ? `, intake ${world.intake}` : ''}`,
 );
 console.log(`population: ${options.classes.map((c) => `${c.share * 100}% ${c.label}`).join(', ')}`);
 console.log('| policy | stale share | × round robin | mean age of stale copies | largest age | syncs |');

@@ -12,6 +12,8 @@ export type Setup = 'continuous' | 'round-robin';
 
 export interface Sample {
   atMs: number;
+  /** The subscribers counted: everyone, or with `--intake` before its moment everyone but its subscribers. */
+  population: number;
   stale: number;
   /** Stale among the woken wallets (`--wake-up`), and among the wallets always at their rate. */
   wokenStale: number;
@@ -31,14 +33,16 @@ export interface Running {
 }
 
 /**
- * Takes samples of subscribers 1..`n`; `woken` and `peers` (`--wake-up`) are the wallets that
- * wake and those always at the woken rate, as the sandbox has them.
+ * Takes samples of subscribers 1..`n` that have `arrived` (`--intake`: an intake's subscribers
+ * count from their moment on, without a copy until their first sync); `woken` and `peers`
+ * (`--wake-up`) are the wallets that wake and those always at the woken rate, as the sandbox has them.
  */
 export function sampler(
   n: number,
   maxAgeMs: number,
   woken: ReadonlySet<number>,
   peers: ReadonlySet<number>,
+  arrived: (subscriberId: number, atMs: number) => boolean = () => true,
 ): (r: Running) => Promise<Sample> {
   const truthCache = new Map<number, { version: number; key: string }>();
 
@@ -56,9 +60,12 @@ export function sampler(
     const atMs = Date.now();
     const copy = new Map(stored.rows.map((row) => [Number(row.subscriber_id), row.cards]));
     let stale = 0;
+    let population = 0;
     let wokenStale = 0;
     let peersStale = 0;
     for (let id = 1; id <= n; id++) {
+      if (!arrived(id, atMs)) continue;
+      population += 1;
       // Both sandboxes hold the same changes: one key per (subscriber, version) serves both.
       const version = r.mock.version(id);
       let cached = truthCache.get(id);
@@ -78,6 +85,7 @@ export function sampler(
     }
     const sample: Sample = {
       atMs,
+      population,
       stale,
       wokenStale,
       peersStale,

@@ -1,9 +1,45 @@
 import { type ChangeClass, parseChanges, parseWakeUp, type WakeUp } from '../../src/mock-api/changes.js';
-import type { CreatedDates } from '../../src/mock-api/created-dates.js';
+import { type CreatedDates, parseCreatedDates } from '../../src/mock-api/created-dates.js';
+import type { WalletRules } from '../../src/mock-api/wallets.js';
 import { durationMs } from '../../src/shared/time.js';
+import { parseIntake, readWallets, type WorldFlags, worldFlags } from '../freshness/worlds.js';
 import { wholeNumber } from '../harness.js';
 
 // bench:freshness-e2e's flags, checked and turned into the run's settings.
+
+/**
+ * The flags of a run, as parseFlags declares them (bench:freshness-e2e adds `--chart`;
+ * bench:freshness-worlds takes the run's own and sets the world's). The world's flags have no
+ * default here, so that `--world` can set them: readSettings applies the defaults after it.
+ */
+export const E2E_OPTIONS = {
+  subscribers: { type: 'string', default: '10000' },
+  minutes: { type: 'string', default: '15' },
+  warmup: { type: 'string', default: '5' },
+  budget: { type: 'string', default: '150' },
+  'max-age': { type: 'string', default: '5m' },
+  'audit-share': { type: 'string', default: '0.02' },
+  /** A world of bench/freshness/worlds.ts: its flags, unless given beside it. */
+  world: { type: 'string' },
+  /** Classes of wallets and their change rates (default {@link DEFAULT_CHANGES}). */
+  changes: { type: 'string' },
+  /** The sandbox's createDates: `random` (the control, default), `from-changes` or `predating`. */
+  'created-dates': { type: 'string' },
+  /** Quiet wallets that start changing (`share:rate@after`, as `mock-api --wake-up`). */
+  'wake-up': { type: 'string' },
+  /** What a change does (`add:…,remove:…,replace:…`, as `mock-api --change-kinds`). */
+  'change-kinds': { type: 'string' },
+  /** With `--change-kinds`: the cards a wallet holds, `MIN-MAX` (default 1-4). */
+  'wallet-cards': { type: 'string' },
+  /** `share@after`: that share of the subscribers arrive then, added by `cards-sync enqueue --file`. */
+  intake: { type: 'string' },
+  sample: { type: 'string', default: '10s' },
+  seed: { type: 'string', default: '7' },
+  'redis-url': { type: 'string' },
+} as const;
+
+/** `--changes` when neither it nor `--world` says otherwise: 70% never, 20% 1/h, 8% 12/h, 2% 1/min. */
+const DEFAULT_CHANGES = '0.7:0,0.2:1/h,0.08:12/h,0.02:1/m';
 
 export interface Settings {
   subscribers: number;
@@ -19,36 +55,53 @@ export interface Settings {
   createdDates: CreatedDates;
   classes: ChangeClass[];
   wakeUp: WakeUp | undefined;
+  /** `--change-kinds` (with `--wallet-cards`): wallets whose changes are of stated kinds. */
+  wallets: WalletRules | undefined;
+  /** `--intake`: this share of the subscribers become known `afterMs` after the start. */
+  intake: { share: number; afterMs: number } | undefined;
+  /** `--world`'s name, if one was given. */
+  world: string | undefined;
   /** The flags as given, for the report's header and the workers' environment. */
   flags: {
     maxAge: string;
     sample: string;
     changes: string;
     wakeUp: string | undefined;
+    changeKinds: string | undefined;
+    walletCards: string | undefined;
+    intake: string | undefined;
     chart: string | undefined;
     redisUrl: string | undefined;
   };
 }
 
 /** bench:freshness-e2e's flags as parseFlags gives them (declared in bench/freshness-e2e.ts). */
-export interface Flags {
+export interface Flags extends WorldFlags {
+  world?: string;
   subscribers?: string;
   minutes?: string;
   warmup?: string;
   budget?: string;
   'max-age'?: string;
   'audit-share'?: string;
-  changes?: string;
-  'created-dates'?: string;
-  'wake-up'?: string;
   sample?: string;
   seed?: string;
   chart?: string;
   'redis-url'?: string;
 }
 
-/** The flags, checked: a bad one exits with status 2 and says why. */
-export function readSettings(values: Flags): Settings {
+/**
+ * The flags, checked (`--world`'s first, a flag given beside it winning): a bad one exits with
+ * status 2 and says why, after `context` (bench:freshness-worlds names the world).
+ */
+export function readSettings(given: Flags, context = ''): Settings {
+  const refuse: (message: string) => never = (message) => {
+    console.error(`${context}${message}`);
+    process.exit(2);
+  };
+  const values: Flags = { ...worldFlags(given.world), ...definedOnly(given) };
+  values.changes ??= DEFAULT_CHANGES;
+  values['created-dates'] ??= 'random';
   const n = wholeNumber('subscribers', values.subscribers, 10);
   const minutes = wholeNumber('minutes', values.minutes, 2);
   const warmupMin = wholeNumber('warmup', values.warmup, 0);
@@ -58,24 +111,24 @@ export function readSettings(values: Flags): Settings {
   const auditShare = Number(values['audit-share']);
   const seed = wholeNumber('seed', values.seed, 0);
   if (!maxAgeMs || !sampleMs || !(auditShare >= 0 && auditShare < 1) || warmupMin >= minutes) {
-    console.error(
-      '--max-age and --sample take durations (5m, 10s), --audit-share 0 to <1, --warmup < --minutes',
-    );
-    process.exit(2);
+    refuse('--max-age and --sample take durations (5m, 10s), --audit-share 0 to <1, --warmup < --minutes');
   }
-  const createdDates = values['created-dates'] as CreatedDates;
-  if (createdDates !== 'random' && createdDates !== 'from-changes') {
-    console.error(`--created-dates takes random or from-changes, not ${JSON.stringify(createdDates)}`);
-    process.exit(2);
-  }
+  let createdDates: CreatedDates;
   let classes: ChangeClass[];
   let wakeUp: WakeUp | undefined;
+  let wallets: WalletRules | undefined;
+  let intake: Settings['intake'];
   try {
+    createdDates = parseCreatedDates(values['created-dates']!);
     classes = parseChanges(values.changes!);
     wakeUp = values['wake-up'] === undefined ? undefined : parseWakeUp(values['wake-up']);
+    wallets = readWallets(values);
+    intake = values.intake === undefined ? undefined : parseIntake(values.intake);
   } catch (error) {
-    console.error((error as Error).message);
-    process.exit(2);
+    refuse((error as Error).message);
+  }
+  if (intake && intake.afterMs >= minutes * 60_000) {
+    refuse(`--intake: the subscribers arrive after the run's end (${minutes} min); make it earlier`);
   }
   return {
     subscribers: n,
@@ -89,13 +142,24 @@ export function readSettings(values: Flags): Settings {
     createdDates,
     classes,
     wakeUp,
+    wallets,
+    intake,
+    world: given.world,
     flags: {
       maxAge: values['max-age']!,
       sample: values.sample!,
       changes: values.changes!,
       wakeUp: values['wake-up'],
+      changeKinds: values['change-kinds'],
+      walletCards: values['wallet-cards'],
+      intake: values.intake,
       chart: values.chart,
       redisUrl: values['redis-url'],
     },
   };
+}
+
+/** The flags that were given: parseFlags leaves the others undefined, which must not hide a world's. */
+function definedOnly(values: Flags): Flags {
+  return Object.fromEntries(Object.entries(values).filter(([, v]) => v !== undefined)) as Flags;
 }

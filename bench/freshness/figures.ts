@@ -46,25 +46,37 @@ export class Figures {
   /** A sync at `now`, before the copy is updated: the wallet's age, and its stale time if it `changed`. */
   sync(id: number, now: number, changed: boolean, audit: boolean) {
     this.syncs += 1;
-    this.largestAge = Math.max(this.largestAge, now - this.copies.lastSync[id]!);
-    if (changed) {
+    this.largestAge = Math.max(this.largestAge, now - this.since(id));
+    if (!this.copies.known[id]) {
+      // An intake's subscriber has had no copy since it arrived.
+      const from = Math.max(this.world.arrivesAt[id]!, this.warmMs);
+      if (now > from) this.staleMs += now - from;
+    } else if (changed) {
       const from = Math.max(this.world.nextChange[id]!, this.warmMs);
       if (now > from) this.staleMs += now - from;
     }
     if (audit) this.audits.push({ at: now, changed });
   }
 
-  /** Every `snapshotSeconds`: the stale share now, by wallet kind, and the estimate's error. */
+  /** Since when the subscriber's copy has been what it is: its last sync, or its arrival while it has none. */
+  private since(id: number): number {
+    return this.copies.known[id] ? this.copies.lastSync[id]! : this.world.arrivesAt[id]!;
+  }
+
+  /** Every `snapshotSeconds`: the stale share now (of the subscribers arrived), by wallet kind, and the estimate's error. */
   snapshot(now: number, params: PolicyParams) {
     if (now < this.nextSnapshot) return;
     const { n, o, warmMs } = this;
-    const { nextChange, trueRate, woken } = this.world;
-    const { lastSync } = this.copies;
+    const { nextChange, trueRate, woken, arrivesAt } = this.world;
+    const { known } = this.copies;
     this.nextSnapshot = now + (o.snapshotSeconds ?? 3600) * 1000;
     let stale = 0;
+    let arrived = 0;
     const snap = { at: now, stale: 0, woken: 0, wokenStale: 0, same: 0, sameStale: 0 };
     for (let id = 0; id < n; id++) {
-      const isStale = nextChange[id]! <= now;
+      if (arrivesAt[id]! > now) continue;
+      arrived += 1;
+      const isStale = !known[id] || nextChange[id]! <= now;
       if (woken[id]) {
         snap.woken += 1;
         if (isStale) snap.wokenStale += 1;
@@ -74,16 +86,16 @@ export class Figures {
       }
       if (isStale && now >= warmMs) {
         stale += 1;
-        this.staleAgeSum += now - lastSync[id]!;
+        this.staleAgeSum += now - this.since(id);
         this.staleAgeCount += 1;
       } else if (isStale) stale += 1;
     }
-    snap.stale = stale / n;
+    snap.stale = stale / arrived;
     this.snapshots.push(snap);
     if (this.policy === 'continuous' && now >= warmMs) {
       const estimate = estimatedStaleShare(this.copies.all(), now, params.prior.ratePerDay);
-      this.errors.abs += Math.abs(estimate - stale / n);
-      this.errors.truth += stale / n;
+      this.errors.abs += Math.abs(estimate - stale / arrived);
+      this.errors.truth += stale / arrived;
       this.errors.estimate += estimate;
       this.errors.count += 1;
     }
@@ -92,19 +104,29 @@ export class Figures {
   /** The run's figures, once its clock reached the end. */
   result(params: PolicyParams, keepsMaxAge: boolean): SimResult {
     const { policy, n, o, endMs, warmMs, maxAgeMs, snapshots, errors } = this;
-    const { nextChange } = this.world;
-    const { lastSync } = this.copies;
+    const { nextChange, arrivesAt } = this.world;
+    const { known } = this.copies;
     let truthAtEnd = 0;
+    let arrived = 0;
+    // Subscriber-time counted: everyone's from the warm-up, an intake's from its arrival.
+    let exposure = 0;
     for (let id = 0; id < n; id++) {
-      this.largestAge = Math.max(this.largestAge, endMs - lastSync[id]!);
-      if (nextChange[id]! < endMs) {
+      if (arrivesAt[id]! >= endMs) continue;
+      arrived += 1;
+      exposure += endMs - Math.max(arrivesAt[id]!, warmMs);
+      this.largestAge = Math.max(this.largestAge, endMs - this.since(id));
+      if (!known[id]) {
+        this.staleMs += endMs - Math.max(arrivesAt[id]!, warmMs);
+        truthAtEnd += 1;
+      } else if (nextChange[id]! < endMs) {
         this.staleMs += endMs - Math.max(nextChange[id]!, warmMs);
         truthAtEnd += 1;
       }
     }
     const result: SimResult = {
       policy,
-      staleShare: this.staleMs / (n * (endMs - warmMs)),
+      // Without an intake, the same product as before, so earlier figures repeat to the last digit.
+      staleShare: this.staleMs / (o.intake ? exposure : n * (endMs - warmMs)),
       meanStaleAgeDays: this.staleAgeCount === 0 ? 0 : this.staleAgeSum / this.staleAgeCount / MS_PER_DAY,
       maxAgeDays: this.largestAge / MS_PER_DAY,
       syncs: this.syncs,
@@ -153,7 +175,7 @@ export class Figures {
         result.audit = {
           samples: recent.length,
           ...w,
-          truthAtEnd: truthAtEnd / n,
+          truthAtEnd: truthAtEnd / arrived,
           estimateAtEnd: estimatedStaleShare(this.copies.all(), endMs, params.prior.ratePerDay),
         };
       }

@@ -60,7 +60,8 @@ export function simulate(policy: PolicyName, o: SimOptions): SimResult {
     seenNewest[id] = world.newestCreated[id]!;
     const update = afterSuccess(
       {
-        lastSuccessAt: lastSync[id]!,
+        // An intake's subscriber: its first sync, no interval to observe.
+        lastSuccessAt: copies.known[id] ? lastSync[id]! : null,
         observations: observations[id]!,
         ratePerDay: rate[id]!,
         evidence: copies.evidenceAt(id, now),
@@ -73,6 +74,7 @@ export function simulate(policy: PolicyName, o: SimOptions): SimResult {
     observations[id] = update.observations;
     rate[id] = update.ratePerDay;
     lastSync[id] = now;
+    copies.known[id] = 1;
     if (policy === 'continuous' || policy === 'nightly-by-estimate') heap.push(update.nextRefreshAt, id);
     else if (policy === 'oracle') heap.push(plan.dueOf(id, now), id);
   };
@@ -80,8 +82,14 @@ export function simulate(policy: PolicyName, o: SimOptions): SimResult {
   plan.replan(0);
   if (policy === 'continuous' || policy === 'nightly-by-estimate' || policy === 'oracle') {
     // The oracle's first due times are spread over each interval, or they all fall due at once.
-    for (let id = 0; id < n; id++) heap.push(policy === 'oracle' ? plan.dueOf(id, 0) * random() : 0, id);
+    for (let id = 0; id < n; id++) {
+      if (copies.known[id]) heap.push(policy === 'oracle' ? plan.dueOf(id, 0) * random() : 0, id);
+    }
   }
+  // An intake (`o.intake`): its subscribers as an operator's enqueue puts them, ahead of the refresh.
+  const intakeMs = o.intake ? o.intake.atDays * MS_PER_DAY : Number.POSITIVE_INFINITY;
+  const enqueued: number[] = [];
+  let enqueuedNext = 0;
 
   let markedAt: number | null = null;
   let carry = 0;
@@ -108,8 +116,13 @@ export function simulate(policy: PolicyName, o: SimOptions): SimResult {
     const a = allowance(markedAt, now, perSecond, 2 + tickMs / 1000);
     markedAt = a.markedAt;
     let count = a.count;
+    if (now >= intakeMs && now < intakeMs + tickMs) {
+      for (let id = 0; id < n; id++) if (!copies.known[id]) enqueued.push(id);
+    }
+    for (; count > 0 && enqueuedNext < enqueued.length; count--) sync(enqueued[enqueuedNext++]!, now);
     if (policy === 'round-robin') {
       for (; count > 0; count--) {
+        while (world.arrivesAt[cursor]! > now) cursor = (cursor + 1) % n;
         sync(cursor, now);
         cursor = (cursor + 1) % n;
       }
@@ -146,7 +159,12 @@ export function simulate(policy: PolicyName, o: SimOptions): SimResult {
         );
         sync(id, now);
       }
-      for (let k = 0; k < split.audit; k++) sync(Math.floor(random() * n), now, true);
+      for (let k = 0; k < split.audit; k++) {
+        // The audit draws from the subscribers the service holds.
+        let id = Math.floor(random() * n);
+        while (!copies.known[id]) id = Math.floor(random() * n);
+        sync(id, now, true);
+      }
     }
     figures.snapshot(now, plan.params);
   }

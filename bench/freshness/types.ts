@@ -32,8 +32,23 @@ export interface SimOptions {
    * The cards' createDates. `random`: years old, unrelated to change (today's sandbox,
    * the control). `from-changes`: a change that adds a card (3 in 8) stamps it with the change's
    * time, and a wallet's first cards carry dates drawn from the same process before the start.
+   * `predating`: the cards held at the start are 2 to 6 years old whatever the wallet does; a card
+   * added later is stamped as in `from-changes`.
    */
-  createdDates?: 'random' | 'from-changes';
+  createdDates?: 'random' | 'from-changes' | 'predating';
+  /**
+   * Wallets of `minCards` to `maxCards` cards whose changes are of stated kinds, as the sandbox's
+   * `--change-kinds` (src/mock-api/wallets.ts): only an addition brings a new createDate (and, with
+   * `from-changes`, the history before the start is the wallet's additions at rate × `kinds.add`).
+   * Absent: one card's date, a change adding a card with 3 in 8.
+   */
+  wallets?: { minCards: number; maxCards: number; kinds: { add: number; remove: number; replace: number } };
+  /**
+   * At `atDays`, this share of the subscribers (exactly, drawn by the seed) become known to the
+   * service, never synced, and an operator's enqueue puts them ahead of the refresh; before, they
+   * are neither synced nor counted.
+   */
+  intake?: { share: number; atDays: number };
   /** false: the policy ignores the answers' evidence (one prior for everyone), for comparison. */
   evidence?: boolean;
   /** τ of forgetting in max ages; 0: never forget. Default the product's (FORGET_MAX_AGES). */

@@ -2,11 +2,40 @@ import { MS_PER_DAY } from '../../src/freshness/index.js';
 import type { SimOptions } from './types.js';
 
 // The simulated upstream: each wallet's true rate of change, the moment of its next change (a
-// Poisson process), the createDate of its newest card, and the quiet wallets that wake up. The
-// policy never reads it; it learns it only through syncs (bench/freshness/sim.ts).
+// Poisson process), the createDate of its newest card, the quiet wallets that wake up and the
+// subscribers that arrive later (`intake`). The policy never reads it; it learns it only through
+// syncs (bench/freshness/sim.ts). The sandbox's twin of each world is in src/mock-api/.
 
 /** The share of changes that add a card (the sandbox: 1 to 4 cards drawn afresh at each change). */
 const ADD_SHARE = 3 / 8;
+const YEAR_MS = 365 * MS_PER_DAY;
+
+/** mulberry32, for the draws of the intake alone, so that an intake world keeps its base world's population and changes. */
+function rng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/**
+ * The subscribers of an intake: exactly `round(share × n)` of the ids 0 to n − 1, drawn by a
+ * seeded shuffle (the simulator's world and bench:freshness-e2e, whose ids are these plus one).
+ */
+export function intakeIds(n: number, share: number, seed: number): Set<number> {
+  const random = rng(seed ^ 0x1b873593);
+  const ids = Array.from({ length: n }, (_, i) => i);
+  const count = Math.round(share * n);
+  for (let i = 0; i < count; i++) {
+    const j = i + Math.floor(random() * (n - i));
+    [ids[i], ids[j]] = [ids[j]!, ids[i]!];
+  }
+  return new Set(ids.slice(0, count));
+}
 
 /** The seeded streams the world draws from; `random` is shared with the rest of the run. */
 export interface WorldStreams {
@@ -24,6 +53,10 @@ export interface World {
   readonly newestCreated: Float64Array;
   /** 1 for the wallets that woke (`wakeUp`). */
   readonly woken: Uint8Array;
+  /** When each subscriber becomes known to the service, ms: 0, or the intake's time for those it brings. */
+  readonly arrivesAt: Float64Array;
+  /** How many cards the wallet holds (with `wallets`; otherwise the one whose date is kept). */
+  cardsHeld(id: number): number;
   /** Draws the wallet's next change after `from`. */
   drawChange(id: number, from: number): void;
   /** Plays a wallet's changes up to `now` (it has changed), then draws its next one. */
@@ -55,25 +88,53 @@ export function createWorld(o: SimOptions, { random, changes, cards }: WorldStre
   };
   // The newest card's createDate.
   const fromChanges = o.createdDates === 'from-changes';
+  // `predating` dates the cards held at the start years back, as `random` does, and an added card
+  // at its change, as `from-changes` does.
+  const stamps = o.createdDates === 'from-changes' || o.createdDates === 'predating';
   const newestCreated = new Float64Array(n);
-  for (let id = 0; id < n; id++) {
-    const years = (1 + 5 * cards()) * 365 * MS_PER_DAY;
+  const held = o.wallets ? walletCards(o, trueRate, cards) : null;
+  for (let id = 0; id < n && !held; id++) {
+    // As the sandbox dates them: `predating` 2 to 6 years back, the others 1 to 6 (2019–2024 in 2026).
+    const u = cards();
+    const years = (o.createdDates === 'predating' ? 2 + 4 * u : 1 + 5 * u) * 365 * MS_PER_DAY;
     const rate = trueRate[id]! * ADD_SHARE;
     newestCreated[id] =
       fromChanges && rate > 0 ? Math.max(-years, (Math.log(1 - cards()) / rate) * MS_PER_DAY) : -years;
   }
+  if (held) {
+    for (const [id, dates] of held.entries()) newestCreated[id] = Math.max(...dates);
+  }
   const woken = new Uint8Array(n);
   for (let id = 0; id < n; id++) drawChange(id, 0);
+  const arrivesAt = new Float64Array(n);
+  if (o.intake) {
+    for (const id of intakeIds(n, o.intake.share, o.seed)) arrivesAt[id] = o.intake.atDays * MS_PER_DAY;
+  }
   return {
     trueRate,
     nextChange,
     newestCreated,
     woken,
+    arrivesAt,
+    cardsHeld: (id) => (held ? held[id]!.length : 1),
     drawChange,
     advance(id, now) {
-      // The changes since the last sync, each adding a card with ADD_SHARE; the newest stamps it.
-      if (fromChanges) {
-        const rate = trueRate[id]! * MS_PER_DAY ** -1;
+      const rate = trueRate[id]! * MS_PER_DAY ** -1;
+      if (held && o.wallets) {
+        // Each change is of a kind (src/mock-api/wallets.ts): only an addition brings a new date.
+        const { minCards, maxCards, kinds } = o.wallets;
+        const dates = held[id]!;
+        for (let at = nextChange[id]!; at <= now; at += -Math.log(1 - cards()) / rate) {
+          const draw = cards();
+          const which = Math.floor(cards() * dates.length);
+          if (draw < kinds.add) {
+            if (dates.length >= maxCards) dates.shift();
+            dates.push(stamps ? at : -(1 + 5 * cards()) * YEAR_MS);
+          } else if (draw < kinds.add + kinds.remove && dates.length > minCards) dates.splice(which, 1);
+        }
+        newestCreated[id] = Math.max(...dates);
+      } else if (stamps) {
+        // The changes since the last sync, each adding a card with ADD_SHARE; the newest stamps it.
         for (let at = nextChange[id]!; at <= now; at += -Math.log(1 - cards()) / rate) {
           if (cards() < ADD_SHARE) newestCreated[id] = at;
         }
@@ -91,4 +152,30 @@ export function createWorld(o: SimOptions, { random, changes, cards }: WorldStre
       }
     },
   };
+}
+
+/**
+ * `wallets`: each wallet's cards' createDates, oldest first, as the sandbox's twin holds them
+ * (src/mock-api/wallets.ts): `minCards` to `maxCards` of them; `from-changes` dates them from the
+ * wallet's additions seen backwards (at most 6 years), `predating` 2 to 6 years back, `random` 1 to
+ * 6 years back whatever the wallet does.
+ */
+function walletCards(o: SimOptions, trueRate: Float64Array, cards: () => number): number[][] {
+  const { minCards, maxCards, kinds } = o.wallets!;
+  const held: number[][] = [];
+  for (let id = 0; id < o.subscribers; id++) {
+    const count = minCards + Math.floor(cards() * (maxCards - minCards + 1));
+    const addPerDay = trueRate[id]! * kinds.add;
+    const dates: number[] = [];
+    let back = 0;
+    for (let k = 0; k < count; k++) {
+      if (o.createdDates === 'predating') dates.push(-(2 + 4 * cards()) * YEAR_MS);
+      else if (o.createdDates === 'from-changes' && addPerDay > 0) {
+        back += (-Math.log(1 - cards()) / addPerDay) * MS_PER_DAY;
+        dates.push(-Math.min(back, 6 * YEAR_MS));
+      } else dates.push(-(1 + 5 * cards()) * YEAR_MS);
+    }
+    held.push(dates.sort((a, b) => a - b));
+  }
+  return held;
 }

@@ -1,6 +1,7 @@
 import { loadConfig } from '../config/index.js';
 import {
   type ChangeClass,
+  type ChangeKinds,
   type CreatedDates,
   createMockApi,
   type MockFaults,
@@ -22,12 +23,26 @@ export interface MockApiCliOptions {
   changes?: ChangeClass[];
   createdDates?: CreatedDates;
   wakeUp?: WakeUp;
+  changeKinds?: ChangeKinds;
+  walletCards?: { minCards: number; maxCards: number };
 }
+
+/** `--change-kinds` without `--wallet-cards`: 1 to 4 cards, as the default wallets hold. */
+const DEFAULT_WALLET_CARDS = { minCards: 1, maxCards: 4 };
 
 export async function cmdMockApi(io: Io, options: MockApiCliOptions): Promise<number> {
   // The key the sandbox accepts: --api-key, else CARDS_API_KEY or CARDS_API_KEY_FILE, else any.
   const apiKey =
     options.apiKey ?? loadConfig(io.env, { refreshUnused: { warn: io.err } }).api?.apiKey ?? undefined;
+  if (options.walletCards && !options.changeKinds) {
+    throw new CliError(
+      '--wallet-cards needs --change-kinds (the default wallets draw 1 to 4 cards at each change)',
+      2,
+    );
+  }
+  if (options.changeKinds && !options.changes) {
+    throw new CliError('--change-kinds needs --changes (the rates at which the wallets change)', 2);
+  }
   const mock = createMockApi({
     ...(apiKey ? { apiKey } : {}),
     latencyMs: options.latencyMs,
@@ -42,6 +57,9 @@ export async function cmdMockApi(io: Io, options: MockApiCliOptions): Promise<nu
             classes: options.changes,
             ...(options.createdDates ? { createdDates: options.createdDates } : {}),
             ...(options.wakeUp ? { wakeUp: options.wakeUp } : {}),
+            ...(options.changeKinds
+              ? { wallets: { ...(options.walletCards ?? DEFAULT_WALLET_CARDS), kinds: options.changeKinds } }
+              : {}),
           },
         }
       : {}),

@@ -1,5 +1,12 @@
 import { type Command, InvalidArgumentError } from 'commander';
-import { parseChanges, parseCreatedDates, parseFaults, parseWakeUp } from '../mock-api/index.js';
+import {
+  parseChangeKinds,
+  parseChanges,
+  parseCreatedDates,
+  parseFaults,
+  parseWakeUp,
+  parseWalletCards,
+} from '../mock-api/index.js';
 import { intArg, parsedBy } from './args.js';
 import type { CliDeps } from './common.js';
 import type { MockApiCliOptions } from './mock-api.js';
@@ -55,13 +62,23 @@ export function registerMockApiCommand(program: Command, { io, state }: CliDeps)
     )
     .option(
       '--created-dates <world>',
-      "with --changes: random (cards' dates unrelated to change) or from-changes (a change that adds a card dates it)",
+      "with --changes: random (cards' dates unrelated to change), from-changes (a change that adds a card dates it) or predating (as from-changes, but the cards held at the start are years old)",
       parsedBy(parseCreatedDates),
     )
     .option(
       '--wake-up <spec>',
       'with --changes: share:rate@after, 0.1:12/h@10m (that share of quiet wallets start changing after that)',
       parsedBy(parseWakeUp),
+    )
+    .option(
+      '--change-kinds <spec>',
+      'with --changes: what a change does, add:0.5,remove:0.25,replace:0.25 (replace: a card reissued in place, its createDate kept)',
+      parsedBy(parseChangeKinds),
+    )
+    .option(
+      '--wallet-cards <range>',
+      'with --change-kinds: cards a wallet holds, MIN-MAX (default 1-4)',
+      parsedBy(parseWalletCards),
     )
     .action(async (opts: MockApiCliOptions) => {
       const { cmdMockApi } = await import('./mock-api.js');

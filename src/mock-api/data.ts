@@ -47,10 +47,6 @@ const BANKS = [
 ];
 const FAMILIES = ['Bonus', 'World', 'Axess', 'Maximum', ''];
 
-function digest(...parts: (string | number)[]): Buffer {
-  return createHash('sha256').update(parts.join('|')).digest();
-}
-
 /** The subscriber an e-mail stands for: `subscriber-<id>@…` or `…+<id>@…` name it; others hash. */
 export function subscriberIdForEmail(email: string): number {
   const named = /^(?:subscriber-(\d{1,15})|[^@]*\+(\d{1,15}))@/i.exec(email);
@@ -71,27 +67,56 @@ export function cardsFor(subscriberId: number, options: MockDataOptions = {}): S
   const count = options.cardsPerSubscriber ?? 1 + (seed[0]! % 4);
   const cards: SavedCard[] = [];
   for (let k = 0; k < count; k++) {
-    const h = digest('card', subscriberId, k);
-    const bank = BANKS[h[0]! % BANKS.length]!;
-    const last4 = String(h.readUInt16BE(1) % 10_000).padStart(4, '0');
-    const day = new Date(
-      Date.UTC(2019, 0, 1) + (h.readUInt32BE(3) % (6 * 365)) * 86_400_000 + (h[7]! % 86_400) * 1000,
+    cards.push(
+      cardAt(subscriberId, k, {
+        id: cardId(subscriberId, k),
+        cardToken: digest('token', subscriberId, k, generation).toString('hex').slice(0, 32),
+        bankName: (names) =>
+          generation === 0
+            ? names[0]!
+            : names[digest('bank-name', subscriberId, k, generation)[0]! % names.length]!,
+      }),
     );
-    const createDate = `${day.toISOString().slice(0, 19)}+03:00`;
-    cards.push({
-      id: cardId(subscriberId, k),
-      cardToken: digest('token', subscriberId, k, generation).toString('hex').slice(0, 32),
-      binNumber: `${bank.bin}-xxxx-xxxx-${last4}`,
-      cardFamily: FAMILIES[h[8]! % FAMILIES.length]!,
-      cardBankCode: bank.code,
-      cardBankName:
-        generation === 0
-          ? bank.names[0]!
-          : bank.names[digest('bank-name', subscriberId, k, generation)[0]! % bank.names.length]!,
-      subscriberId,
-      companyId: h[9]! % 3 === 0 ? -1 : (h[9]! % 50) + 1,
-      createDate,
-    });
   }
   return cards;
+}
+
+/**
+ * Card `k` of a subscriber: its bank, number, family and company from (subscriber, k), its id, token
+ * and bank name (one of the bank's own) as the caller says; its createDate from (subscriber, k), in
+ * 2019–2024, unless `createdMs` is given.
+ */
+export function cardAt(
+  subscriberId: number,
+  k: number,
+  own: { id: number; cardToken: string; bankName: (names: readonly string[]) => string; createdMs?: number },
+): SavedCard {
+  const h = digest('card', subscriberId, k);
+  const bank = BANKS[h[0]! % BANKS.length]!;
+  const last4 = String(h.readUInt16BE(1) % 10_000).padStart(4, '0');
+  const day = new Date(
+    Date.UTC(2019, 0, 1) + (h.readUInt32BE(3) % (6 * 365)) * 86_400_000 + (h[7]! % 86_400) * 1000,
+  );
+  return {
+    id: own.id,
+    cardToken: own.cardToken,
+    binNumber: `${bank.bin}-xxxx-xxxx-${last4}`,
+    cardFamily: FAMILIES[h[8]! % FAMILIES.length]!,
+    cardBankCode: bank.code,
+    cardBankName: own.bankName(bank.names),
+    subscriberId,
+    companyId: h[9]! % 3 === 0 ? -1 : (h[9]! % 50) + 1,
+    createDate:
+      own.createdMs === undefined ? `${day.toISOString().slice(0, 19)}+03:00` : istanbulDate(own.createdMs),
+  };
+}
+
+/** The API's shape: the time of day in Istanbul, `+03:00`. */
+export function istanbulDate(ms: number): string {
+  return `${new Date(Math.floor(ms / 1000) * 1000 + 3 * 3_600_000).toISOString().slice(0, 19)}+03:00`;
+}
+
+/** A digest of the parts, for the sandbox's deterministic draws. */
+export function digest(...parts: (string | number)[]): Buffer {
+  return createHash('sha256').update(parts.join('|')).digest();
 }

@@ -4,3 +4,4 @@
 export { type ChangeClass, parseChanges, parseWakeUp, type WakeUp } from './changes.js';
 export { type CreatedDates, parseCreatedDates } from './created-dates.js';
 export { createMockApi, type MockFaults, parseFaults } from './server.js';
+export { type ChangeKinds, parseChangeKinds, parseWalletCards } from './wallets.js';

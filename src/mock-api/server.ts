@@ -6,6 +6,7 @@ import type { SavedCard } from '../api/index.js';
 import { type ChangeClass, type WakeUp, walletChanges } from './changes.js';
 import { type CreatedDates, datedFromChanges } from './created-dates.js';
 import { cardsAtVersion, type MockDataOptions, subscriberIdForEmail } from './data.js';
+import { type WalletRules, wallets } from './wallets.js';
 
 /** A parsed lookup, handed to an override. */
 export type MockLookup = { kind: 'id'; subscriberId: number } | { kind: 'email'; email: string };
@@ -40,10 +41,15 @@ export interface MockApiOptions extends MockDataOptions {
     seed?: number;
     startMs?: number;
     clock?: () => number;
-    /** The cards' createDates: `random` (default, the control) or `from-changes` (src/mock-api/created-dates.ts). */
+    /** The cards' createDates: `random` (default, the control), `from-changes` or `predating` (src/mock-api/created-dates.ts). */
     createdDates?: CreatedDates;
     /** Quiet wallets that start changing later (`--wake-up`). */
     wakeUp?: WakeUp;
+    /**
+     * Changes of stated kinds in wallets of a stated size (`--change-kinds`, `--wallet-cards`;
+     * src/mock-api/wallets.ts). Default none: every change renews every token and draws the count afresh.
+     */
+    wallets?: WalletRules;
   };
   /** Keep every request in `requests` (tests count calls). Default true; a long run turns it off. */
   recordRequests?: boolean;
@@ -177,11 +183,17 @@ export function createMockApi(options: MockApiOptions = {}): MockApi {
     ? walletChanges(options.changes.classes, startMs, seed, options.changes.wakeUp)
     : undefined;
   const version = (subscriberId: number) => changes?.versionAt(subscriberId, clock()) ?? 0;
+  const createdDates = options.changes?.createdDates ?? 'random';
+  const kinds =
+    changes && options.changes?.wallets
+      ? wallets(options.changes.wallets, changes, createdDates, startMs, seed)
+      : undefined;
   const truth = (subscriberId: number) => {
     const v = version(subscriberId);
+    if (kinds) return kinds.cardsAt(subscriberId, v);
     const cards = cardsAtVersion(subscriberId, v, options);
-    return changes && options.changes?.createdDates === 'from-changes'
-      ? datedFromChanges(cards, changes, subscriberId, v, startMs, seed, options)
+    return changes && createdDates !== 'random'
+      ? datedFromChanges(cards, changes, subscriberId, v, startMs, seed, options, createdDates)
       : cards;
   };
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {

@@ -1,7 +1,10 @@
 import { afterEach, describe, expect, it } from 'vitest';
+import { parseCards } from '../../src/api/schema.js';
 import { parseChanges, parseWakeUp, walletChanges } from '../../src/mock-api/changes.js';
+import { parseCreatedDates } from '../../src/mock-api/created-dates.js';
 import { cardsAtVersion, cardsFor } from '../../src/mock-api/data.js';
 import { createMockApi, type MockApi } from '../../src/mock-api/server.js';
+import { parseChangeKinds, parseWalletCards, wallets } from '../../src/mock-api/wallets.js';
 import { runCli } from '../support/queue-helpers.js';
 
 // `mock-api --changes`: the sandbox's wallets change over wall time at stated rates (the end-to-end run's
@@ -164,5 +167,169 @@ describe('mock-api --created-dates from-changes', () => {
     for (let id = 1; id <= 50; id++) {
       expect(control.truth(id).every((c) => start - Date.parse(c.createDate) > 365 * 86_400_000)).toBe(true);
     }
+  });
+});
+
+describe('mock-api --created-dates predating', () => {
+  it('dates every card held at the start 2 to 6 years back, busy wallet or quiet, and an added card at its change', () => {
+    const start = Date.UTC(2026, 10, 25);
+    const YEAR = 365 * 86_400_000;
+    const classes = parseChanges('0.5:60/m,0.5:0');
+    const at = (clock: number) =>
+      createMockApi({
+        changes: { classes, seed: 4, startMs: start, clock: () => clock, createdDates: 'predating' },
+      });
+    const before = at(start);
+    const later = at(start + 120_000);
+    let dated = 0;
+    for (let id = 1; id <= 200; id++) {
+      for (const c of before.truth(id)) {
+        const age = start - Date.parse(c.createDate);
+        expect(age).toBeGreaterThanOrEqual(2 * YEAR - 1000);
+        expect(age).toBeLessThanOrEqual(6 * YEAR);
+      }
+      // Two minutes of 60 changes a minute: the cards added since carry their change's second.
+      const newest = Math.max(...later.truth(id).map((c) => Date.parse(c.createDate)));
+      if (later.changeRate(id) > 0 && newest > start) {
+        dated += 1;
+        expect(newest).toBeLessThanOrEqual(start + 120_000);
+      } else if (later.changeRate(id) === 0) expect(start - newest).toBeGreaterThan(2 * YEAR - 1000);
+    }
+    expect(dated).toBeGreaterThan(50);
+    expect(parseCreatedDates('predating')).toBe('predating');
+    expect(() => parseCreatedDates('sometimes')).toThrow(
+      '--created-dates takes random, from-changes or predating',
+    );
+  });
+});
+
+describe('mock-api --change-kinds and --wallet-cards', () => {
+  const start = Date.UTC(2026, 10, 25);
+  const busy = parseChanges('1:60/m');
+  const key = (cards: { id: number; cardBankName: string }[]) =>
+    cards.map((c) => `${c.id}:${c.cardBankName}`).join(',');
+
+  it('reads kind:share pairs summing to 1 and MIN-MAX cards, and refuses anything else with the rule', () => {
+    expect(parseChangeKinds('add:0.5,remove:0.25,replace:0.25')).toEqual({
+      add: 0.5,
+      remove: 0.25,
+      replace: 0.25,
+    });
+    expect(parseChangeKinds('remove:0.4,replace:0.6')).toEqual({ add: 0, remove: 0.4, replace: 0.6 });
+    for (const bad of ['', 'add:0.5', 'add:1,add:0', 'move:1', 'add:-1,remove:2', 'add:1.5']) {
+      expect(() => parseChangeKinds(bad), bad).toThrow(/--change-kinds/);
+    }
+    expect(parseWalletCards('1-5')).toEqual({ minCards: 1, maxCards: 5 });
+    for (const bad of ['0-5', '5-1', '1', '1-99', 'a-b']) {
+      expect(() => parseWalletCards(bad), bad).toThrow(/--wallet-cards takes MIN-MAX/);
+    }
+  });
+
+  it('keeps every wallet within 1 to 5 cards through a thousand changes, reaching both ends, and every change shows', () => {
+    const rules = { minCards: 1, maxCards: 5, kinds: { add: 0.5, remove: 0.25, replace: 0.25 } };
+    const changes = walletChanges(busy, start, 3);
+    const world = wallets(rules, changes, 'from-changes', start, 3);
+    const atStart = new Set<number>();
+    const seen = new Set<number>();
+    for (let id = 1; id <= 40; id++) {
+      changes.versionAt(id, start + 25 * 60_000);
+      let previous = world.cardsAt(id, 0);
+      atStart.add(previous.length);
+      for (let v = 1; v <= 25; v++) {
+        const cards = world.cardsAt(id, v);
+        expect(cards.length).toBeGreaterThanOrEqual(1);
+        expect(cards.length).toBeLessThanOrEqual(5);
+        seen.add(cards.length);
+        // The end-to-end run compares ids and bank names: no change may hide from it.
+        expect(key(cards)).not.toBe(key(previous));
+        // An answer the product takes as it is: the API's rules, unique ids, the subscriber's own.
+        expect(parseCards(JSON.parse(JSON.stringify(cards)), { subscriberId: id })).toEqual(cards);
+        previous = cards;
+      }
+    }
+    expect([...atStart].sort()).toEqual([1, 2, 3, 4, 5]);
+    expect([...seen].sort()).toEqual([1, 2, 3, 4, 5]);
+    // The same seed, the same wallets, asked afresh.
+    const sameChanges = walletChanges(busy, start, 3);
+    sameChanges.versionAt(7, start + 25 * 60_000);
+    const again = wallets(rules, sameChanges, 'from-changes', start, 3);
+    expect(again.cardsAt(7, 12)).toEqual(world.cardsAt(7, 12));
+  });
+
+  it('an addition dates a new card at its change; a removal or a reissue brings no new date; a reissue keeps id and date', () => {
+    const rules = { minCards: 1, maxCards: 5, kinds: { add: 0.2, remove: 0.3, replace: 0.5 } };
+    const changes = walletChanges(busy, start, 5);
+    const world = wallets(rules, changes, 'from-changes', start, 5);
+    const kinds = { add: 0, remove: 0, replace: 0 };
+    for (let id = 1; id <= 40; id++) {
+      changes.versionAt(id, start + 20 * 60_000);
+      for (let v = 1; v <= 20; v++) {
+        const before = world.cardsAt(id, v - 1);
+        const after = world.cardsAt(id, v);
+        const kind = world.kindOf(id, v);
+        kinds[kind] += 1;
+        const dates = (cards: typeof after) => new Set(cards.map((c) => c.createDate));
+        if (kind === 'add') {
+          const added = after.filter((c) => !before.some((b) => b.id === c.id));
+          expect(added).toHaveLength(1);
+          expect(Date.parse(added[0]!.createDate)).toBe(Math.floor(changes.changedAt(id, v) / 1000) * 1000);
+        } else {
+          // Nothing new: every date after the change was there before it.
+          for (const d of dates(after)) expect(dates(before).has(d)).toBe(true);
+          if (kind === 'remove') expect(after).toHaveLength(before.length - 1);
+          else {
+            expect(after.map((c) => [c.id, c.createDate])).toEqual(before.map((c) => [c.id, c.createDate]));
+            const reissued = after.filter((c, i) => c.cardToken !== before[i]!.cardToken);
+            expect(reissued).toHaveLength(1);
+          }
+        }
+      }
+    }
+    expect(kinds.add).toBeGreaterThan(80);
+    expect(kinds.remove).toBeGreaterThan(120);
+    expect(kinds.replace).toBeGreaterThan(300);
+  });
+
+  it('answers over HTTP with the wallets of its kinds, and refuses a bad --change-kinds with exit 2', async () => {
+    let now = start;
+    const mock = createMockApi({
+      apiKey: 'k',
+      changes: {
+        classes: busy,
+        seed: 2,
+        startMs: start,
+        clock: () => now,
+        createdDates: 'from-changes',
+        wallets: { minCards: 1, maxCards: 5, kinds: { add: 0, remove: 0, replace: 1 } },
+      },
+    });
+    const url = await mock.start();
+    try {
+      const get = async (id: number) =>
+        (
+          await fetch(`${url}/api/saved-cards/subscriber/${id}`, { headers: { authorization: 'Apikey k' } })
+        ).json();
+      const first = (await get(9)) as { id: number; createDate: string }[];
+      now += 60_000;
+      const later = (await get(9)) as { id: number; createDate: string }[];
+      expect(later).toEqual(mock.truth(9));
+      // Only reissues: the same cards, the same dates, new tokens.
+      expect(later.map((c) => [c.id, c.createDate])).toEqual(first.map((c) => [c.id, c.createDate]));
+      expect(later).not.toEqual(first);
+    } finally {
+      await mock.stop();
+    }
+    const run = await runCli(
+      ['mock-api', '--port', '0', '--changes', '1:1/h', '--change-kinds', 'add:2'],
+      {},
+    );
+    expect(run.code).toBe(2);
+    expect(run.stderr).toContain('--change-kinds takes kind:share pairs');
+    const alone = await runCli(
+      ['mock-api', '--port', '0', '--changes', '1:1/h', '--wallet-cards', '1-5'],
+      {},
+    );
+    expect(alone.code).toBe(2);
+    expect(alone.stderr).toContain('--wallet-cards needs --change-kinds');
   });
 });

@@ -1,0 +1,117 @@
+import { parseChangeKinds, parseWalletCards, type WalletRules } from '../../src/mock-api/wallets.js';
+import { durationMs } from '../../src/shared/time.js';
+
+// The worlds the freshness benchmarks run in, by short name: each is a set of the world flags
+// that bench:freshness (the simulator) and bench:freshness-e2e (real workers against the sandbox)
+// both take, so that the forecast and the real run model the same world. `--world NAME` sets them;
+// a flag given beside it wins. bench:freshness-worlds runs them in turn.
+
+/** The flags that shape a world, as given on the command line. */
+export interface WorldFlags {
+  /** Classes of wallets and their change rates (`share:rate,…`). */
+  changes?: string;
+  'created-dates'?: string;
+  'wake-up'?: string;
+  /** What a change does (`add:…,remove:…,replace:…`; src/mock-api/wallets.ts). */
+  'change-kinds'?: string;
+  /** With `--change-kinds`: cards a wallet holds, `MIN-MAX`. */
+  'wallet-cards'?: string;
+  /** `share@after`: that share of the subscribers become known that long after the start. */
+  intake?: string;
+}
+
+export interface WorldSpec {
+  /** One line for the table and `--help`. */
+  about: string;
+  flags: WorldFlags;
+}
+
+/** The worlds, in the order bench:freshness-worlds runs them. */
+export const WORLDS: Readonly<Record<string, WorldSpec>> = {
+  control: { about: "createDates unrelated to change (the benchmarks' default)", flags: {} },
+  createdate: {
+    about: 'createDates are each wallet’s own history of additions',
+    flags: { 'created-dates': 'from-changes' },
+  },
+  'wake-up': {
+    about: 'createdate, and a tenth of the quiet wallets start changing 12/h at minute 10',
+    flags: { 'created-dates': 'from-changes', 'wake-up': '0.1:12/h@10m' },
+  },
+  busy: {
+    about: 'createdate with another class mix: half the wallets change, 5% every minute',
+    flags: { 'created-dates': 'from-changes', changes: '0.5:0,0.3:1/h,0.15:12/h,0.05:1/m' },
+  },
+  spread: {
+    about: 'createdate with rates spread over six classes, from 2 a day to 2 a minute',
+    flags: { 'created-dates': 'from-changes', changes: '0.5:0,0.2:2/d,0.15:1/h,0.1:6/h,0.04:30/h,0.01:2/m' },
+  },
+  'old-cards': {
+    about: 'the cards held at the start predate the service by 2–6 years; added ones are dated',
+    flags: { 'created-dates': 'predating' },
+  },
+  'small-wallets': {
+    about:
+      'createdate in wallets of 1–5 cards: half the changes add a card, a quarter remove one, a quarter reissue one',
+    flags: {
+      'created-dates': 'from-changes',
+      'change-kinds': 'add:0.5,remove:0.25,replace:0.25',
+      'wallet-cards': '1-5',
+    },
+  },
+  'not-additions': {
+    about: 'createdate where 9 changes in 10 are removals or reissues, which leave the dates as they were',
+    flags: {
+      'created-dates': 'from-changes',
+      'change-kinds': 'add:0.1,remove:0.3,replace:0.6',
+      'wallet-cards': '1-5',
+    },
+  },
+  intake: {
+    about:
+      'control, and 20% of the subscribers arrive at minute 7 (or --intake-at), enqueued as an operator does',
+    flags: { intake: '0.2@7m' },
+  },
+};
+
+/** The world flags of `name`, or a one-line refusal (exit 2) naming the worlds there are. */
+export function worldFlags(name: string | undefined): WorldFlags {
+  if (name === undefined) return {};
+  const spec = WORLDS[name];
+  if (!spec) {
+    console.error(`--world takes one of ${Object.keys(WORLDS).join(', ')}, not ${JSON.stringify(name)}`);
+    process.exit(2);
+  }
+  return spec.flags;
+}
+
+/** `0.2@7m` → a fifth of the subscribers, 7 minutes after the start; throws a one-line message on anything else. */
+export function parseIntake(spec: string): { share: number; afterMs: number } {
+  const m = /^\s*(\d*\.?\d+)\s*@\s*(\S+)\s*$/.exec(spec);
+  const share = Number(m?.[1]);
+  const afterMs = m ? durationMs(m[2]!) : undefined;
+  if (!m || !(share > 0 && share < 1) || afterMs === undefined) {
+    throw new Error(
+      `--intake takes share@after, a share above 0 and below 1 and a duration (e.g. 0.2@7m; lower-case s, m, h, d, w), not ${JSON.stringify(spec)}`,
+    );
+  }
+  return { share, afterMs };
+}
+
+/**
+ * `--change-kinds` and `--wallet-cards` (1-4 without it, as the default wallets hold); throws a
+ * one-line message when `--wallet-cards` comes alone, which would change nothing.
+ */
+export function readWallets(values: WorldFlags): WalletRules | undefined {
+  if (values['change-kinds'] === undefined) {
+    if (values['wallet-cards'] !== undefined) {
+      throw new Error(
+        '--wallet-cards needs --change-kinds (the default wallets draw 1 to 4 cards at each change)',
+      );
+    }
+    return undefined;
+  }
+  return {
+    ...parseWalletCards(values['wallet-cards'] ?? '1-4'),
+    kinds: parseChangeKinds(values['change-kinds']),
+  };
+}
