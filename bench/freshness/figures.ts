@@ -46,8 +46,12 @@ export class Figures {
   /** A sync at `now`, before the copy is updated: the wallet's age, and its stale time if it `changed`. */
   sync(id: number, now: number, changed: boolean, audit: boolean) {
     this.syncs += 1;
-    this.largestAge = Math.max(this.largestAge, now - this.copies.lastSync[id]!);
-    if (changed) {
+    const last = this.copies.lastSuccessAt(id);
+    this.largestAge = Math.max(this.largestAge, now - (last ?? 0));
+    if (last === null) {
+      // Nothing stored yet: stale until this first sync.
+      if (now > this.warmMs) this.staleMs += now - this.warmMs;
+    } else if (changed) {
       const from = Math.max(this.world.nextChange[id]!, this.warmMs);
       if (now > from) this.staleMs += now - from;
     }
@@ -59,12 +63,12 @@ export class Figures {
     if (now < this.nextSnapshot) return;
     const { n, o, warmMs } = this;
     const { nextChange, trueRate, woken } = this.world;
-    const { lastSync } = this.copies;
     this.nextSnapshot = now + (o.snapshotSeconds ?? 3600) * 1000;
     let stale = 0;
     const snap = { at: now, stale: 0, woken: 0, wokenStale: 0, same: 0, sameStale: 0 };
     for (let id = 0; id < n; id++) {
-      const isStale = nextChange[id]! <= now;
+      const last = this.copies.lastSuccessAt(id);
+      const isStale = last === null || nextChange[id]! <= now;
       if (woken[id]) {
         snap.woken += 1;
         if (isStale) snap.wokenStale += 1;
@@ -74,7 +78,7 @@ export class Figures {
       }
       if (isStale && now >= warmMs) {
         stale += 1;
-        this.staleAgeSum += now - lastSync[id]!;
+        this.staleAgeSum += now - (last ?? 0);
         this.staleAgeCount += 1;
       } else if (isStale) stale += 1;
     }
@@ -93,11 +97,14 @@ export class Figures {
   result(params: PolicyParams, keepsMaxAge: boolean): SimResult {
     const { policy, n, o, endMs, warmMs, maxAgeMs, snapshots, errors } = this;
     const { nextChange } = this.world;
-    const { lastSync } = this.copies;
     let truthAtEnd = 0;
     for (let id = 0; id < n; id++) {
-      this.largestAge = Math.max(this.largestAge, endMs - lastSync[id]!);
-      if (nextChange[id]! < endMs) {
+      const last = this.copies.lastSuccessAt(id);
+      this.largestAge = Math.max(this.largestAge, endMs - (last ?? 0));
+      if (last === null) {
+        this.staleMs += endMs - warmMs;
+        truthAtEnd += 1;
+      } else if (nextChange[id]! < endMs) {
         this.staleMs += endMs - Math.max(nextChange[id]!, warmMs);
         truthAtEnd += 1;
       }
