@@ -36,12 +36,18 @@ export function forecast(settings: Settings): Forecast {
       budgetPerDay: budget * 86_400,
       days: minutes / 1440,
       warmupDays: warmupMin / 1440,
+      // The windows of SimResult.windows: the thirds after the warm-up, as the report's.
       windowsFromDays: warmupMin / 1440,
       maxAgeDays: maxAgeMs / 86_400_000,
       auditShare,
       seed,
       tickSeconds: 1,
-      replanSeconds: Math.min(600, maxAgeMs / 5000),
+      // As the run's refresh: a plan every fifth of the max age (10 s to 10 min, jobs/refresh/continuous.ts),
+      // read by the workers every twentieth of it (at most 30 s, db/refresh/policy.ts), and every
+      // subscriber known and never synced at the start.
+      replanSeconds: Math.min(600, Math.max(10, maxAgeMs / 5000)),
+      workerPlanSeconds: Math.min(30, Math.max(0.2, maxAgeMs / 20_000)),
+      neverSynced: true,
       snapshotSeconds: sampleMs / 1000,
       createdDates,
       ...(wakeUp

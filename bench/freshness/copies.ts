@@ -6,6 +6,7 @@ import { intakeIds } from './world.js';
 // observations and the rate estimated from them, and the newest createDate its last answer carried.
 
 export interface Copies {
+  /** The last sync, ms; NaN while never synced. */
   readonly lastSync: Float64Array;
   readonly rate: (number | null)[];
   readonly observations: (Observation[] | null)[];
@@ -13,32 +14,50 @@ export interface Copies {
   readonly seenNewest: Float64Array;
   /** 1 once the service holds a row for the subscriber: everyone at the start but an intake's subscribers, until their first sync. */
   readonly known: Uint8Array;
-  /** The evidence the policy reads at `now`; null with `evidence: false`. */
+  /** The last sync as the subscriber's row has it: null while never synced. */
+  lastSuccessAt(id: number): number | null;
+  /** The evidence the plan reads at `now` (the last answer's); null with `evidence: false` or before the first sync. */
   evidenceAt(id: number, now: number): Evidence | null;
+  /** The evidence of an answer read at `now`, as the sync hands it to the policy; null with `evidence: false`. */
+  answerEvidence(id: number, now: number): Evidence | null;
   /** Every copy the service holds, as the estimate of the stale share reads them. */
   all(): Iterable<Copy>;
 }
 
-/** Everyone loaded once at time 0 (a first sync), with no observation yet; an intake's subscribers not yet. */
-export function createCopies(o: SimOptions, newestCreated: Float64Array): Copies {
+/**
+ * Everyone loaded once at time 0 (a first sync), with no observation yet; with `neverSynced`,
+ * everyone known and never synced, as bench:freshness-e2e starts: a first sync then observes
+ * nothing (there is no interval before it), as a worker's first success does. An intake's
+ * subscribers are neither known nor synced until their first sync.
+ */
+export function createCopies(o: SimOptions, newestCreated: Float64Array, neverSynced = false): Copies {
   const n = o.subscribers;
   const known = new Uint8Array(n).fill(1);
-  if (o.intake) for (const id of intakeIds(n, o.intake.share, o.seed)) known[id] = 0;
   const seenNewest = Float64Array.from(newestCreated);
   const useEvidence = o.evidence !== false;
-  const lastSync = new Float64Array(n);
+  const lastSync = new Float64Array(n).fill(neverSynced ? Number.NaN : 0);
+  if (o.intake) {
+    for (const id of intakeIds(n, o.intake.share, o.seed)) {
+      known[id] = 0;
+      lastSync[id] = Number.NaN;
+    }
+  }
   const rate: (number | null)[] = new Array(n).fill(null);
+  const lastSuccessAt = (id: number) => (Number.isNaN(lastSync[id]!) ? null : lastSync[id]!);
+  const answerEvidence = (id: number, now: number): Evidence | null =>
+    useEvidence ? { newestCardAgeDays: (now - seenNewest[id]!) / MS_PER_DAY, cards: 1 } : null;
   return {
     lastSync,
     rate,
     observations: new Array(n).fill(null),
     seenNewest,
     known,
-    evidenceAt: (id, now) =>
-      useEvidence ? { newestCardAgeDays: (now - seenNewest[id]!) / MS_PER_DAY, cards: 1 } : null,
+    lastSuccessAt,
+    evidenceAt: (id, now) => (lastSuccessAt(id) !== null ? answerEvidence(id, now) : null),
+    answerEvidence,
     *all() {
       for (let id = 0; id < n; id++) {
-        if (known[id]) yield { ratePerDay: rate[id]!, lastSuccessAt: lastSync[id]! };
+        if (known[id]) yield { ratePerDay: rate[id]!, lastSuccessAt: lastSuccessAt(id) };
       }
     },
   };

@@ -47,8 +47,9 @@ export class Figures {
   sync(id: number, now: number, changed: boolean, audit: boolean) {
     this.syncs += 1;
     this.largestAge = Math.max(this.largestAge, now - this.since(id));
-    if (!this.copies.known[id]) {
-      // An intake's subscriber has had no copy since it arrived.
+    if (this.copies.lastSuccessAt(id) === null) {
+      // Nothing stored yet (never synced, or an intake's subscriber since it arrived): stale until
+      // this first sync.
       const from = Math.max(this.world.arrivesAt[id]!, this.warmMs);
       if (now > from) this.staleMs += now - from;
     } else if (changed) {
@@ -60,7 +61,7 @@ export class Figures {
 
   /** Since when the subscriber's copy has been what it is: its last sync, or its arrival while it has none. */
   private since(id: number): number {
-    return this.copies.known[id] ? this.copies.lastSync[id]! : this.world.arrivesAt[id]!;
+    return this.copies.lastSuccessAt(id) ?? this.world.arrivesAt[id]!;
   }
 
   /** Every `snapshotSeconds`: the stale share now (of the subscribers arrived), by wallet kind, and the estimate's error. */
@@ -68,7 +69,6 @@ export class Figures {
     if (now < this.nextSnapshot) return;
     const { n, o, warmMs } = this;
     const { nextChange, trueRate, woken, arrivesAt } = this.world;
-    const { known } = this.copies;
     this.nextSnapshot = now + (o.snapshotSeconds ?? 3600) * 1000;
     let stale = 0;
     let arrived = 0;
@@ -76,7 +76,7 @@ export class Figures {
     for (let id = 0; id < n; id++) {
       if (arrivesAt[id]! > now) continue;
       arrived += 1;
-      const isStale = !known[id] || nextChange[id]! <= now;
+      const isStale = this.copies.lastSuccessAt(id) === null || nextChange[id]! <= now;
       if (woken[id]) {
         snap.woken += 1;
         if (isStale) snap.wokenStale += 1;
@@ -105,7 +105,6 @@ export class Figures {
   result(params: PolicyParams, keepsMaxAge: boolean): SimResult {
     const { policy, n, o, endMs, warmMs, maxAgeMs, snapshots, errors } = this;
     const { nextChange, arrivesAt } = this.world;
-    const { known } = this.copies;
     let truthAtEnd = 0;
     let arrived = 0;
     // Subscriber-time counted: everyone's from the warm-up, an intake's from its arrival.
@@ -115,7 +114,7 @@ export class Figures {
       arrived += 1;
       exposure += endMs - Math.max(arrivesAt[id]!, warmMs);
       this.largestAge = Math.max(this.largestAge, endMs - this.since(id));
-      if (!known[id]) {
+      if (this.copies.lastSuccessAt(id) === null) {
         this.staleMs += endMs - Math.max(arrivesAt[id]!, warmMs);
         truthAtEnd += 1;
       } else if (nextChange[id]! < endMs) {

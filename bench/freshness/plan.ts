@@ -9,6 +9,7 @@ import {
   PLANNED_SHARE,
   type PolicyParams,
   PRIOR_WEIGHT,
+  plannedRates,
   pooledRate,
   solveThreshold,
 } from '../../src/freshness/index.js';
@@ -39,7 +40,7 @@ export function createPlan(
 ): Plan {
   const n = o.subscribers;
   const { trueRate } = world;
-  const { observations, rate } = copies;
+  const { observations } = copies;
   const forgetDays = o.maxAgeDays * (o.forgetMaxAges ?? FORGET_MAX_AGES);
   const base = { maxAgeDays: o.maxAgeDays, minIntervalDays: 0 };
   const budgetShare = policy === 'continuous' ? 1 - o.auditShare : 1;
@@ -81,7 +82,11 @@ export function createPlan(
         ...(o.changePointHazard !== undefined ? { changePointHazard: o.changePointHazard } : {}),
         mixture: o.mixture === false ? null : fitGroupedMixture(withEvidence, pooled, forgetDays),
       };
-      const rates = rate.map((r) => r ?? prior.ratePerDay);
+      // Every subscriber's rate as its next sync will estimate it (production solves on a sample).
+      const rates = plannedRates(
+        observations.map((obs, id) => ({ observations: obs, evidence: copies.evidenceAt(id, planAt) })),
+        prior,
+      );
       const t = solveThreshold(groupRates(rates), o.budgetPerDay * budgetShare * PLANNED_SHARE, base);
       params = { ...base, thresholdDays: t.thresholdDays, prior };
       keepsMaxAge &&= t.keepsMaxAge;

@@ -4,14 +4,15 @@ import {
   allowance,
   intervalDays,
   MS_PER_DAY,
+  type PolicyParams,
   splitForAudit,
 } from '../../src/freshness/index.js';
-import { createCopies } from './copies.js';
+import { type Copies, createCopies } from './copies.js';
 import { DueHeap } from './due-heap.js';
 import { Figures } from './figures.js';
 import { createPlan } from './plan.js';
 import type { PolicyName, SimOptions, SimResult } from './types.js';
-import { createWorld } from './world.js';
+import { createWorld, type World } from './world.js';
 
 // A virtual-clock simulator of the refresh: subscribers whose cards change as Poisson processes
 // at stated rates, a request budget, and a policy that decides whom to sync when. The continuous
@@ -35,8 +36,28 @@ function rng(seed: number): () => number {
   };
 }
 
+/** What the simulated refresh does as the real one does, beside the world of {@link SimOptions}. */
+export interface RealRun {
+  /**
+   * Every subscriber known and never synced at the start (bench:freshness-e2e's start), so that a
+   * first sync observes nothing; otherwise everyone was loaded once at time 0.
+   */
+  neverSynced?: boolean;
+  /**
+   * How often the workers read the shared plan, seconds (db/refresh/policy.ts `policyCache`): a
+   * sync plans its next due time by the plan its worker read last, up to this old, and by none
+   * (everyone at the max age) until its first read after the first plan. Absent: every sync
+   * plans by the newest plan, as if the workers read it at once.
+   */
+  workerPlanSeconds?: number;
+  /** Told of every sync, for an analysis of where the budget went (the true rate is the world's). */
+  onSync?: (sync: { id: number; at: number; ratePerDay: number; changed: boolean; audit: boolean }) => void;
+  /** Told after each tick of the time, the parameters the policy planned by, and the copies. */
+  onTick?: (now: number, params: PolicyParams, copies: Copies, world: World) => void;
+}
+
 /** Runs one policy over the population; the population and its changes repeat for a given seed. */
-export function simulate(policy: PolicyName, o: SimOptions): SimResult {
+export function simulate(policy: PolicyName, o: SimOptions & RealRun): SimResult {
   const n = o.subscribers;
   const random = rng(o.seed);
   const changes = rng(o.seed ^ 0x9e3779b9);
@@ -46,29 +67,34 @@ export function simulate(policy: PolicyName, o: SimOptions): SimResult {
   const endMs = o.days * MS_PER_DAY;
 
   const world = createWorld(o, { random, changes, cards });
-  const copies = createCopies(o, world.newestCreated);
+  const copies = createCopies(o, world.newestCreated, o.neverSynced);
   const { lastSync, rate, observations, seenNewest } = copies;
   const plan = createPlan(policy, o, world, copies, random);
   const figures = new Figures(policy, o, world, copies);
   const version = new Int32Array(n);
   const heap = new DueHeap(version);
 
+  // The plan the workers read last: none yet when they start, with the refresh.
+  let workerParams = plan.params;
+  let workerReadAt = Number.NEGATIVE_INFINITY;
   const sync = (id: number, now: number, audit = false) => {
     const changed = world.nextChange[id]! <= now;
     figures.sync(id, now, changed, audit);
+    o.onSync?.({ id, at: now, ratePerDay: world.trueRate[id]!, changed, audit });
     if (changed) world.advance(id, now);
     seenNewest[id] = world.newestCreated[id]!;
     const update = afterSuccess(
       {
-        // An intake's subscriber: its first sync, no interval to observe.
-        lastSuccessAt: copies.known[id] ? lastSync[id]! : null,
+        // Null while never synced: an intake's subscriber's first sync, or everyone's first in the
+        // e2e world; there is no interval to observe.
+        lastSuccessAt: copies.lastSuccessAt(id),
         observations: observations[id]!,
         ratePerDay: rate[id]!,
-        evidence: copies.evidenceAt(id, now),
+        evidence: copies.answerEvidence(id, now),
       },
       changed,
       now,
-      plan.params,
+      o.workerPlanSeconds === undefined ? plan.params : workerParams,
       o.explore ? draws() : undefined,
     );
     observations[id] = update.observations;
@@ -113,6 +139,10 @@ export function simulate(policy: PolicyName, o: SimOptions): SimResult {
       plan.replan(now);
       nextReplan = now + (o.replanSeconds ?? 3600) * 1000;
     }
+    if (o.workerPlanSeconds !== undefined && now - workerReadAt >= o.workerPlanSeconds * 1000) {
+      workerParams = plan.params;
+      workerReadAt = now;
+    }
     const a = allowance(markedAt, now, perSecond, 2 + tickMs / 1000);
     markedAt = a.markedAt;
     let count = a.count;
@@ -149,16 +179,22 @@ export function simulate(policy: PolicyName, o: SimOptions): SimResult {
           ? splitForAudit(count, o.auditShare, carry)
           : { scheduled: count, audit: 0, carry: 0 };
       carry = split.carry;
+      // One claim a tick, then its syncs, as the scheduler claims and the workers sync: a subscriber
+      // is synced at most once a tick, however soon its sync plans the next (until then its claim
+      // holds it). Popped and synced at once, one whose plan is shorter than the tick would be
+      // synced again and again at the same moment, observing nothing, and spend the tick.
+      const claimed: number[] = [];
       for (let k = 0; k < split.scheduled; k++) {
         const id = heap.pop();
         if (id === undefined) break;
         afterClaim(
-          { lastSuccessAt: lastSync[id]!, observations: observations[id]!, ratePerDay: rate[id]! },
+          { lastSuccessAt: copies.lastSuccessAt(id), observations: observations[id]!, ratePerDay: rate[id]! },
           now,
           plan.params,
         );
-        sync(id, now);
+        claimed.push(id);
       }
+      for (const id of claimed) sync(id, now);
       for (let k = 0; k < split.audit; k++) {
         // The audit draws from the subscribers the service holds.
         let id = Math.floor(random() * n);
@@ -167,6 +203,7 @@ export function simulate(policy: PolicyName, o: SimOptions): SimResult {
       }
     }
     figures.snapshot(now, plan.params);
+    o.onTick?.(now, plan.params, copies, world);
   }
   return figures.result(plan.params, plan.keepsMaxAge);
 }

@@ -18,19 +18,17 @@ interface StoredEvidenceSample {
 
 export interface EvidencePlanSample {
   total: number;
-  rates: (number | null)[];
   samples: StoredEvidenceSample[];
 }
 
 export async function planEvidenceSample(pool: pg.Pool, size = 20_000): Promise<EvidencePlanSample> {
   const total = await subscriberCount(pool);
   const { rows } = await pool.query<{
-    change_rate_per_day: number | null;
     change_observations: number[] | null;
     active_cards: number | null;
     newest_age_days: number | null;
   }>(
-    `select s.change_rate_per_day, s.change_observations, s.active_cards,
+    `select s.change_observations, s.active_cards,
         (select extract(epoch from now() - max(c.create_date)) / 86400 from saved_cards c
           where c.subscriber_id = s.subscriber_id and c.removed_at is null)::float8 as newest_age_days
       from ${sampledFrom(total, size)} s limit $1`,
@@ -38,7 +36,6 @@ export async function planEvidenceSample(pool: pg.Pool, size = 20_000): Promise<
   );
   return {
     total,
-    rates: rows.map((r) => r.change_rate_per_day),
     samples: rows.map((r) => ({
       observations: r.change_observations,
       evidence:

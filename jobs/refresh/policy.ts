@@ -7,6 +7,8 @@ import {
   groupRates,
   MS_PER_DAY,
   PLANNED_SHARE,
+  PRIOR_WEIGHT,
+  plannedRates,
   pooledRate,
   solveThreshold,
 } from '../../src/freshness/index.js';
@@ -39,9 +41,19 @@ export async function replan(
   const sample = await planEvidenceSample(pool);
   const observations = sample.samples.map((s) => s.observations);
   const prior = pooledRate(observations, 1 / maxAgeDays);
-  const weight = sample.rates.length > 0 ? sample.total / sample.rates.length : 1;
+  const forgetDays = forgetDaysFor(maxAgeDays);
+  // One mixture per evidence group of the answers (src/freshness/evidence.ts), with forgetting.
+  const priorMixture = fitGroupedMixture(sample.samples, prior, forgetDays);
+  const weight = sample.samples.length > 0 ? sample.total / sample.samples.length : 1;
+  // The load is that of the rates the next syncs will plan by, under this prior (as the workers
+  // read it: src/freshness/schedule.ts `policyParams`).
   const groups = groupRates(
-    sample.rates.map((r) => r ?? prior),
+    plannedRates(sample.samples, {
+      ratePerDay: prior,
+      weight: PRIOR_WEIGHT,
+      mixture: priorMixture,
+      forgetDays,
+    }),
     weight,
   );
   // A nightly sweep without a budget syncs everyone once a day: the threshold only orders it.
@@ -60,8 +72,7 @@ export async function replan(
     mode: settings.mode,
     thresholdDays: Number.isFinite(threshold.thresholdDays) ? threshold.thresholdDays : null,
     priorRatePerDay: prior,
-    // One mixture per evidence group of the answers (src/freshness/evidence.ts), with forgetting.
-    priorMixture: fitGroupedMixture(sample.samples, prior, forgetDaysFor(maxAgeDays)),
+    priorMixture,
     maxAgeSeconds: Math.round(settings.maxAgeMs / 1000),
     budgetPerSec: settings.budgetPerSec,
     auditShare: settings.auditShare,

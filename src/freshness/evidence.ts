@@ -1,7 +1,7 @@
 import {
   emWeights,
+  enoughForMixture,
   gridLikelihoods,
-  MIXTURE_MIN_SUBSCRIBERS,
   mixtureGrid,
   type RateMixture,
   summarize,
@@ -72,8 +72,9 @@ export function fitGroupedMixture(
   centerRatePerDay: number,
   forgetDays?: number,
 ): RateMixture | null {
-  const observed = thinned(samples.filter((s) => s.observations !== null && s.observations.length > 0));
-  if (observed.length < MIXTURE_MIN_SUBSCRIBERS || !(centerRatePerDay > 0)) return null;
+  const withObservations = samples.filter((s) => s.observations !== null && s.observations.length > 0);
+  if (!enoughForMixture(withObservations.length, samples.length) || !(centerRatePerDay > 0)) return null;
+  const observed = thinned(withObservations);
   const ratesPerDay = mixtureGrid(centerRatePerDay);
   const likelihoods = gridLikelihoods(
     observed.map((s) => summarize(s.observations!, forgetDays)),

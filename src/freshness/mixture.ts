@@ -25,7 +25,20 @@ export interface RateMixture {
 const PER_DECADE = 3;
 const DECADES = 4;
 /** The fewest subscribers with observations a mixture is fitted from. */
-export const MIXTURE_MIN_SUBSCRIBERS = 50;
+const MIXTURE_MIN_SUBSCRIBERS = 50;
+/**
+ * And the least share of the sampled subscribers that must have observations. The first ones
+ * observed are not a sample of the population but whoever was synced twice first: at a refresh's
+ * start, the audit's random re-syncs seconds apart, which say little of a quiet wallet and much of
+ * a busy one. A mixture fitted to 90 of them (of 10,000) read busy wallets at thousands of changes
+ * an hour, and its plan pushed everyone else out to the max age (bench/RESULTS.md).
+ */
+const MIXTURE_MIN_SHARE = 0.02;
+
+/** Whether `observed` of `sampled` subscribers are enough to fit a mixture to. */
+export function enoughForMixture(observed: number, sampled: number): boolean {
+  return observed >= Math.max(MIXTURE_MIN_SUBSCRIBERS, MIXTURE_MIN_SHARE * sampled);
+}
 const ITERATIONS = 100;
 /** The most subscribers the weights are fitted to (the sample is random: more adds time, not much else). */
 const MIXTURE_MAX_SUBSCRIBERS = 5000;
@@ -117,7 +130,7 @@ export function thinned<T>(items: readonly T[]): T[] {
 
 /**
  * Fits the mixing weights on a grid of rates around `centerRatePerDay` (4 decades each way, 3 points a decade) to the
- * sample's observations; null when fewer than {@link MIXTURE_MIN_SUBSCRIBERS} have any.
+ * sample's observations; null when too few have any ({@link enoughForMixture}).
  */
 export function fitMixture(
   samples: readonly (readonly Observation[] | null)[],
@@ -127,7 +140,7 @@ export function fitMixture(
   const observed = samples.filter((s): s is readonly Observation[] => s !== null && s.length > 0);
   // Every k-th, not the first ones: a sample read in table order is not shuffled.
   const summaries = thinned(observed).map((o) => summarize(o, forgetDays));
-  if (summaries.length < MIXTURE_MIN_SUBSCRIBERS || !(centerRatePerDay > 0)) return null;
+  if (!enoughForMixture(observed.length, samples.length) || !(centerRatePerDay > 0)) return null;
   const ratesPerDay = mixtureGrid(centerRatePerDay);
   const weights = emWeights(
     gridLikelihoods(summaries, ratesPerDay),

@@ -1,5 +1,5 @@
 import { estimateRate, forgetDaysFor, MS_PER_DAY, PRIOR_WEIGHT, type RatePrior } from './estimate.js';
-import { type Evidence, mixtureFor } from './evidence.js';
+import { type Evidence, type EvidenceSample, mixtureFor } from './evidence.js';
 import { posteriorRateDraw, type RateMixture } from './mixture.js';
 import { appendObservation, type Observation, observation } from './observation.js';
 
@@ -126,6 +126,19 @@ export function afterSuccess(
   // fresh would otherwise leave it to the max age.
   const days = Math.min(intervalDays(ratePerDay, params), intervalDays(planned, params));
   return { observations, ratePerDay, nextRefreshAt: now + days * MS_PER_DAY };
+}
+
+/**
+ * The rates a plan's threshold is solved on: each sampled subscriber's estimate under the prior
+ * the plan has just fitted, as its next sync will make it. Not the rates stored at each one's
+ * last sync: those were estimated under older priors (under none for a subscriber synced before
+ * the first mixture was fitted, which reads as the population's single rate), and a threshold
+ * solved on them expects a load the syncs will not plan. While the refresh learns, the stored
+ * rates lag far behind (a first sweep's are all the same), and the plan then overestimated the
+ * load, pushed every interval out to the max age and left the budget with nobody due.
+ */
+export function plannedRates(samples: readonly EvidenceSample[], prior: RatePrior): number[] {
+  return samples.map((s) => estimateRate(s.observations, prior, s.evidence));
 }
 
 /**

@@ -2,7 +2,7 @@ import { sql } from 'drizzle-orm';
 import { afterEach, describe, expect, inject, it } from 'vitest';
 import { simulate } from '../../bench/freshness/sim.js';
 import { readFreshness } from '../../db/refresh/freshness.js';
-import { isMixture, readPolicy, savePolicy } from '../../db/refresh/policy.js';
+import { isMixture, policyCache, readPolicy, savePolicy } from '../../db/refresh/policy.js';
 import { replan } from '../../jobs/refresh/policy.js';
 import {
   afterClaim,
@@ -17,6 +17,7 @@ import {
   MS_PER_DAY,
   observation,
   type PolicyParams,
+  plannedRates,
   policyParams,
   pooledRate,
   posteriorMeanRate,
@@ -108,6 +109,12 @@ describe('the change-rate estimate', () => {
     expect(posteriorMeanRate(null, mixture)).toBeCloseTo(mean, 9);
     // Too few subscribers observed: no mixture, and the single rate serves.
     expect(fitMixture(samples.slice(0, 10), pooled)).toBeNull();
+    // Nor when the observed are a few of many sampled: the first observed are whoever was synced twice first.
+    const few = [...samples.slice(0, 60), ...Array.from({ length: 9940 }, () => null)];
+    expect(fitMixture(few, pooled)).toBeNull();
+    expect(
+      fitMixture([...samples.slice(0, 60), ...Array.from({ length: 2000 }, () => null)], pooled),
+    ).not.toBeNull();
     expect(isMixture(mixture)).toBe(true);
     expect(isMixture({ ratesPerDay: [1, -1], weights: [0.5, 0.5] })).toBe(false);
     expect(isMixture({ ratesPerDay: [1], weights: [0.5, 0.5] })).toBe(false);
@@ -171,6 +178,28 @@ describe('the schedule', () => {
     }
     expect(s.observations).toHaveLength(32);
     expect(s.observations.slice(-2)).toEqual([2, -1]);
+  });
+
+  it("the plan's rates are each sampled subscriber's estimate under the new prior, not the rate its last sync stored", () => {
+    const quiet = [observation(7, false), observation(7, false)];
+    const busy = [observation(1, true), observation(1, true), observation(1, true)];
+    const samples = [
+      ...Array.from({ length: 70 }, () => ({ observations: quiet, evidence: null })),
+      ...Array.from({ length: 30 }, () => ({ observations: busy, evidence: null })),
+      { observations: null, evidence: null },
+    ];
+    const mixture = fitMixture(
+      samples.map((x) => x.observations),
+      0.1,
+    );
+    const newPrior = { ...prior, mixture };
+    const rates = plannedRates(samples, newPrior);
+    expect(rates[0]).toBeCloseTo(estimateRate(quiet, newPrior), 9);
+    expect(rates[70]).toBeCloseTo(estimateRate(busy, newPrior), 9);
+    expect(rates[0]!).toBeLessThan(0.05);
+    expect(rates[70]!).toBeGreaterThan(0.5);
+    // Never synced: the population's mean under the new prior.
+    expect(rates[100]).toBeCloseTo(posteriorMeanRate(null, mixture!), 9);
   });
 
   it('the budget: a token bucket that never bursts past its window, and an audit share that adds up', () => {
@@ -320,9 +349,44 @@ describe('the freshness figures', () => {
     await pool().query(`update refresh_policy set prior_mixture = '{"ratesPerDay": [1], "weights": "x"}'`);
     expect((await readPolicy(pool()))?.priorMixture).toBeNull();
     expect(policyParams(await readPolicy(pool()), 7 * MS_PER_DAY).prior.mixture).toBeNull();
+    // The threshold is solved on each subscriber's estimate under this plan's prior: the rates the
+    // last syncs stored (under older priors) do not move it.
+    await pool().query('update subscribers set change_rate_per_day = 1000');
+    expect((await replan(pool(), settings)).thresholdDays).toBeCloseTo(plan.thresholdDays!, 9);
     // Fewer than 50 observed: no mixture is fitted.
     await pool().query('update subscribers set change_observations = null where subscriber_id > 40');
     expect((await replan(pool(), settings)).priorMixture).toBeNull();
+  });
+
+  it('a worker that found no plan reads it again within a second; once it has one, at its usual pace', async () => {
+    const settings = {
+      mode: 'continuous' as const,
+      budgetPerSec: 1,
+      maxAgeMs: 7 * MS_PER_DAY,
+      auditShare: 0.02,
+    };
+    const cache = policyCache(pool(), 7 * MS_PER_DAY, {
+      params: policyParams,
+      detached: (fn) => fn(),
+      ttlMs: 60_000,
+    });
+    await cache.load();
+    expect(cache.get().thresholdDays).toBe(Number.POSITIVE_INFINITY);
+    await pool().query(
+      `insert into subscribers (subscriber_id, last_success_at, change_observations)
+        select g, now(), array[7]::real[] from generate_series(1, 10) g`,
+    );
+    const plan = await replan(pool(), settings);
+    await new Promise((resolve) => setTimeout(resolve, 1100));
+    cache.get();
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(cache.get().thresholdDays).toBeCloseTo(plan.thresholdDays!, 9);
+    // With a plan read, the next read waits for the ttl (a minute here).
+    await replan(pool(), { ...settings, budgetPerSec: 0.5 });
+    await new Promise((resolve) => setTimeout(resolve, 1100));
+    cache.get();
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(cache.get().thresholdDays).toBeCloseTo(plan.thresholdDays!, 9);
   });
 
   it('status --json has freshness; status says it in words; /metrics carries the gauges; the plan says whether the max age holds', async () => {
