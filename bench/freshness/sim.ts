@@ -11,6 +11,7 @@ import { type Copies, createCopies } from './copies.js';
 import { DueHeap } from './due-heap.js';
 import { Figures } from './figures.js';
 import { createPlan } from './plan.js';
+import { mulberry32 as rng } from './rng.js';
 import type { PolicyName, SimOptions, SimResult } from './types.js';
 import { createWorld, type World } from './world.js';
 
@@ -23,18 +24,6 @@ import { createWorld, type World } from './world.js';
 // This file holds the clock: each tick's budget spent as the policy chooses, and the syncs. The
 // world it syncs against is bench/freshness/world.ts, the plan bench/freshness/plan.ts, what it
 // measures bench/freshness/figures.ts; the options and results are in bench/freshness/types.ts.
-
-/** mulberry32: a small seeded generator, so runs repeat. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** What the simulated refresh does as the real one does, beside the world of {@link SimOptions}. */
 export interface RealRun {

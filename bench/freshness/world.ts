@@ -1,4 +1,5 @@
 import { MS_PER_DAY } from '../../src/freshness/index.js';
+import { mulberry32 as rng } from './rng.js';
 import type { SimOptions } from './types.js';
 
 // The simulated upstream: each wallet's true rate of change, the moment of its next change (a
@@ -10,23 +11,12 @@ import type { SimOptions } from './types.js';
 const ADD_SHARE = 3 / 8;
 const YEAR_MS = 365 * MS_PER_DAY;
 
-/** mulberry32, for the draws of the intake alone, so that an intake world keeps its base world's population and changes. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 /**
  * The subscribers of an intake: exactly `round(share × n)` of the ids 0 to n − 1, drawn by a
  * seeded shuffle (the simulator's world and bench:freshness-e2e, whose ids are these plus one).
  */
 export function intakeIds(n: number, share: number, seed: number): Set<number> {
+  // A stream of its own, so that an intake world keeps its base world's population and changes.
   const random = rng(seed ^ 0x1b873593);
   const ids = Array.from({ length: n }, (_, i) => i);
   const count = Math.round(share * n);

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { mulberry32 as rng } from '../../bench/freshness/rng.js';
 import { simulate } from '../../bench/freshness/sim.js';
 import type { SimOptions } from '../../bench/freshness/types.js';
 import { createWorld, intakeIds } from '../../bench/freshness/world.js';
@@ -13,18 +14,6 @@ import { startCli } from '../support/queue-helpers.js';
 
 const YEAR = 365 * MS_PER_DAY;
 const MINUTE = 60_000;
-
-/** mulberry32, as the simulator seeds its streams. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const streams = (seed: number) => ({ random: rng(seed), changes: rng(seed + 1), cards: rng(seed + 2) });
 
