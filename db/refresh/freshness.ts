@@ -8,6 +8,11 @@ export interface Freshness {
   mode: string | null;
   /** The model's expected share of subscribers whose stored cards differ from upstream now. */
   estimatedStaleRatio: number;
+  /**
+   * What the estimate covers and how sure it is (src/freshness/staleness.ts `StaleEstimate`): its
+   * 95% interval if every rate is right, and the subscribers it covers by what it knows of each.
+   */
+  estimate: EstimateBasis;
   /** The share found changed among the audit's uniform random re-syncs of the last max age. */
   audit: { samples: number; staleRatio: number | null; low: number | null; high: number | null };
   maxAgeSeconds: number;
@@ -23,6 +28,18 @@ export interface Freshness {
   budgetKeepsMaxAge: boolean | null;
   /** True when the counts come from a sample of the table (above 200,000 subscribers). */
   sampled: boolean;
+}
+
+/** The estimate's interval and coverage; counts scaled to the whole table when sampled. */
+interface EstimateBasis {
+  low: number;
+  high: number;
+  covers: number;
+  learned: number;
+  syncedOnce: number;
+  neverSynced: number;
+  notUpstream: number;
+  fromPopulationRate: number;
 }
 
 /** A measured share with its confidence interval. */
@@ -50,14 +67,35 @@ export async function readFreshness(
   const total = await subscriberCount(pool);
   const from = sampledFrom(total, 100_000);
   const [subs, audit] = await Promise.all([
-    pool.query<{ n: number; never: number; past: number; estimate: number | null }>(
-      `select count(*)::int as n,
+    // Each copy's chance of being stale, p (null: never synced); the sums give the estimate, its
+    // spread and the share of it resting on the population's rate (synced once: no observation).
+    pool.query<{
+      n: number;
+      never: number;
+      past: number;
+      not_upstream: number;
+      learned: number;
+      once: number;
+      sum_p: number | null;
+      var_p: number | null;
+      once_p: number | null;
+    }>(
+      `with c as (
+          select last_success_at, consecutive_not_found,
+            coalesce(cardinality(change_observations), 0) > 0 as observed,
+            case when last_success_at is not null then
+              1 - exp(-least(700, coalesce(change_rate_per_day, $2)
+                * greatest(0, extract(epoch from now() - last_success_at)) / 86400)) end as p
+          from ${from})
+        select count(*)::int as n,
           count(*) filter (where last_success_at is null)::int as never,
           count(*) filter (where last_success_at < now() - make_interval(secs => $1))::int as past,
-          avg(case when last_success_at is null then 1
-            else 1 - exp(-least(700, coalesce(change_rate_per_day, $2)
-              * greatest(0, extract(epoch from now() - last_success_at)) / 86400)) end)::float8 as estimate
-        from ${from}`,
+          count(*) filter (where last_success_at is null and consecutive_not_found > 0)::int as not_upstream,
+          count(*) filter (where last_success_at is not null and observed)::int as learned,
+          count(*) filter (where last_success_at is not null and not observed)::int as once,
+          sum(p)::float8 as sum_p, sum(p * (1 - p))::float8 as var_p,
+          sum(p) filter (where not observed)::float8 as once_p
+        from c`,
       [maxAgeSeconds, prior],
     ),
     pool.query<{ samples: number; changed: number }>(
@@ -72,9 +110,25 @@ export async function readFreshness(
   const scale = s.n > 0 && from !== 'subscribers' ? total / s.n : 1;
   const a = audit.rows[0]!;
   const audited = interval(a.changed, a.samples);
+  // As src/freshness/staleness.ts `staleEstimate`: a never-synced subscriber is stale for sure, one
+  // never synced that the API does not know is left out.
+  const never = s.never - s.not_upstream;
+  const covers = s.n - s.not_upstream;
+  const share = covers > 0 ? ((s.sum_p ?? 0) + never) / covers : 0;
+  const half = covers > 0 ? (1.96 * Math.sqrt(s.var_p ?? 0)) / covers : 0;
   return {
     mode: policy?.mode ?? null,
-    estimatedStaleRatio: s.estimate ?? 0,
+    estimatedStaleRatio: share,
+    estimate: {
+      low: Math.max(0, share - half),
+      high: Math.min(1, share + half),
+      covers: Math.round(covers * scale),
+      learned: Math.round(s.learned * scale),
+      syncedOnce: Math.round(s.once * scale),
+      neverSynced: Math.round(never * scale),
+      notUpstream: Math.round(s.not_upstream * scale),
+      fromPopulationRate: covers > 0 ? (s.once_p ?? 0) / covers : 0,
+    },
     audit: {
       samples: a.samples,
       staleRatio: audited?.ratio ?? null,

@@ -24,5 +24,5 @@ export {
 export { forgetDigestsOfTakenCards, recountActiveCards } from './digests.js';
 export { recordNotFound } from './not-found.js';
 export { sentTogether } from './pipeline.js';
-export { findSubscriberIdByEmail, recordSubscriberFailure } from './subscribers.js';
+export { findSubscriberIdByEmail, recordSubscriberFailure, registerSubscribers } from './subscribers.js';
 export { insertSyncRun } from './sync-runs.js';

@@ -1,5 +1,5 @@
 import { eq, sql } from 'drizzle-orm';
-import type { Executor } from '../client.js';
+import type { Db, Executor } from '../client.js';
 import { subscribers } from '../schema/index.js';
 
 /** The subscriber an e-mail was last seen with, if any (case-insensitive). */
@@ -26,4 +26,41 @@ export async function recordSubscriberFailure(
       consecutiveFailures: sql`${subscribers.consecutiveFailures} + 1`,
     })
     .where(eq(subscribers.subscriberId, values.subscriberId));
+}
+
+/**
+ * Makes the subscribers of `ids` that are not known yet known, as never synced: an operator who
+ * enqueues a new subscriber has told us it exists, so the freshness estimate counts it (nothing is
+ * stored for it: stale for sure) from that moment, not from its first sync, and the continuous
+ * refresh takes it in should its job be lost. Its place in the refresh's schedule is `dueAt`, as a
+ * claim's would be: the enqueued job is about to sync it, and the refresh takes it only if that
+ * has not happened by then. Returns how many were new; known ones are left as they are.
+ */
+export async function registerSubscribers(db: Db, ids: readonly number[], dueAt: Date): Promise<number> {
+  if (ids.length === 0) return 0;
+  const client = await db.$client.connect();
+  try {
+    await client.query('begin');
+    const added = await client.query<{ subscriber_id: string }>(
+      `insert into subscribers (subscriber_id)
+        select distinct id from unnest($1::bigint[]) as t(id) order by id
+        on conflict (subscriber_id) do nothing
+        returning subscriber_id`,
+      [ids],
+    );
+    const newIds = added.rows.map((r) => r.subscriber_id);
+    // The insert's trigger made each one's schedule row, never planned (first in line).
+    if (newIds.length > 0)
+      await client.query(
+        'update subscriber_schedule set due_at = $2 where subscriber_id = any($1::bigint[]) and due_at is null',
+        [newIds, dueAt],
+      );
+    await client.query('commit');
+    return newIds.length;
+  } catch (error) {
+    await client.query('rollback').catch(() => {});
+    throw error;
+  } finally {
+    client.release();
+  }
 }

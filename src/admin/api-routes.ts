@@ -1,8 +1,10 @@
 import type { Hono } from 'hono';
 import { z } from 'zod';
 import { subscriberDetail } from '../../db/admin/index.js';
+import { registerSubscribers } from '../../db/sync/index.js';
 import { BULK_THRESHOLD, enqueueSyncs } from '../../jobs/sync/index.js';
 import type { Target } from '../api/index.js';
+import { claimLeaseMs } from '../freshness/index.js';
 import { parseEmail, parseSubscriberId, TargetError } from '../sync/index.js';
 import { tracing } from '../tracing/index.js';
 import { auditRequest } from './audit.js';
@@ -70,6 +72,17 @@ export function registerApiRoutes(app: Hono<AdminEnv>, deps: AdminDeps): void {
       return c.json({ error: 'name at least one subscriber in subscriberIds or emails' }, 400);
     }
     const lane = targets.length > BULK_THRESHOLD ? 'bulk' : 'ops';
+    // New ids become known subscribers now, as `cards-sync enqueue` makes them (db/sync/subscribers.ts);
+    // without the database the request still enqueues them, and their first syncs make them known.
+    const ids = targets.flatMap((t) => ('subscriberId' in t ? [t.subscriberId] : []));
+    const dueAt = new Date(Date.now() + claimLeaseMs(deps.refreshMaxAgeMs ?? 7 * 86_400_000));
+    const registered = await registerSubscribers(deps.db, ids, dueAt).catch((error: Error) => {
+      deps.logger.warn(
+        { err: error.message },
+        'new subscribers could not be recorded as known; enqueued all the same',
+      );
+      return 0;
+    });
     // A caller's `traceparent` makes the syncs part of its trace.
     const {
       jobIds: _ids,
@@ -82,8 +95,8 @@ export function registerApiRoutes(app: Hono<AdminEnv>, deps: AdminDeps): void {
     for (const r of refused) rejected.push({ ...origins[r.index]!, reason: r.reason });
     // A request with nothing valid in it did nothing: no row, as for any refused request.
     if (targets.length > 0)
-      await auditRequest(deps, c, 'enqueue', { ...counts, rejected: rejected.length, lane });
-    const body = { ...counts, rejected: rejected.length, errors: rejected };
+      await auditRequest(deps, c, 'enqueue', { ...counts, registered, rejected: rejected.length, lane });
+    const body = { ...counts, registered, rejected: rejected.length, errors: rejected };
     // Like `cards-sync enqueue`: the valid ones are enqueued; any bad one makes it a 400.
     return c.json(body, rejected.length > 0 ? 400 : 202);
   });

@@ -25,6 +25,8 @@ export interface AdminDeps {
   adminReadToken?: string | undefined;
   /** BullMQ prefix, for status. */
   prefix: string;
+  /** `REFRESH_MAX_AGE`: how long a new subscriber's enqueued job has before the refresh takes it. Default 7 days. */
+  refreshMaxAgeMs?: number;
   /** `CHANGE_EVENTS_RETENTION_DAYS`: webhook endpoints whose waiting events near it are flagged. Default 30. */
   changeEventsRetentionDays?: number;
 }

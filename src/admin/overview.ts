@@ -1,7 +1,12 @@
 import type { DataStatus, FreshnessBuckets } from '../../db/admin/index.js';
 import type { AdminActionRow } from '../../db/audit/index.js';
 import { auditDisagrees, type Freshness, type RefreshRun } from '../../db/refresh/index.js';
-import { type ContinuousStatus, progressOf, type QueueStatus } from '../../jobs/refresh/index.js';
+import {
+  type ContinuousStatus,
+  estimateBasis,
+  progressOf,
+  type QueueStatus,
+} from '../../jobs/refresh/index.js';
 import { describeRejection, laneWaitsLine, pauseDetailLines } from '../../jobs/sync/index.js';
 import { summarizeDetail } from '../audit/index.js';
 import type { FleetEntry } from '../fleet/index.js';
@@ -207,7 +212,8 @@ function modelBlock(f: Freshness): string {
   ].join('');
   return (
     `<p id="stale-estimate">Estimated stale now: <b>${pct(f.estimatedStaleRatio)}</b> of subscribers (${esc(f.mode ?? 'no refresh plan yet')}); ${audit}. ` +
-    `${f.pastMaxAge} past the max age of ${formatDuration(f.maxAgeSeconds)}.</p>${warnings}`
+    `${f.pastMaxAge} past the max age of ${formatDuration(f.maxAgeSeconds)}.</p>` +
+    `<p id="estimate-basis">${esc(estimateBasis(f))}.</p>${warnings}`
   );
 }
 

@@ -59,6 +59,12 @@ export async function collectGauges(
   }
   if (model) {
     m.estimatedStaleRatio.set(model.estimatedStaleRatio);
+    m.estimatedStaleRatioLow.set(model.estimate.low);
+    m.estimatedStaleRatioHigh.set(model.estimate.high);
+    m.estimateSubscribers.set({ basis: 'learned' }, model.estimate.learned);
+    m.estimateSubscribers.set({ basis: 'synced_once' }, model.estimate.syncedOnce);
+    m.estimateSubscribers.set({ basis: 'never_synced' }, model.estimate.neverSynced);
+    m.estimateSubscribers.set({ basis: 'not_upstream' }, model.estimate.notUpstream);
     m.auditStaleRatio.set(model.audit.staleRatio ?? Number.NaN);
     m.auditStaleRatioLow.set(model.audit.low ?? Number.NaN);
     m.auditStaleRatioHigh.set(model.audit.high ?? Number.NaN);

@@ -36,6 +36,7 @@ export async function startAdmin(
     adminReadToken: config.adminReadToken,
     prefix: config.queuePrefix,
     changeEventsRetentionDays: config.changeEventsRetentionDays,
+    refreshMaxAgeMs: config.refreshMaxAgeMs,
   });
   const host = listen.host ?? config.adminHost;
   const port = listen.port ?? config.adminPort;

@@ -5,13 +5,16 @@ import { join } from 'node:path';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import cliProgress from 'cli-progress';
+import { createDb } from '../../db/client.js';
+import { registerSubscribers } from '../../db/sync/index.js';
 import { createRedis } from '../../jobs/redis.js';
 import { createSyncQueue, enqueueSyncs } from '../../jobs/sync/index.js';
 import type { Target } from '../api/index.js';
 import type { Config } from '../config/index.js';
+import { claimLeaseMs } from '../freshness/index.js';
 import { CliError, readLines } from '../shared/index.js';
 import { auditCli } from './audit.js';
-import { ensureRedis, type Io } from './common.js';
+import { describeDbError, ensureRedis, type Io } from './common.js';
 import { judgeLine } from './enqueue-lines.js';
 
 /** Jobs per `addBulk`: one Redis round trip each, a bounded amount of memory. */
@@ -46,6 +49,8 @@ interface Tally {
   enqueued: number;
   alreadyQueued: number;
   promoted: number;
+  /** Ids not known before, now known as never synced (see `registerSubscribers`). */
+  registered: number;
   rejected: number;
   /** `line`: the file's line number, or 0 for an argument (`argument` its place among them). */
   rejects: { line: number; argument?: number; reason: string }[];
@@ -74,6 +79,7 @@ function auditDetail(tally: Tally, opts: EnqueueOptions): Record<string, unknown
     enqueued: tally.enqueued,
     alreadyQueued: tally.alreadyQueued,
     promoted: tally.promoted,
+    registered: tally.registered,
     rejected: tally.rejected,
     ids: opts.ids.length,
     emails: opts.emails.length,
@@ -153,8 +159,27 @@ export async function cmdEnqueue(
     enqueued: 0,
     alreadyQueued: 0,
     promoted: 0,
+    registered: 0,
     rejected: 0,
     rejects: [],
+  };
+  // New ids become known subscribers as they are enqueued (db/sync/subscribers.ts). Without the
+  // database the enqueue still goes ahead: their first syncs make them known, as before.
+  const database = createDb(config.databaseUrl, { max: 1, timeoutMs: config.databaseTimeoutMs });
+  let registering = true;
+  const register = async (targets: Target[]) => {
+    const ids = targets.flatMap((t) => ('subscriberId' in t ? [t.subscriberId] : []));
+    if (!registering || ids.length === 0) return;
+    try {
+      const dueAt = new Date(Date.now() + claimLeaseMs(config.refreshMaxAgeMs));
+      tally.registered += await registerSubscribers(database.db, ids, dueAt);
+    } catch (error) {
+      registering = false;
+      io.err(
+        'cards-sync: warning: new subscribers could not be recorded as known (they are enqueued all the same, ' +
+          `and known from their first sync): ${describeDbError(error as Error, config.databaseUrl) ?? (error as Error).message}`,
+      );
+    }
   };
   let bar: cliProgress.SingleBar | undefined;
   try {
@@ -168,6 +193,7 @@ export async function cmdEnqueue(
     // `lines`: each target's line in the file; none for the command line's own.
     const add = async (targets: Target[], lane: 'ops' | 'bulk', lines?: number[]) => {
       tally.sent += targets.length;
+      await register(targets);
       const counts = await enqueueSyncs(queue, targets, 'manual', { lane });
       tally.enqueued += counts.enqueued;
       tally.alreadyQueued += counts.alreadyQueued;
@@ -249,8 +275,13 @@ export async function cmdEnqueue(
     bar?.stop();
     await queue.close().catch(() => {});
     redis.disconnect();
+    await database.close().catch(() => {});
     if (spoolDir) await rm(spoolDir, { recursive: true, force: true });
   }
+  if (tally.registered > 0)
+    io.err(
+      `${tally.registered} of them ${tally.registered === 1 ? 'was a new subscriber' : 'were new subscribers'}: known from now on, never synced until their job runs`,
+    );
   if (tally.header) io.err('line 1 names a column (a header), not an id or an e-mail: skipped');
   for (const r of tally.rejects)
     io.err(r.line > 0 ? `line ${r.line}: ${r.reason}` : `argument ${r.argument}: ${r.reason}`);

@@ -14,6 +14,7 @@ import { createRedis } from '../../jobs/redis.js';
 import {
   type ContinuousStatus,
   continuousStatus,
+  estimateBasis,
   isContinuous,
   progressOf,
   type QueueStatus,
@@ -191,6 +192,7 @@ function formatFreshness(f: Freshness): string[] {
       (f.audit.samples > 0
         ? `; audit ${pct(f.audit.staleRatio)} found changed [95%: ${pct(f.audit.low)} – ${pct(f.audit.high)}] of ${f.audit.samples} random re-syncs`
         : '; audit: no sample yet'),
+    `  ${estimateBasis(f)}`,
     `  max age ${formatDuration(f.maxAgeSeconds)}: ${f.pastMaxAge} subscribers past it, ${f.neverSynced} never synced${f.sampled ? ' (from a sample)' : ''}`,
   ];
   if (auditDisagrees(f))

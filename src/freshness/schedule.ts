@@ -149,7 +149,7 @@ export function plannedRates(samples: readonly EvidenceSample[], prior: RatePrio
  * every second). The sync's success sets the real next time.
  */
 export function afterClaim(subscriber: SubscriberSchedule, now: number, params: PolicyParams): number {
-  const lease = (params.maxAgeDays / 8) * MS_PER_DAY;
+  const lease = claimLeaseMs(params.maxAgeDays * MS_PER_DAY);
   const rate = subscriber.ratePerDay ?? params.prior.ratePerDay;
   const usual = now + intervalDays(rate, params) * MS_PER_DAY;
   const bound =
@@ -157,6 +157,14 @@ export function afterClaim(subscriber: SubscriberSchedule, now: number, params: 
       ? now + lease
       : subscriber.lastSuccessAt + params.maxAgeDays * MS_PER_DAY;
   return Math.max(Math.min(usual, bound), now + lease);
+}
+
+/**
+ * How long a subscriber handed to the queue is left to its job before the refresh takes it again:
+ * an eighth of the max age. A claim's, and an operator's enqueue of a new subscriber's.
+ */
+export function claimLeaseMs(maxAgeMs: number): number {
+  return maxAgeMs / 8;
 }
 
 /** Rates of a population, grouped on a log scale (60 groups a decade are within 4% of each rate). */

@@ -6,24 +6,112 @@ import { MS_PER_DAY, staleProbability } from './estimate.js';
 export interface Copy {
   ratePerDay: number | null;
   lastSuccessAt: number | null;
+  /**
+   * Whether its rate rests on observations of its own (two successes or more): false for one synced
+   * once, whose rate is the population's for its kind of answer. Absent: read from `ratePerDay`
+   * (none yet: not observed).
+   */
+  observed?: boolean;
+  /**
+   * Never synced, and the API answered 404 for it: there is nothing upstream to copy, so it is
+   * neither stale nor fresh, and the estimate leaves it out (an id an operator enqueued in error).
+   */
+  notUpstream?: boolean;
+}
+
+/**
+ * The model's estimate of the stale share, with what it covers and how sure it is. Each copy is
+ * stale with its own chance p = 1 − e^{−λ·age}: if every rate is right, the stale count is a sum of
+ * independent Bernoulli draws, whose spread gives the interval. The model's own error (a rate that
+ * is wrong, wallets that woke) is not in it: that is what the audit measures, and the two
+ * disagreeing is the alert (docs/refresh.md).
+ */
+export interface StaleEstimate {
+  /** The expected share of the covered subscribers whose stored cards differ from upstream. */
+  share: number;
+  /** The 95% interval of the share if every estimated rate is right (normal approximation). */
+  low: number;
+  high: number;
+  /** Subscribers the estimate covers: all known ones but those not upstream. */
+  covers: number;
+  /** Of them: with a rate learned from observations of their own. */
+  learned: number;
+  /** Synced once: no interval observed yet, so at the population's rate for their kind of answer. */
+  syncedOnce: number;
+  /** Never synced: nothing stored, counted stale for sure. */
+  neverSynced: number;
+  /** Never synced and not found upstream: left out. */
+  notUpstream: number;
+  /** The part of `share` that rests on the population's rate alone (the synced-once subscribers). */
+  fromPopulationRate: number;
 }
 
 /**
  * The model's expected share of subscribers whose stored cards differ from upstream at `now`:
  * the mean of 1 − e^{−λ·age}. A subscriber never synced counts as stale (nothing is stored), one
- * without an estimate yet at the population's rate.
+ * without an estimate yet at the population's rate; one never synced that the API does not know is
+ * left out.
  */
-export function estimatedStaleShare(copies: Iterable<Copy>, now: number, priorRatePerDay: number): number {
-  let n = 0;
+export function staleEstimate(copies: Iterable<Copy>, now: number, priorRatePerDay: number): StaleEstimate {
+  let covers = 0;
   let sum = 0;
+  let variance = 0;
+  let learned = 0;
+  let syncedOnce = 0;
+  let neverSynced = 0;
+  let notUpstream = 0;
+  let once = 0;
   for (const c of copies) {
-    n += 1;
-    sum +=
-      c.lastSuccessAt === null
-        ? 1
-        : staleProbability(c.ratePerDay ?? priorRatePerDay, (now - c.lastSuccessAt) / MS_PER_DAY);
+    if (c.lastSuccessAt === null) {
+      if (c.notUpstream) {
+        notUpstream += 1;
+        continue;
+      }
+      covers += 1;
+      neverSynced += 1;
+      sum += 1;
+      continue;
+    }
+    covers += 1;
+    const p = staleProbability(c.ratePerDay ?? priorRatePerDay, (now - c.lastSuccessAt) / MS_PER_DAY);
+    sum += p;
+    variance += p * (1 - p);
+    if (c.observed ?? c.ratePerDay !== null) learned += 1;
+    else {
+      syncedOnce += 1;
+      once += p;
+    }
   }
-  return n === 0 ? 0 : sum / n;
+  if (covers === 0)
+    return {
+      share: 0,
+      low: 0,
+      high: 0,
+      covers,
+      learned,
+      syncedOnce,
+      neverSynced,
+      notUpstream,
+      fromPopulationRate: 0,
+    };
+  const share = sum / covers;
+  const half = (1.96 * Math.sqrt(variance)) / covers;
+  return {
+    share,
+    low: Math.max(0, share - half),
+    high: Math.min(1, share + half),
+    covers,
+    learned,
+    syncedOnce,
+    neverSynced,
+    notUpstream,
+    fromPopulationRate: once / covers,
+  };
+}
+
+/** {@link staleEstimate}'s share alone. */
+export function estimatedStaleShare(copies: Iterable<Copy>, now: number, priorRatePerDay: number): number {
+  return staleEstimate(copies, now, priorRatePerDay).share;
 }
 
 export interface Interval {

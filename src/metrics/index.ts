@@ -30,6 +30,9 @@ export interface Metrics {
   cardConflicts: Gauge;
   bulkLanePaused: Gauge;
   estimatedStaleRatio: Gauge;
+  estimatedStaleRatioLow: Gauge;
+  estimatedStaleRatioHigh: Gauge;
+  estimateSubscribers: Gauge<'basis'>;
   auditStaleRatio: Gauge;
   auditStaleRatioLow: Gauge;
   auditStaleRatioHigh: Gauge;
@@ -170,6 +173,22 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
     estimatedStaleRatio: new Gauge({
       name: 'cards_sync_estimated_stale_ratio',
       help: "The freshness model's expected share of subscribers whose stored cards differ from upstream now",
+      registers: [registry],
+    }),
+    estimatedStaleRatioLow: new Gauge({
+      name: 'cards_sync_estimated_stale_ratio_low',
+      help: "Lower end of the estimate's 95% interval if every estimated change rate is right (the audit checks that they are)",
+      registers: [registry],
+    }),
+    estimatedStaleRatioHigh: new Gauge({
+      name: 'cards_sync_estimated_stale_ratio_high',
+      help: "Upper end of the estimate's 95% interval if every estimated change rate is right",
+      registers: [registry],
+    }),
+    estimateSubscribers: new Gauge({
+      name: 'cards_sync_estimate_subscribers',
+      help: 'Subscribers the stale estimate covers, by what it knows of each: learned (own syncs), synced_once (the population rate), never_synced (stale for sure); not_upstream: never synced, not found upstream, left out',
+      labelNames: ['basis'],
       registers: [registry],
     }),
     auditStaleRatio: new Gauge({

@@ -155,12 +155,28 @@ describe('authentication', () => {
 });
 
 describe('POST /api/resync', () => {
+  // The ids these requests named became known subscribers; the overview's tests count their own.
+  afterAll(async () => {
+    await database.handle.pool.query('delete from subscribers where last_synced_at is null');
+  });
   it('enqueues valid ids and e-mails with trigger api, deduplicated, and answers counts', async () => {
     const res = await resync({ subscriberIds: [101, '102', 101], emails: ['ayse+1@example.com'] });
     expect(res.status).toBe(202);
-    expect(await res.json()).toEqual({ enqueued: 3, alreadyQueued: 1, promoted: 0, rejected: 0, errors: [] });
+    // 101 and 102 were not known: they are now, as never synced (101 named twice counts once).
+    expect(await res.json()).toEqual({
+      enqueued: 3,
+      alreadyQueued: 1,
+      promoted: 0,
+      registered: 2,
+      rejected: 0,
+      errors: [],
+    });
     const jobs = await q.queue.getJobs(['waiting']);
     expect(jobs.map((j) => j.data.trigger)).toEqual(['api', 'api', 'api']);
+    const known = await database.handle.pool.query(
+      'select subscriber_id from subscribers where subscriber_id in (101, 102) and last_success_at is null order by 1',
+    );
+    expect(known.rows.map((r) => Number(r.subscriber_id))).toEqual([101, 102]);
     await q.queue.drain();
   });
 

@@ -102,6 +102,57 @@ describe('enqueue from flags', () => {
   });
 });
 
+describe('new subscribers', () => {
+  it('an id not known before becomes a known subscriber, never synced, left to its job for an eighth of the max age; known ones stay as they are', async () => {
+    const q = setup();
+    const pool = database.handle.pool;
+    await pool.query('delete from subscribers where subscriber_id in (880001, 880002)');
+    await pool.query(
+      `insert into subscribers (subscriber_id, last_success_at) values (880002, now() - interval '1 day')`,
+    );
+    const run = await runCli(
+      ['enqueue', '--id', '880001', '--id', '880002', '--email', 'newcomer@example.com'],
+      { ...q.env, REFRESH_MAX_AGE: '8h' },
+    );
+    expect(run.code, run.stderr).toBe(0);
+    // The summary scripts read is as it was; the news is on stderr.
+    expect(run.stdout.trim()).toBe('enqueued 3, already queued 0, rejected 0');
+    expect(run.stderr).toContain(
+      '1 of them was a new subscriber: known from now on, never synced until their job runs',
+    );
+    const { rows } = await pool.query<{ id: number; synced: boolean; due_in: number | null }>(
+      `select s.subscriber_id as id, s.last_success_at is not null as synced,
+          extract(epoch from q.due_at - now())::float8 as due_in
+        from subscribers s join subscriber_schedule q using (subscriber_id)
+        where s.subscriber_id in (880001, 880002) order by 1`,
+    );
+    expect(rows).toHaveLength(2);
+    expect(rows[0]).toMatchObject({ id: 880001, synced: false });
+    // An eighth of 8 h: the refresh takes it then if its job has not synced it.
+    expect(rows[0]!.due_in).toBeGreaterThan(3500);
+    expect(rows[0]!.due_in).toBeLessThanOrEqual(3600);
+    expect(rows[1]).toEqual({ id: 880002, synced: true, due_in: null });
+    const audit = await pool.query<{ detail: { registered: number } }>(
+      `select detail from admin_actions where action = 'enqueue' order by id desc limit 1`,
+    );
+    expect(audit.rows[0]!.detail.registered).toBe(1);
+  });
+
+  it('without the database the ids are enqueued all the same, with a warning', async () => {
+    const q = setup();
+    const run = await runCli(['enqueue', '--id', '880003'], {
+      ...q.env,
+      DATABASE_URL: 'postgres://postgres:postgres@127.0.0.1:1/nowhere',
+    });
+    expect(run.code, run.stderr).toBe(0);
+    expect(run.stdout.trim()).toBe('enqueued 1, already queued 0, rejected 0');
+    expect(run.stderr).toMatch(
+      /new subscribers could not be recorded as known \(they are enqueued all the same/,
+    );
+    expect(await q.targets()).toEqual([{ subscriberId: 880003 }]);
+  });
+});
+
 describe('usage errors (exit 2, nothing enqueued)', () => {
   it.each([
     ['no source at all', [], /needs --id N, --email E or --file PATH/],

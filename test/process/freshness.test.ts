@@ -23,6 +23,7 @@ import {
   posteriorMeanRate,
   solveThreshold,
   splitForAudit,
+  staleEstimate,
   staleProbability,
   wilson,
 } from '../../src/freshness/index.js';
@@ -314,12 +315,81 @@ describe('the freshness figures', () => {
       0.2,
     );
     expect(f.estimatedStaleRatio).toBeCloseTo(expected, 4);
+    // No observation anywhere: every synced one rests on the population's rate.
+    expect(f.estimate).toMatchObject({
+      covers: 40,
+      learned: 0,
+      syncedOnce: 35,
+      neverSynced: 5,
+      notUpstream: 0,
+    });
+    expect(f.estimate.fromPopulationRate).toBeCloseTo(expected - 5 / 40, 4);
     expect(f.audit).toEqual({ samples: 50, staleRatio: 0.1, ...pick(wilson(5, 50)!) });
     // Older than a day: subscribers 9…40 (3 h × g − 30 min > 24 h).
     expect(f.pastMaxAge).toBe(32);
     expect(f.neverSynced).toBe(5);
     expect(f.maxAgeSeconds).toBe(86_400);
     expect(staleProbability(0.5, 2)).toBeCloseTo(1 - Math.exp(-1), 9);
+  });
+
+  it('the estimate says what it covers and how sure it is, in SQL as in the policy code, and leaves out ids not found upstream', async () => {
+    await seedPopulation();
+    // Subscribers 6…25 have observations of their own; 3 and 4 were enqueued but the API does not know them.
+    await pool().query(
+      `update subscribers set change_observations = array[-0.5, 0.5]::real[] where subscriber_id between 6 and 25`,
+    );
+    await pool().query(
+      `update subscribers set consecutive_not_found = 1, last_status = 'not_found' where subscriber_id in (3, 4)`,
+    );
+    const f = await readFreshness(pool(), 7 * MS_PER_DAY, wilson);
+    const { rows } = await pool().query<{
+      ms: number | null;
+      rate: number | null;
+      observed: boolean;
+      gone: boolean;
+      now_ms: number;
+    }>(
+      `select (extract(epoch from last_success_at) * 1000)::float8 as ms, change_rate_per_day as rate,
+          change_observations is not null as observed, consecutive_not_found > 0 as gone,
+          (extract(epoch from now()) * 1000)::float8 as now_ms from subscribers`,
+    );
+    const expected = staleEstimate(
+      rows.map((r) => ({
+        lastSuccessAt: r.ms,
+        ratePerDay: r.rate,
+        observed: r.observed,
+        notUpstream: r.gone,
+      })),
+      rows[0]!.now_ms,
+      0.2,
+    );
+    expect(expected).toMatchObject({
+      covers: 38,
+      learned: 20,
+      syncedOnce: 15,
+      neverSynced: 3,
+      notUpstream: 2,
+    });
+    expect(f.estimatedStaleRatio).toBeCloseTo(expected.share, 4);
+    expect(f.estimate.low).toBeCloseTo(expected.low, 4);
+    expect(f.estimate.high).toBeCloseTo(expected.high, 4);
+    expect(f.estimate.fromPopulationRate).toBeCloseTo(expected.fromPopulationRate, 4);
+    const { share, low, high, fromPopulationRate, ...counts } = expected;
+    expect(f.estimate).toMatchObject(counts);
+    // The 3 never synced are stale for sure: the share is at least theirs, and the interval holds it.
+    expect(share).toBeGreaterThan(3 / 38);
+    expect(low).toBeLessThan(share);
+    expect(high).toBeGreaterThan(share);
+    expect(fromPopulationRate).toBeGreaterThan(0);
+    // `status` says it in words.
+    const q = testQueue();
+    cleanups.push(q.cleanup);
+    const env = { REDIS_URL: inject('redisUrl'), QUEUE_PREFIX: q.prefix, DATABASE_URL: database.url };
+    const { stdout } = await runCli(['status'], env);
+    expect(stdout).toContain('it covers 38 subscribers: 20 by their own syncs, 15 synced once');
+    expect(stdout).toContain(
+      '3 never synced (stale for sure); 2 never synced and not found upstream are left out',
+    );
   });
 
   it('the plan fits the population mixture once 50 subscribers have observations; workers read it, and refuse a malformed one', async () => {
@@ -405,6 +475,9 @@ describe('the freshness figures', () => {
       budgetKeepsMaxAge: true,
     });
     expect(json.freshness.estimatedStaleRatio).toBeGreaterThan(0);
+    expect(json.freshness.estimate).toMatchObject({ covers: 40, learned: 0, syncedOnce: 35, neverSynced: 5 });
+    expect(json.freshness.estimate.low).toBeLessThan(json.freshness.estimatedStaleRatio);
+    expect(json.freshness.estimate.high).toBeGreaterThan(json.freshness.estimatedStaleRatio);
     const text = (await runCli(['status'], env)).stdout;
     expect(text).toMatch(
       /freshness \(continuous\): estimated stale \d+\.\d\d% of subscribers; audit 10\.00% found changed/,
@@ -418,6 +491,9 @@ describe('the freshness figures', () => {
     const metrics = await get('/metrics');
     expect(metrics).toMatch(/^cards_sync_audit_stale_ratio 0\.1$/m);
     expect(metrics).toMatch(/^cards_sync_audit_samples 50$/m);
+    expect(metrics).toMatch(/^cards_sync_estimate_subscribers\{basis="never_synced"\} 5$/m);
+    expect(metrics).toMatch(/^cards_sync_estimate_subscribers\{basis="synced_once"\} 35$/m);
+    expect(metrics).toMatch(/^cards_sync_estimated_stale_ratio_high 0\.\d+/m);
     expect(metrics).toMatch(/^cards_sync_subscribers_past_max_age 32$/m);
     expect(metrics).toMatch(/^cards_sync_estimated_stale_ratio 0\.\d+$/m);
     expect(metrics).toMatch(/^cards_sync_audit_stale_ratio_low 0\.0\d+$/m);

@@ -329,6 +329,10 @@ describe('a malformed refresh setting', () => {
       'cards-sync: warning: REFRESH_MAX_AGE must be a duration of at least 1s in lower-case s, m, h, d or w, ' +
       'such as 90s, 15m, 36h or 7d (got "banana"); this command does not run the refresh and goes on without it, ' +
       'but the worker and `cards-sync refresh` refuse to start until it is fixed';
+    // Known already, so that the enqueue has nothing else to say.
+    await database.handle.pool.query(
+      'insert into subscribers (subscriber_id) values (5) on conflict do nothing',
+    );
     for (const args of [['status'], ['enqueue', '--id', '5'], ['pause'], ['resume']]) {
       const run = await runCli(args, env);
       expect(run.code, `${args[0]}: ${run.stderr}`).toBe(0);
