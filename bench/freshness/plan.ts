@@ -60,7 +60,7 @@ function trueMixture(trueRate: Float64Array, groupOf?: (id: number) => string | 
  * learner is the continuous policy (the same schedule, audit and estimate) with the true mixture
  * as its prior.
  */
-export function runAs(policy: BenchPolicy, o: SimOptions): { policy: PolicyName; options: SimOptions } {
+export function runAs<O extends SimOptions>(policy: BenchPolicy, o: O): { policy: PolicyName; options: O } {
   if (policy === 'class-learner') return { policy: 'continuous', options: { ...o, classPrior: 'classes' } };
   if (policy === 'class-learner-evidence') {
     return { policy: 'continuous', options: { ...o, classPrior: 'by-evidence' } };
