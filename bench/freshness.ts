@@ -2,19 +2,23 @@ import { writeFileSync } from 'node:fs';
 import { parseChanges, parseWakeUp } from '../src/mock-api/changes.js';
 import { parseCreatedDates } from '../src/mock-api/created-dates.js';
 import { lineChart } from './chart.js';
+import { runAs } from './freshness/plan.js';
 import { simulate } from './freshness/sim.js';
-import type { PolicyName, RateClass, SimOptions, SimResult } from './freshness/types.js';
+import type { BenchPolicy, RateClass, SimOptions, SimResult } from './freshness/types.js';
 import { parseIntake, readWallets, type WorldFlags, worldFlags } from './freshness/worlds.js';
 import { rateClasses } from './freshness-e2e/forecast.js';
 import { parseFlags } from './harness.js';
 
 // npm run bench:freshness [-- --subscribers 20000 --days 30 --budget-share 0.25 --max-age 7]
 // Four policies on one population at one budget, 30 simulated days, through the real policy code.
+// --policies adds the class learner (`class-learner`: the continuous policy given the world's
+// true mixture of rates, a bound between it and the oracle; bench/freshness/plan.ts).
 // npm run bench:freshness -- --preset e2e: the population, budget and max age of
 // bench:freshness-e2e (10,000 subscribers, 150/s, max age 5 min, 20 min, figures after minute 5).
 // The world flags are bench:freshness-e2e's, so that a forecast and a real run model the same
 // world: --world NAME (bench/freshness/worlds.ts), or --changes, --created-dates, --wake-up,
-// --change-kinds, --wallet-cards, --intake (a flag given beside --world wins).
+// --change-kinds, --wallet-cards, --intake (a flag given beside --world wins). The e2e preset
+// sets the class learner beside the oracle.
 
 const { values } = parseFlags({
   options: {
@@ -154,13 +158,14 @@ const at = (d: number) => `${+(d / unit.days).toFixed(2)} ${unit.name}`;
 const policies = (
   values.policies ??
   (e2e
-    ? 'round-robin,continuous,oracle'
+    ? 'round-robin,continuous,class-learner,oracle'
     : 'nightly-id-order,round-robin,nightly-by-estimate,continuous,oracle')
-).split(',') as PolicyName[];
+).split(',') as BenchPolicy[];
 const results: SimResult[] = [];
 for (const p of policies) {
   const started = performance.now();
-  results.push(simulate(p, options));
+  const run = runAs(p, options);
+  results.push({ ...simulate(run.policy, run.options), policy: p });
   console.error(`${p}: ${((performance.now() - started) / 1000).toFixed(1)} s`);
 }
 const rr = results.find((r) => r.policy === 'round-robin') ?? results[0]!;
@@ -206,6 +211,7 @@ if (values.chart) {
   const colors: Record<string, string> = {
     'round-robin': '#d62728',
     continuous: '#1f77b4',
+    'class-learner': '#9467bd',
     oracle: '#7f7f7f',
   };
   const svg = lineChart(
@@ -223,13 +229,15 @@ if (values.chart) {
   console.error(`chart: ${values.chart}`);
 }
 const c = results.find((r) => r.policy === 'continuous');
-if (!c) process.exit(0);
-if (c.estimateError) {
-  const e = c.estimateError;
+// The class learner's estimate too: what the estimate would be with the true mixture.
+for (const r of results) {
+  if (!r.estimateError) continue;
+  const e = r.estimateError;
   console.log(
-    `\nestimate (continuous, snapshots after warm-up): mean ${pct(e.meanEstimate)} against a true ${pct(e.meanTruth)}; mean |error| ${(e.meanAbs * 100).toFixed(2)} points`,
+    `${r === c ? '\n' : ''}estimate (${r.policy}, snapshots after warm-up): mean ${pct(e.meanEstimate)} against a true ${pct(e.meanTruth)}; mean |error| ${(e.meanAbs * 100).toFixed(2)} points`,
   );
 }
+if (!c) process.exit(0);
 if (c.audit) {
   const a = c.audit;
   console.log(

@@ -1,5 +1,6 @@
 import {
   type EvidenceSample,
+  evidenceGroup,
   FORGET_MAX_AGES,
   fitGroupedMixture,
   groupRates,
@@ -11,14 +12,61 @@ import {
   PRIOR_WEIGHT,
   plannedRates,
   pooledRate,
+  type RateMixture,
   solveThreshold,
 } from '../../src/freshness/index.js';
 import type { Copies } from './copies.js';
-import type { PolicyName, SimOptions } from './types.js';
+import type { BenchPolicy, PolicyName, SimOptions } from './types.js';
 import type { World } from './world.js';
 
 // The policy's plan, made as production makes it (src/freshness/): the prior from a sample of
-// observations, the threshold from the rates; the oracle's from the true rates instead.
+// observations, the threshold from the rates; the oracle's from the true rates instead. Between
+// the two, the class learner (`classPrior`): the continuous policy, but its prior mixture is the
+// world's true mixture of rates, with no evidence groups; each wallet's class is still learnt from
+// its own syncs by the same posterior. What it loses to the oracle is the cost of learning the
+// members. `class-learner-evidence` is given besides each createDate evidence group's true
+// mixture, where the continuous policy fits one: what the continuous policy loses to it is the
+// cost of fitting the mixture.
+
+/**
+ * The world's true mixture of rates now (the classes and their shares, and the woken rate once the
+ * wallets have woken): the class learner's prior. Rate 0 (never) is a point of its grid: one
+ * change seen rules it out.
+ */
+function trueMixture(trueRate: Float64Array, groupOf?: (id: number) => string | null): RateMixture {
+  const shares = (ids: number[], grid: number[]) => {
+    const counts = new Map<number, number>();
+    for (const id of ids) counts.set(trueRate[id]!, (counts.get(trueRate[id]!) ?? 0) + 1);
+    return grid.map((r) => (counts.get(r) ?? 0) / ids.length);
+  };
+  const everyone = Array.from(trueRate, (_, id) => id);
+  const ratesPerDay = [...new Set(trueRate)].sort((a, b) => a - b);
+  const mixture: RateMixture = { ratesPerDay, weights: shares(everyone, ratesPerDay) };
+  if (!groupOf) return mixture;
+  const members = new Map<string, number[]>();
+  for (const id of everyone) {
+    const key = groupOf(id);
+    if (key === null) continue;
+    const list = members.get(key) ?? [];
+    list.push(id);
+    members.set(key, list);
+  }
+  mixture.groups = Object.fromEntries([...members].map(([key, ids]) => [key, shares(ids, ratesPerDay)]));
+  return mixture;
+}
+
+/**
+ * The policy `simulate` runs for a name of bench/freshness.ts, and the options it adds: the class
+ * learner is the continuous policy (the same schedule, audit and estimate) with the true mixture
+ * as its prior.
+ */
+export function runAs<O extends SimOptions>(policy: BenchPolicy, o: O): { policy: PolicyName; options: O } {
+  if (policy === 'class-learner') return { policy: 'continuous', options: { ...o, classPrior: 'classes' } };
+  if (policy === 'class-learner-evidence') {
+    return { policy: 'continuous', options: { ...o, classPrior: 'by-evidence' } };
+  }
+  return { policy, options: o };
+}
 
 export interface Plan {
   /** The parameters of the last plan. */
@@ -63,6 +111,28 @@ export function createPlan(
       if (policy === 'oracle') {
         const t = solveThreshold(groupRates(trueRate), o.budgetPerDay, base);
         params = { ...params, thresholdDays: t.thresholdDays };
+        keepsMaxAge &&= t.keepsMaxAge;
+        return;
+      }
+      if (o.classPrior) {
+        // The class learner: the true mixture, the mean rate beside it for a subscriber not yet estimated.
+        const mixture = trueMixture(
+          trueRate,
+          o.classPrior === 'by-evidence' ? (id) => evidenceGroup(copies.evidenceAt(id, planAt)) : undefined,
+        );
+        const prior = {
+          ratePerDay: mixture.ratesPerDay.reduce((sum, r, j) => sum + r * mixture.weights[j]!, 0),
+          weight: o.priorWeight ?? PRIOR_WEIGHT,
+          forgetDays,
+          ...(o.changePointHazard !== undefined ? { changePointHazard: o.changePointHazard } : {}),
+          mixture,
+        };
+        const rates = plannedRates(
+          observations.map((obs, id) => ({ observations: obs, evidence: copies.evidenceAt(id, planAt) })),
+          prior,
+        );
+        const t = solveThreshold(groupRates(rates), o.budgetPerDay * budgetShare * PLANNED_SHARE, base);
+        params = { ...base, thresholdDays: t.thresholdDays, prior };
         keepsMaxAge &&= t.keepsMaxAge;
         return;
       }

@@ -59,6 +59,13 @@ export interface SimOptions {
   explore?: boolean;
   /** Where the three windows of {@link SimResult.windows} start, days. Default 0 (thirds of the run). */
   windowsFromDays?: number;
+  /**
+   * The continuous policy with the world's true mixture of rates as its prior: the class learner
+   * (bench/freshness/plan.ts), a bound between the continuous policy and the oracle. `classes`: one
+   * mixture for everyone (no createDate evidence); `by-evidence`: besides, each evidence group's
+   * true mixture, as the continuous policy fits one per group.
+   */
+  classPrior?: 'classes' | 'by-evidence';
   /** At `atDays`, this share of the wallets that never changed start changing at `ratePerDay`. */
   wakeUp?: { share: number; ratePerDay: number; atDays: number };
 }
@@ -72,8 +79,11 @@ interface WindowShare {
 
 export type PolicyName = 'nightly-id-order' | 'round-robin' | 'continuous' | 'oracle' | 'nightly-by-estimate';
 
+/** The policies bench/freshness.ts compares: the simulator's, and the class learner (bench/freshness/plan.ts `runAs`). */
+export type BenchPolicy = PolicyName | 'class-learner' | 'class-learner-evidence';
+
 export interface SimResult {
-  policy: PolicyName;
+  policy: BenchPolicy;
   /** Time-averaged share of subscribers whose copy differs from upstream (after warm-up). */
   staleShare: number;
   /** Mean age of stale copies, days (hourly snapshots after warm-up). */

@@ -95,6 +95,9 @@ export function createWorld(o: SimOptions, { random, changes, cards }: WorldStre
     for (const [id, dates] of held.entries()) newestCreated[id] = Math.max(...dates);
   }
   const woken = new Uint8Array(n);
+  // Who wakes is drawn from a stream of its own: the same wallets wake whatever the policy drew
+  // from `random` before (the policies draw differently, and the woken counted 684 to 767 of one world).
+  const waking = rng(o.seed ^ 0x85ebca6b);
   for (let id = 0; id < n; id++) drawChange(id, 0);
   const arrivesAt = new Float64Array(n);
   if (o.intake) {
@@ -133,7 +136,7 @@ export function createWorld(o: SimOptions, { random, changes, cards }: WorldStre
     },
     wake(now, wakeUp, onWoken) {
       for (let id = 0; id < n; id++) {
-        if (trueRate[id] === 0 && random() < wakeUp.share) {
+        if (trueRate[id] === 0 && waking() < wakeUp.share) {
           trueRate[id] = wakeUp.ratePerDay;
           woken[id] = 1;
           drawChange(id, now);
