@@ -12,8 +12,16 @@ export interface Copies {
   readonly observations: (Observation[] | null)[];
   /** The newest card's createDate as the last answer had it (the world's at that sync). */
   readonly seenNewest: Float64Array;
-  /** 1 once the service holds a row for the subscriber: everyone at the start but an intake's subscribers, until their first sync. */
+  /**
+   * 1 once the service holds a row for the subscriber: everyone at the start but an intake's
+   * subscribers, until they arrive ({@link arrive}).
+   */
   readonly known: Uint8Array;
+  /**
+   * An intake's subscriber arrives: `cards-sync enqueue` registers an id it does not know as a
+   * known, never-synced row, so from then on the estimate counts it (stale: nothing is stored).
+   */
+  arrive(id: number): void;
   /** The last sync as the subscriber's row has it: null while never synced. */
   lastSuccessAt(id: number): number | null;
   /** The evidence the plan reads at `now` (the last answer's); null with `evidence: false` or before the first sync. */
@@ -28,7 +36,7 @@ export interface Copies {
  * Everyone loaded once at time 0 (a first sync), with no observation yet; with `neverSynced`,
  * everyone known and never synced, as bench:freshness-e2e starts: a first sync then observes
  * nothing (there is no interval before it), as a worker's first success does. An intake's
- * subscribers are neither known nor synced until their first sync.
+ * subscribers are neither known nor synced until they arrive, then known and never synced.
  */
 export function createCopies(o: SimOptions, newestCreated: Float64Array, neverSynced = false): Copies {
   const n = o.subscribers;
@@ -52,6 +60,9 @@ export function createCopies(o: SimOptions, newestCreated: Float64Array, neverSy
     observations: new Array(n).fill(null),
     seenNewest,
     known,
+    arrive: (id) => {
+      known[id] = 1;
+    },
     lastSuccessAt,
     evidenceAt: (id, now) => (lastSuccessAt(id) !== null ? answerEvidence(id, now) : null),
     answerEvidence,

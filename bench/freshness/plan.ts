@@ -137,10 +137,14 @@ export function createPlan(
         return;
       }
       // As production does: the prior from a sample of observations, the threshold from the rates.
+      // Of the subscribers the service holds, as production samples its table: an intake's
+      // subscribers count once they arrive, not before.
+      const held: number[] = [];
+      for (let id = 0; id < n; id++) if (copies.known[id]) held.push(id);
       const sample: (Observation[] | null)[] = [];
       const withEvidence: EvidenceSample[] = [];
       for (let k = 0; k < Math.min(n, 20_000); k++) {
-        const id = Math.floor(random() * n);
+        const id = held.length === n ? Math.floor(random() * n) : held[Math.floor(random() * held.length)]!;
         sample.push(observations[id]!);
         withEvidence.push({ observations: observations[id]!, evidence: copies.evidenceAt(id, planAt) });
       }
@@ -154,7 +158,7 @@ export function createPlan(
       };
       // Every subscriber's rate as its next sync will estimate it (production solves on a sample).
       const rates = plannedRates(
-        observations.map((obs, id) => ({ observations: obs, evidence: copies.evidenceAt(id, planAt) })),
+        held.map((id) => ({ observations: observations[id]!, evidence: copies.evidenceAt(id, planAt) })),
         prior,
       );
       const t = solveThreshold(groupRates(rates), o.budgetPerDay * budgetShare * PLANNED_SHARE, base);

@@ -41,6 +41,8 @@ export interface RealRun {
   workerPlanSeconds?: number;
   /** Told of every sync, for an analysis of where the budget went (the true rate is the world's). */
   onSync?: (sync: { id: number; at: number; ratePerDay: number; changed: boolean; audit: boolean }) => void;
+  /** Told of every claim of the refresh: the subscriber, the due time it was taken at, and when. */
+  onClaim?: (claim: { id: number; dueAt: number; at: number }) => void;
   /** Told after each tick of the time, the parameters the policy planned by, and the copies. */
   onTick?: (now: number, params: PolicyParams, copies: Copies, world: World) => void;
 }
@@ -62,6 +64,12 @@ export function simulate(policy: PolicyName, o: SimOptions & RealRun): SimResult
   const figures = new Figures(policy, o, world, copies);
   const version = new Int32Array(n);
   const heap = new DueHeap(version);
+  // Each subscriber's due time as the heap has it (what `onClaim` reports).
+  const dueAt = new Float64Array(n);
+  const schedule = (due: number, id: number) => {
+    dueAt[id] = due;
+    heap.push(due, id);
+  };
 
   // The plan the workers read last: none yet when they start, with the refresh.
   let workerParams = plan.params;
@@ -89,16 +97,15 @@ export function simulate(policy: PolicyName, o: SimOptions & RealRun): SimResult
     observations[id] = update.observations;
     rate[id] = update.ratePerDay;
     lastSync[id] = now;
-    copies.known[id] = 1;
-    if (policy === 'continuous' || policy === 'nightly-by-estimate') heap.push(update.nextRefreshAt, id);
-    else if (policy === 'oracle') heap.push(plan.dueOf(id, now), id);
+    if (policy === 'continuous' || policy === 'nightly-by-estimate') schedule(update.nextRefreshAt, id);
+    else if (policy === 'oracle') schedule(plan.dueOf(id, now), id);
   };
 
   plan.replan(0);
   if (policy === 'continuous' || policy === 'nightly-by-estimate' || policy === 'oracle') {
     // The oracle's first due times are spread over each interval, or they all fall due at once.
     for (let id = 0; id < n; id++) {
-      if (copies.known[id]) heap.push(policy === 'oracle' ? plan.dueOf(id, 0) * random() : 0, id);
+      if (copies.known[id]) schedule(policy === 'oracle' ? plan.dueOf(id, 0) * random() : 0, id);
     }
   }
   // An intake (`o.intake`): its subscribers as an operator's enqueue puts them, ahead of the refresh.
@@ -119,7 +126,7 @@ export function simulate(policy: PolicyName, o: SimOptions & RealRun): SimResult
       const wakeUp = o.wakeUp;
       world.wake(now, wakeUp, (id) => {
         if (policy === 'oracle') {
-          heap.push(now + intervalDays(wakeUp.ratePerDay, plan.params) * MS_PER_DAY * random(), id);
+          schedule(now + intervalDays(wakeUp.ratePerDay, plan.params) * MS_PER_DAY * random(), id);
         }
       });
       if (policy === 'oracle') nextReplan = now;
@@ -136,7 +143,17 @@ export function simulate(policy: PolicyName, o: SimOptions & RealRun): SimResult
     markedAt = a.markedAt;
     let count = a.count;
     if (now >= intakeMs && now < intakeMs + tickMs) {
-      for (let id = 0; id < n; id++) if (!copies.known[id]) enqueued.push(id);
+      // `cards-sync enqueue` registers each id it does not know as a known, never-synced row: the
+      // estimate counts it from now on, and the refresh sees it due now (never planned), besides the
+      // operator's syncs that go ahead of the refresh. After this tick's plan: the plan in force
+      // was made for the subscribers before them until the next (a plan made at once on their
+      // arrival measured no better in the intake world).
+      for (let id = 0; id < n; id++) {
+        if (copies.known[id]) continue;
+        copies.arrive(id);
+        enqueued.push(id);
+        if (policy === 'continuous' || policy === 'nightly-by-estimate') schedule(0, id);
+      }
     }
     for (; count > 0 && enqueuedNext < enqueued.length; count--) sync(enqueued[enqueuedNext++]!, now);
     if (policy === 'round-robin') {
@@ -181,6 +198,7 @@ export function simulate(policy: PolicyName, o: SimOptions & RealRun): SimResult
           now,
           plan.params,
         );
+        o.onClaim?.({ id, dueAt: dueAt[id]!, at: now });
         claimed.push(id);
       }
       for (const id of claimed) sync(id, now);

@@ -74,6 +74,37 @@ describe("the simulator's intake world", () => {
       expect(r.windows[2]!.staleShare).toBeLessThan(plain.windows[2]!.staleShare + 0.1);
     }
   });
+
+  it('registers the newcomers at their arrival, as `cards-sync enqueue` does: counted by the estimate, due at once', () => {
+    const intake = { share: 0.2, atDays: 7 / 1440 };
+    const newcomers = intakeIds(1000, 0.2, 7);
+    const at = 7 * MINUTE;
+    let held = { before: 0, at: 0, neverSynced: 0 };
+    const claimedAtZero = new Set<number>();
+    simulate('continuous', {
+      ...base({ intake }),
+      // The enqueue goes ahead of the refresh at 15/s: most newcomers are still unsynced at the tick.
+      onTick: (now, _params, copies) => {
+        if (now !== at - 1000 && now !== at) return;
+        let count = 0;
+        let neverSynced = 0;
+        for (const copy of copies.all()) {
+          count += 1;
+          if (copy.lastSuccessAt === null) neverSynced += 1;
+        }
+        if (now < at) held = { ...held, before: count };
+        else held = { ...held, at: count, neverSynced };
+      },
+      onClaim: (c) => {
+        if (newcomers.has(c.id) && c.dueAt === 0) claimedAtZero.add(c.id);
+      },
+    });
+    expect(held.before).toBe(800);
+    expect(held.at).toBe(1000);
+    expect(held.neverSynced).toBe(200 - 15);
+    // Their rows are due now (never planned); the operator's syncs took every one first here.
+    expect(claimedAtZero.size).toBe(0);
+  });
 });
 
 describe("the simulator's createDate worlds", () => {
