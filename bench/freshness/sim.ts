@@ -2,6 +2,7 @@ import {
   afterClaim,
   afterSuccess,
   allowance,
+  claimLeaseMs,
   intervalDays,
   MS_PER_DAY,
   type PolicyParams,
@@ -144,15 +145,16 @@ export function simulate(policy: PolicyName, o: SimOptions & RealRun): SimResult
     let count = a.count;
     if (now >= intakeMs && now < intakeMs + tickMs) {
       // `cards-sync enqueue` registers each id it does not know as a known, never-synced row: the
-      // estimate counts it from now on, and the refresh sees it due now (never planned), besides the
-      // operator's syncs that go ahead of the refresh. After this tick's plan: the plan in force
-      // was made for the subscribers before them until the next (a plan made at once on their
-      // arrival measured no better in the intake world).
+      // estimate counts it from now on, and the refresh leaves it to the operator's job (which goes
+      // ahead of the refresh) for a claim's lease, as db/sync/subscribers.ts does. After this tick's
+      // plan: the plan in force was made for the subscribers before them until the next (a plan
+      // made at once on their arrival measured no better in the intake world).
       for (let id = 0; id < n; id++) {
         if (copies.known[id]) continue;
         copies.arrive(id);
         enqueued.push(id);
-        if (policy === 'continuous' || policy === 'nightly-by-estimate') schedule(0, id);
+        if (policy === 'continuous' || policy === 'nightly-by-estimate')
+          schedule(now + claimLeaseMs(o.maxAgeDays * MS_PER_DAY), id);
       }
     }
     for (; count > 0 && enqueuedNext < enqueued.length; count--) sync(enqueued[enqueuedNext++]!, now);
