@@ -81,6 +81,8 @@ export function evidenceGroup(
 const SHRINK_SUBSCRIBERS = 50;
 /** Below this chance of a group, a hidden subscriber is left out of its fit (it would add nothing but time). */
 const HIDDEN_LEAST_CHANCE = 1e-3;
+/** Below this share of its own fit, a group is everyone's mixture, and is not fitted. */
+const LEAST_SHARE = 1e-3;
 
 /** One sampled subscriber: its observations and the evidence of its latest answer. */
 export interface EvidenceSample {
@@ -147,10 +149,14 @@ export function fitGroupedMixture(
       rows.push(l);
       counts.push(chances[i]![g]!);
     });
-    const fitted = emWeights(rows, weights, counts);
     const size = counts.reduce((a, b) => a + b, 0);
-    const trust = groupTrust(known.get(key)!, own[g]!, knownPooled);
-    const share = (trust * size) / (size + SHRINK_SUBSCRIBERS);
+    const share = (groupTrust(known.get(key)!, own[g]!, knownPooled) * size) / (size + SHRINK_SUBSCRIBERS);
+    // Fitting is most of the time, and where the evidence says nothing, most groups are everyone's.
+    if (share < LEAST_SHARE) {
+      groups[key] = [...weights];
+      return;
+    }
+    const fitted = emWeights(rows, weights, counts);
     groups[key] = fitted.map((w, j) => share * w + (1 - share) * weights[j]!);
   });
   return { ratesPerDay, weights, groups };
