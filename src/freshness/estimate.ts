@@ -106,7 +106,7 @@ export function estimateRate(
   if (prior.mixture)
     return changePointMeanRate(
       observations,
-      mixtureFor(prior.mixture, evidence),
+      mixtureFor(prior.mixture, evidence, observations),
       prior.forgetDays,
       prior.changePointHazard ?? CHANGE_POINT_HAZARD,
     );

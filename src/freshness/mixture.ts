@@ -105,19 +105,30 @@ export function gridLikelihoods(summaries: readonly Summary[], ratesPerDay: read
   });
 }
 
-/** EM for the mixing weights from `start`, {@link ITERATIONS} steps. */
-export function emWeights(likelihoods: readonly number[][], start: readonly number[]): number[] {
+/**
+ * EM for the mixing weights from `start`, {@link ITERATIONS} steps; with `counts`, subscriber i
+ * counts counts[i] times (a share of it: the chance it belongs where it is fitted).
+ */
+export function emWeights(
+  likelihoods: readonly number[][],
+  start: readonly number[],
+  counts?: readonly number[],
+): number[] {
   const k = start.length;
   let weights = [...start];
+  const total = counts ? counts.reduce((a, b) => a + b, 0) : likelihoods.length;
+  if (!(total > 0)) return weights;
   for (let it = 0; it < ITERATIONS; it++) {
     const next = new Array<number>(k).fill(0);
-    for (const l of likelihoods) {
-      let total = 0;
-      for (let j = 0; j < k; j++) total += weights[j]! * l[j]!;
-      if (!(total > 0)) continue;
-      for (let j = 0; j < k; j++) next[j]! += (weights[j]! * l[j]!) / total;
+    for (let i = 0; i < likelihoods.length; i++) {
+      const l = likelihoods[i]!;
+      let sum = 0;
+      for (let j = 0; j < k; j++) sum += weights[j]! * l[j]!;
+      if (!(sum > 0)) continue;
+      const c = counts ? counts[i]! : 1;
+      for (let j = 0; j < k; j++) next[j]! += (c * weights[j]! * l[j]!) / sum;
     }
-    weights = next.map((w) => w / likelihoods.length);
+    weights = next.map((w) => w / total);
   }
   return weights;
 }

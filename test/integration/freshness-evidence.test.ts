@@ -44,10 +44,17 @@ describe('evidence from the first answer', () => {
   it('where young cards go with busy wallets, a subscriber never watched starts busy; where they do not, the evidence changes nothing', () => {
     const busy = [-1, -1, -1];
     const quiet = [7, 7];
+    // The latest answer's age: the first answer's, and the days watched since.
+    const at = (first: { newestCardAgeDays: number; cards: number }, observations: number[]) => ({
+      ...first,
+      newestCardAgeDays: first.newestCardAgeDays + observations.reduce((a, o) => a + Math.abs(o), 0),
+    });
     // The createDate world: 60 busy wallets with young cards, 140 quiet ones with old cards.
     const linked = fitGroupedMixture(
       Array.from({ length: 200 }, (_, i) =>
-        i < 60 ? { observations: busy, evidence: young } : { observations: quiet, evidence: old },
+        i < 60
+          ? { observations: busy, evidence: at(young, busy) }
+          : { observations: quiet, evidence: at(old, quiet) },
       ),
       0.1,
     )!;
@@ -61,16 +68,41 @@ describe('evidence from the first answer', () => {
     );
     // The control: the same wallets, dates unrelated to change (every other one young).
     const unrelated = fitGroupedMixture(
-      Array.from({ length: 200 }, (_, i) => ({
-        observations: i % 10 < 3 ? busy : quiet,
-        evidence: Math.floor(i / 10) % 2 === 0 ? young : old,
-      })),
+      Array.from({ length: 200 }, (_, i) => {
+        const observations = i % 10 < 3 ? busy : quiet;
+        return { observations, evidence: at(Math.floor(i / 10) % 2 === 0 ? young : old, observations) };
+      }),
       0.1,
     )!;
     const control = { ratePerDay: 0.1, weight: 0.05, mixture: unrelated };
     const a = estimateRate(null, control, young);
     const b = estimateRate(null, control, old);
     expect(Math.abs(a - b) / Math.max(a, b)).toBeLessThan(0.15);
+  });
+
+  it('a card added while the refresh watched is a change already observed, not evidence', () => {
+    // The old-cards world: every wallet held cards years old at its first answer; the busy ones
+    // have since added one, which their latest answer dates within the days watched.
+    const busy = [-1, -1, -1];
+    const quiet = [1, 1, 1];
+    const samples = Array.from({ length: 200 }, (_, i) =>
+      i < 60
+        ? { observations: busy, evidence: { newestCardAgeDays: 0.5, cards: 3 } }
+        : { observations: quiet, evidence: { newestCardAgeDays: 900 + 3, cards: 2 } },
+    );
+    const prior = { ratePerDay: 0.3, weight: 0.05, mixture: fitGroupedMixture(samples, 0.3)! };
+    // The card seen arriving puts the busy wallet in no group: everyone's mixture.
+    expect(evidenceGroup(samples[0]!.evidence, busy)).toBeNull();
+    expect(evidenceGroup(samples[0]!.evidence)).toBe('age-1');
+    expect(estimateRate(busy, prior, samples[0]!.evidence)).toBeCloseTo(estimateRate(busy, prior), 6);
+    // The old cards' group holds the quiet wallets only because the busy ones left it: its fit
+    // would read them quieter than they are. It is everyone's, within a few percent.
+    const quietOld = estimateRate(quiet, prior, samples[100]!.evidence);
+    const quietNone = estimateRate(quiet, prior);
+    expect(Math.abs(quietOld - quietNone) / quietNone).toBeLessThan(0.05);
+    // So is a wallet with old cards never watched.
+    const fresh = estimateRate(null, prior, { newestCardAgeDays: 900, cards: 2 });
+    expect(Math.abs(fresh - estimateRate(null, prior)) / estimateRate(null, prior)).toBeLessThan(0.05);
   });
 
   it('forgets: a wallet quiet for months that changed each of the last three days is read as busy', () => {
@@ -199,17 +231,18 @@ describe('the evidence reaches the policy', () => {
   });
 
   it('the plan fits a prior per evidence group from saved_cards.create_date', async () => {
-    // 60 busy subscribers whose newest card is hours old, 60 quiet ones with years-old cards.
+    // 60 busy subscribers whose newest card is hours old, older than the 43 minutes they were
+    // watched (so their first answer had it), 60 quiet ones with years-old cards.
     await database.handle.pool.query(
       `insert into subscribers (subscriber_id, last_success_at, active_cards, change_observations)
-        select g, now(), 1, case when g <= 60 then array[-1, -1, -1]::real[] else array[7, 7]::real[] end
+        select g, now(), 1, case when g <= 60 then array[-0.01, -0.01, -0.01]::real[] else array[7, 7]::real[] end
         from generate_series(1, 120) g`,
     );
     await database.handle.pool.query(
       `insert into saved_cards (id, subscriber_id, card_token, bin_number, card_family, card_bank_code, card_bank_name,
           company_id, create_date, first_seen_at, last_seen_at, updated_at)
         select g * 10, g, 'tok' || g, '4761-xxxx-xxxx-0043', 'Bonus', 100100000, 'AKBA', -1,
-          case when g <= 60 then now() - interval '3 hours' else timestamptz '2019-03-01' end, now(), now(), now()
+          case when g <= 60 then now() - interval '4 hours' else timestamptz '2019-03-01' end, now(), now(), now()
         from generate_series(1, 120) g`,
     );
     const plan = await replan(database.handle.pool, {
