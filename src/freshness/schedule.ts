@@ -117,7 +117,7 @@ export function afterSuccess(
     draw !== undefined && params.prior.mixture
       ? posteriorRateDraw(
           observations,
-          mixtureFor(params.prior.mixture, before.evidence),
+          mixtureFor(params.prior.mixture, before.evidence, observations),
           draw,
           params.prior.forgetDays,
         )

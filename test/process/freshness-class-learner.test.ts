@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { runAs } from '../../bench/freshness/plan.js';
 import { simulate } from '../../bench/freshness/sim.js';
 import type { SimOptions } from '../../bench/freshness/types.js';
-import type { RateMixture } from '../../src/freshness/index.js';
+import type { PolicyParams, RateMixture } from '../../src/freshness/index.js';
 
 // The class learner of bench/freshness/plan.ts: the continuous policy whose prior is the world's
 // true mixture of rates (and, once quiet wallets wake, the woken rate), each wallet's class still
@@ -37,7 +37,7 @@ describe('the class learner', () => {
     const seen: { at: number; mixture: RateMixture }[] = [];
     const run = runAs('class-learner', {
       ...options(),
-      onTick: (now, params) => {
+      onTick: (now: number, params: PolicyParams) => {
         if (now % MINUTE === 0 && params.prior.mixture) seen.push({ at: now, mixture: params.prior.mixture });
       },
     });
@@ -58,7 +58,7 @@ describe('the class learner', () => {
     let mixture: RateMixture | null | undefined;
     const run = runAs('class-learner-evidence', {
       ...options(),
-      onTick: (_now, params) => {
+      onTick: (_now: number, params: PolicyParams) => {
         mixture = params.prior.mixture;
       },
     });
