@@ -24,7 +24,7 @@ export interface Copies {
   arrive(id: number): void;
   /** The last sync as the subscriber's row has it: null while never synced. */
   lastSuccessAt(id: number): number | null;
-  /** The evidence the plan reads at `now` (the last answer's); null with `evidence: false` or before the first sync. */
+  /** The evidence the plan reads (the last answer's, as of its sync); null with `evidence: false` or before the first sync. */
   evidenceAt(id: number, now: number): Evidence | null;
   /** The evidence of an answer read at `now`, as the sync hands it to the policy; null with `evidence: false`. */
   answerEvidence(id: number, now: number): Evidence | null;
@@ -64,7 +64,12 @@ export function createCopies(o: SimOptions, newestCreated: Float64Array, neverSy
       known[id] = 1;
     },
     lastSuccessAt,
-    evidenceAt: (id, now) => (lastSuccessAt(id) !== null ? answerEvidence(id, now) : null),
+    // As the plan reads it from the table (db/refresh/evidence.ts): the newest card's age at the
+    // last success, where the observations end, not at the plan's time.
+    evidenceAt: (id) => {
+      const at = lastSuccessAt(id);
+      return at !== null ? answerEvidence(id, at) : null;
+    },
     answerEvidence,
     *all() {
       for (let id = 0; id < n; id++) {

@@ -3,7 +3,9 @@ import { sampledFrom, subscriberCount } from './schedule.js';
 
 // What the plan fits the population's prior from: a sample of subscribers' observations
 // with the evidence of their answers, as stored: the newest active card's createDate
-// (`saved_cards.create_date`, at the plan's time) and `subscribers.active_cards`.
+// (`saved_cards.create_date`, its age at the last success, as the worker read it: the
+// observations end there, and src/freshness/evidence.ts subtracts them from that age) and
+// `subscribers.active_cards`.
 
 /**
  * One sampled subscriber as stored: its observations and the evidence of its latest answer (the
@@ -29,7 +31,7 @@ export async function planEvidenceSample(pool: pg.Pool, size = 20_000): Promise<
     newest_age_days: number | null;
   }>(
     `select s.change_observations, s.active_cards,
-        (select extract(epoch from now() - max(c.create_date)) / 86400 from saved_cards c
+        (select extract(epoch from coalesce(s.last_success_at, now()) - max(c.create_date)) / 86400 from saved_cards c
           where c.subscriber_id = s.subscriber_id and c.removed_at is null)::float8 as newest_age_days
       from ${sampledFrom(total, size)} s limit $1`,
     [size],

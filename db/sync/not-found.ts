@@ -41,6 +41,8 @@ interface State {
   consecutive_not_found: number;
   newest_success: Date | null;
   job_counted: boolean;
+  /** Known only because an operator enqueued it: never a success, never a card. */
+  only_registered: boolean;
 }
 
 /**
@@ -65,6 +67,16 @@ export async function recordNotFound(db: Db, answer: NotFoundAnswer): Promise<No
     const state = await readState(tx, subscriberId, answer.run);
     if (state === undefined) {
       // Not stored: nothing to count or remove (a sync that creates it starts from 0).
+      const syncRunId = await insertSyncRun(tx, { ...answer.run, subscriberId });
+      return { syncRunId, counted: false, consecutiveNotFound: null, removed: 0 };
+    }
+    if (state.only_registered) {
+      // An id an enqueue made known (db/sync/subscribers.ts `registerSubscribers`) that the API
+      // does not know either: it held nothing but its id, so it goes, and the id is what it was
+      // before that enqueue, unknown with its run. Kept, a mistyped id would be asked about for
+      // ever and counted among the never synced.
+      await tx.execute(sql`delete from subscribers where subscriber_id = ${subscriberId}`);
+      await tx.execute(sql`delete from subscriber_schedule where subscriber_id = ${subscriberId}`);
       const syncRunId = await insertSyncRun(tx, { ...answer.run, subscriberId });
       return { syncRunId, counted: false, consecutiveNotFound: null, removed: 0 };
     }
@@ -115,7 +127,9 @@ async function readState(tx: Tx, subscriberId: number, run: RunToWrite): Promise
       (${run.jobId ?? null}::text is not null and exists (
         select 1 from sync_runs
           where subscriber_id = s.subscriber_id and job_id = ${run.jobId ?? null} and status = 'not_found'
-      )) as job_counted
+      )) as job_counted,
+      (s.last_success_at is null and s.email is null
+        and not exists (select 1 from saved_cards c where c.subscriber_id = s.subscriber_id)) as only_registered
     from subscribers s where s.subscriber_id = ${subscriberId}`);
   const row = result.rows[0];
   if (row === undefined) return undefined;

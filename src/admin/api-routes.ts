@@ -72,17 +72,6 @@ export function registerApiRoutes(app: Hono<AdminEnv>, deps: AdminDeps): void {
       return c.json({ error: 'name at least one subscriber in subscriberIds or emails' }, 400);
     }
     const lane = targets.length > BULK_THRESHOLD ? 'bulk' : 'ops';
-    // New ids become known subscribers now, as `cards-sync enqueue` makes them (db/sync/subscribers.ts);
-    // without the database the request still enqueues them, and their first syncs make them known.
-    const ids = targets.flatMap((t) => ('subscriberId' in t ? [t.subscriberId] : []));
-    const dueAt = new Date(Date.now() + claimLeaseMs(deps.refreshMaxAgeMs ?? 7 * 86_400_000));
-    const registered = await registerSubscribers(deps.db, ids, dueAt).catch((error: Error) => {
-      deps.logger.warn(
-        { err: error.message },
-        'new subscribers could not be recorded as known; enqueued all the same',
-      );
-      return 0;
-    });
     // A caller's `traceparent` makes the syncs part of its trace.
     const {
       jobIds: _ids,
@@ -93,6 +82,22 @@ export function registerApiRoutes(app: Hono<AdminEnv>, deps: AdminDeps): void {
     );
     // One the queue refused is reported like one that failed validation; the others went in.
     for (const r of refused) rejected.push({ ...origins[r.index]!, reason: r.reason });
+    // New ids become known subscribers, as `cards-sync enqueue` makes them (db/sync/subscribers.ts);
+    // without the database they are enqueued all the same, and their first syncs make them known.
+    const refusedAt = new Set(refused.map((r) => r.index));
+    const ids = targets.flatMap((t, i) => ('subscriberId' in t && !refusedAt.has(i) ? [t.subscriberId] : []));
+    const registered = await registerSubscribers(
+      deps.db,
+      ids,
+      claimLeaseMs,
+      deps.refreshMaxAgeMs ?? 7 * 86_400_000,
+    ).catch((error: Error) => {
+      deps.logger.warn(
+        { err: error.message },
+        'new subscribers could not be recorded as known; enqueued all the same',
+      );
+      return 0;
+    });
     // A request with nothing valid in it did nothing: no row, as for any refused request.
     if (targets.length > 0)
       await auditRequest(deps, c, 'enqueue', { ...counts, registered, rejected: rejected.length, lane });

@@ -164,20 +164,24 @@ export async function cmdEnqueue(
     rejects: [],
   };
   // New ids become known subscribers as they are enqueued (db/sync/subscribers.ts). Without the
-  // database the enqueue still goes ahead: their first syncs make them known, as before.
+  // database the enqueue still goes ahead: their first syncs make them known, as before. A failure
+  // of one chunk (a lock, a timeout) does not stop the next from trying; a lost connection does.
   const database = createDb(config.databaseUrl, { max: 1, timeoutMs: config.databaseTimeoutMs });
   let registering = true;
-  const register = async (targets: Target[]) => {
-    const ids = targets.flatMap((t) => ('subscriberId' in t ? [t.subscriberId] : []));
+  let registerWarned = false;
+  const register = async (targets: Target[], refused: ReadonlySet<number>) => {
+    const ids = targets.flatMap((t, i) => ('subscriberId' in t && !refused.has(i) ? [t.subscriberId] : []));
     if (!registering || ids.length === 0) return;
     try {
-      const dueAt = new Date(Date.now() + claimLeaseMs(config.refreshMaxAgeMs));
-      tally.registered += await registerSubscribers(database.db, ids, dueAt);
+      tally.registered += await registerSubscribers(database.db, ids, claimLeaseMs, config.refreshMaxAgeMs);
     } catch (error) {
-      registering = false;
+      const unreachable = describeDbError(error as Error, config.databaseUrl);
+      if (unreachable !== undefined) registering = false;
+      if (registerWarned && unreachable === undefined) return;
+      registerWarned = true;
       io.err(
         'cards-sync: warning: new subscribers could not be recorded as known (they are enqueued all the same, ' +
-          `and known from their first sync): ${describeDbError(error as Error, config.databaseUrl) ?? (error as Error).message}`,
+          `and known from their first sync): ${unreachable ?? (error as Error).message}`,
       );
     }
   };
@@ -193,8 +197,9 @@ export async function cmdEnqueue(
     // `lines`: each target's line in the file; none for the command line's own.
     const add = async (targets: Target[], lane: 'ops' | 'bulk', lines?: number[]) => {
       tally.sent += targets.length;
-      await register(targets);
       const counts = await enqueueSyncs(queue, targets, 'manual', { lane });
+      // After the queue took them: an id it refused is not made known.
+      await register(targets, new Set(counts.refused.map((r) => r.index)));
       tally.enqueued += counts.enqueued;
       tally.alreadyQueued += counts.alreadyQueued;
       tally.promoted += counts.promoted;

@@ -8,8 +8,9 @@ export interface Copy {
   lastSuccessAt: number | null;
   /**
    * Whether its rate rests on observations of its own (two successes or more): false for one synced
-   * once, whose rate is the population's for its kind of answer. Absent: read from `ratePerDay`
-   * (none yet: not observed).
+   * once, whose rate is the population's for its kind of answer. The table says it (its
+   * observations); absent (the simulator's copies, which only need the share), a copy with a rate
+   * counts as learned.
    */
   observed?: boolean;
   /**

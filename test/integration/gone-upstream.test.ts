@@ -2,6 +2,7 @@ import { and, eq, isNull } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { savedCards, subscribers, syncRuns } from '../../db/schema/index.js';
 import { savedCardChanges } from '../../db/schema/views.js';
+import { registerSubscribers } from '../../db/sync/index.js';
 import { type ApiClient, createApiClient } from '../../src/api/client.js';
 import { type SyncRequest, syncSubscriber } from '../../src/sync/sync-subscriber.js';
 import { API_KEY, makeCard, ok, testTokens, useScriptedApi } from '../support/fixtures.js';
@@ -248,5 +249,23 @@ describe('consecutive not_found answers', () => {
     expect(result).toMatchObject({ status: 'not_found', subscriberId: 310, counts: { removed: 0 } });
     expect(await runsOf(310)).toHaveLength(1);
     expect(await db().select().from(subscribers).where(eq(subscribers.subscriberId, 310))).toEqual([]);
+  });
+
+  it('an id an enqueue made known, that the API does not know either, is forgotten again with its run', async () => {
+    // As `cards-sync enqueue --id 391 --id 392` leaves them: known, never synced.
+    await registerSubscribers(db(), [391, 392], (ms) => ms / 8, 7 * 86_400_000);
+    expect((await subscriber(391)).lastSuccessAt).toBeNull();
+    const [result] = await notFound(391, 1);
+    expect(result).toMatchObject({ status: 'not_found', subscriberId: 391, counts: { removed: 0 } });
+    expect(await runsOf(391)).toHaveLength(1);
+    expect(await db().select().from(subscribers).where(eq(subscribers.subscriberId, 391))).toEqual([]);
+    const schedule = await database.handle.pool.query(
+      'select 1 from subscriber_schedule where subscriber_id = 391',
+    );
+    expect(schedule.rows).toEqual([]);
+    // One the API knows is kept, and synced like any other.
+    upstream.script.set('id:392', ok([makeCard(392)]));
+    expect(await sync({ subscriberId: 392 })).toMatchObject({ status: 'succeeded' });
+    expect((await subscriber(392)).activeCards).toBe(1);
   });
 });
