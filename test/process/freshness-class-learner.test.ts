@@ -3,6 +3,7 @@ import { runAs } from '../../bench/freshness/plan.js';
 import { simulate } from '../../bench/freshness/sim.js';
 import type { SimOptions } from '../../bench/freshness/types.js';
 import type { PolicyParams, RateMixture } from '../../src/freshness/index.js';
+import { e2eSimOptions } from '../support/sim-options.js';
 
 // The class learner of bench/freshness/plan.ts: the continuous policy whose prior is the world's
 // true mixture of rates (and, once quiet wallets wake, the woken rate), each wallet's class still
@@ -11,26 +12,12 @@ import type { PolicyParams, RateMixture } from '../../src/freshness/index.js';
 const MINUTE = 60_000;
 
 /** The e2e population in the simulator, a tenth of the quiet wallets waking 12/h at minute 4. */
-const options = (): SimOptions => ({
-  subscribers: 1000,
-  classes: [
-    { label: 'never', share: 0.7, ratePerDay: 0 },
-    { label: '1/h', share: 0.2, ratePerDay: 24 },
-    { label: '12/h', share: 0.08, ratePerDay: 288 },
-    { label: '1/min', share: 0.02, ratePerDay: 1440 },
-  ],
-  budgetPerDay: 15 * 86_400,
-  days: 8 / 1440,
-  warmupDays: 0,
-  maxAgeDays: 5 / 1440,
-  auditShare: 0.02,
-  seed: 7,
-  tickSeconds: 1,
-  replanSeconds: 60,
-  snapshotSeconds: 10,
-  createdDates: 'from-changes',
-  wakeUp: { share: 0.1, ratePerDay: 288, atDays: 4 / 1440 },
-});
+const options = (): SimOptions =>
+  e2eSimOptions({
+    days: 8 / 1440,
+    createdDates: 'from-changes',
+    wakeUp: { share: 0.1, ratePerDay: 288, atDays: 4 / 1440 },
+  });
 
 describe('the class learner', () => {
   it('plans on the true mixture, the woken rate from its moment on, with no evidence groups', () => {

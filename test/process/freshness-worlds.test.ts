@@ -7,6 +7,7 @@ import { WORLDS } from '../../bench/freshness/worlds.js';
 import { E2E_OPTIONS, readSettings } from '../../bench/freshness-e2e/settings.js';
 import { MS_PER_DAY } from '../../src/freshness/index.js';
 import { startCli } from '../support/queue-helpers.js';
+import { e2eSimOptions } from '../support/sim-options.js';
 
 // The worlds of the freshness benchmarks (bench/freshness/worlds.ts): the simulator's side of each
 // (bench/freshness/world.ts; the sandbox's side is in mock-changes.test.ts), and the flags that
@@ -18,25 +19,7 @@ const MINUTE = 60_000;
 const streams = (seed: number) => ({ random: rng(seed), changes: rng(seed + 1), cards: rng(seed + 2) });
 
 /** The e2e population in the simulator, minutes as days. */
-const base = (over: Partial<SimOptions> = {}): SimOptions => ({
-  subscribers: 1000,
-  classes: [
-    { label: 'never', share: 0.7, ratePerDay: 0 },
-    { label: '1/h', share: 0.2, ratePerDay: 24 },
-    { label: '12/h', share: 0.08, ratePerDay: 288 },
-    { label: '1/min', share: 0.02, ratePerDay: 1440 },
-  ],
-  budgetPerDay: 15 * 86_400,
-  days: 9 / 1440,
-  warmupDays: 0,
-  maxAgeDays: 5 / 1440,
-  auditShare: 0.02,
-  seed: 7,
-  tickSeconds: 1,
-  replanSeconds: 60,
-  snapshotSeconds: 10,
-  ...over,
-});
+const base = e2eSimOptions;
 
 describe("the simulator's intake world", () => {
   it('brings exactly the share asked, the same subscribers for the same seed', () => {
