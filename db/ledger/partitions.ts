@@ -258,17 +258,26 @@ export async function compactClosedDays(
   );
   const done: string[] = [];
   for (const r of rows) {
-    // A small index (a quiet day, a test) is not worth a rebuild.
-    if (r.idx && Number(r.bytes) >= (o.minIndexBytes ?? 8 * 1024 * 1024)) {
-      await pool.query(`reindex index concurrently ${quote(r.idx)}`);
+    try {
+      // A small index (a quiet day, a test) is not worth a rebuild.
+      if (r.idx && Number(r.bytes) >= (o.minIndexBytes ?? 8 * 1024 * 1024)) {
+        await pool.query(`reindex index concurrently ${quote(r.idx)}`);
+      }
+      await pool.query(
+        `select brin_summarize_new_values(x.indexrelid) from pg_index x join pg_class ic on ic.oid = x.indexrelid
+         join pg_am am on am.oid = ic.relam where x.indrelid = $1::regclass and am.amname = 'brin'`,
+        [r.name],
+      );
+      await pool.query(`comment on table ${quote(r.name)} is '${CLOSED}'`);
+      done.push(r.name);
+    } catch (error) {
+      // Another worker's upkeep dropped the day (retention) after this one listed it: nothing is
+      // left to compact.
+      if ((error as { code?: string }).code !== UNDEFINED_TABLE) throw error;
     }
-    await pool.query(
-      `select brin_summarize_new_values(x.indexrelid) from pg_index x join pg_class ic on ic.oid = x.indexrelid
-       join pg_am am on am.oid = ic.relam where x.indrelid = $1::regclass and am.amname = 'brin'`,
-      [r.name],
-    );
-    await pool.query(`comment on table ${quote(r.name)} is '${CLOSED}'`);
-    done.push(r.name);
   }
   return done;
 }
+
+/** Postgres's undefined_table: a relation named that no longer exists. */
+const UNDEFINED_TABLE = '42P01';
