@@ -5,7 +5,8 @@ import { parseFlags } from './harness.js';
 
 // npm run bench:freshness-e2e [-- --subscribers 10000 --minutes 15 --warmup 5 --budget 150 --max-age 5m
 //   --world NAME | --changes SPEC --created-dates random|from-changes|predating --wake-up 0.1:12/h@10m
-//   --change-kinds add:0.5,remove:0.25,replace:0.25 --wallet-cards 1-5 --intake 0.2@7m]
+//   --change-kinds add:0.5,remove:0.25,replace:0.25 --wallet-cards 1-5 --intake 0.2@7m
+//   --kill-every 1m]
 //
 // The end-to-end freshness run: real workers (`cards-sync worker`, as a user starts it) against the
 // sandbox, whose wallets change over wall time at the rates of `--changes`. Two set-ups side by

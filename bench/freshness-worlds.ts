@@ -13,7 +13,7 @@ import { parseFlags } from './harness.js';
 
 // npm run bench:freshness-worlds -- --minutes 20 --warmup 5 [--worlds control,createdate,intake
 //   --subscribers 10000 --budget 150 --max-age 5m --intake-at 7m --out bench/freshness-worlds.md
-//   --chart bench/freshness-worlds.svg]
+//   --chart bench/freshness-worlds.svg --kill-every 1m]
 //
 // bench:freshness-e2e in every world of bench/freshness/worlds.ts (or those of `--worlds`), one
 // after the other, each against its own sandbox and databases, then ONE table (written to `--out`
@@ -34,6 +34,7 @@ const { values } = parseFlags({
     sample,
     seed,
     'redis-url': E2E_OPTIONS['redis-url'],
+    'kill-every': E2E_OPTIONS['kill-every'],
     /** The worlds to run, in this order (default: all, in the order of bench/freshness/worlds.ts). */
     worlds: { type: 'string', default: Object.keys(WORLDS).join(',') },
     /** When the intake world's subscribers arrive, instead of its own minute 7 (for shorter runs). */
@@ -97,6 +98,12 @@ const table = [
   "ratio / the simulator's forecast for the same world and window (gap: real ÷ forecast − 1); the estimate",
   "(`status`) against the truth, relative and in share points, by window; the continuous set-up's oldest copy; nobody past max age:",
   '`status` counted nobody past it and the oldest copy was within it; successful syncs a second against the budget.',
+  ...(summaries.some((s) => s.kills !== undefined)
+    ? [
+        `Under \`--kill-every ${first.flags.killEvery}\` the continuous set-up ran two workers and the one holding the lease`,
+        'was killed with SIGKILL that often and replaced at once; the forecast knows nothing of the kills.',
+      ]
+    : []),
   '',
   ...summaries.map((s) => `- **${s.world}**: ${WORLDS[s.world]!.about} (${s.about})`),
   ...(failed.length > 0 ? ['', `Failed: ${failed.join(', ')} (see the log).`] : []),

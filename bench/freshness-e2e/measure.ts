@@ -27,7 +27,8 @@ export interface Running {
   setup: Setup;
   pool: pg.Pool;
   mock: MockApi;
-  worker: ChildProcess;
+  /** Its worker processes: one, or two under `--kill-every` (a killed one replaced in its place). */
+  workers: ChildProcess[];
   samples: Sample[];
   stop(): Promise<void>;
 }

@@ -21,6 +21,24 @@ export interface RunRecord {
   peers: ReadonlySet<number>;
   cont: Running;
   rr: Running;
+  /** `--kill-every`: each SIGKILL of the continuous set-up's lease holder. */
+  kills: readonly Kill[];
+}
+
+/** One SIGKILL of the lease holder: when, and how long until another worker held the lease (null: nobody did, or none was killed). */
+export interface Kill {
+  atMs: number;
+  takeoverMs: number | null;
+}
+
+/** The kills in a line: how many, the longest takeover, and any that nobody took over. */
+function killsLine(kills: readonly Kill[]): string {
+  const took = kills.flatMap((k) => (k.takeoverMs === null ? [] : [k.takeoverMs]));
+  const missed = kills.length - took.length;
+  return (
+    `${took.length} × SIGKILL of the lease holder, takeover ≤ ${took.length > 0 ? Math.max(...took) : 0} ms` +
+    (missed > 0 ? `; ${missed} not taken over (or no holder to kill)` : '')
+  );
 }
 
 /** The successful syncs and audits of each set-up after the warm-up (bench/freshness-e2e/measure.ts). */
@@ -127,6 +145,13 @@ export function printReport(run: RunRecord, contCounts: Counts, rrCounts: Counts
   line(
     `| oracle (simulated, knows every rate) | — | ${(oracle.staleShare / simRr.staleShare).toFixed(2)} of simulated round robin | — | — | ${pct(oracle.staleShare)} |`,
   );
+  if (run.kills.length > 0) {
+    line('');
+    line(
+      `Under --kill-every ${settings.flags.killEvery}: ${killsLine(run.kills)}; the continuous set-up spent ` +
+        `${((contCounts.syncs / seconds / budget) * 100).toFixed(1)}% of its budget after the warm-up.`,
+    );
+  }
   // The learning goes on after the warm-up: the ratio by five-minute window shows how far it got.
   for (let from = warmMs; from < endMs; from += 5 * 60_000) {
     const to = Math.min(endMs, from + 5 * 60_000);
@@ -241,6 +266,8 @@ export interface WorldSummary {
   /** Successful syncs a second of the continuous set-up after the warm-up, against its budget. */
   syncsPerSec: number;
   budget: number;
+  /** `--kill-every`: its kills in a line; undefined without. */
+  kills: string | undefined;
 }
 
 /** The figures of one world's run for the table of every world. */
@@ -261,6 +288,7 @@ export function worldSummary(world: string, run: RunRecord, contCounts: Counts, 
     maxAgeMs: settings.maxAgeMs,
     syncsPerSec: contCounts.syncs / ((endMs - warmMs) / 1000),
     budget: settings.budget,
+    kills: run.kills.length > 0 ? killsLine(run.kills) : undefined,
   };
 }
 
@@ -275,9 +303,10 @@ export function worldsTable(summaries: readonly WorldSummary[]): string[] {
   const span = (a: number, b: number) => `${+a.toFixed(1)}–${+b.toFixed(1)}`;
   const all = span(first.windows[0]!.fromMin, first.windows[2]!.toMin);
   const heads = first.windows.map((w) => `${w.name} ${span(w.fromMin, w.toMin)}: real / forecast (gap)`);
+  const killed = summaries.some((s) => s.kills !== undefined);
   const lines = [
-    `| world | round robin ${all} | continuous ${all} (× rr) | forecast × rr | ${heads.join(' | ')} | estimate vs truth (${first.windows.map((w) => w.name).join(' / ')}) | oldest copy | nobody past max age | syncs/s |`,
-    `|---|---:|---:|---:|${first.windows.map(() => '---:').join('|')}|---:|---:|:---:|---:|`,
+    `| world | round robin ${all} | continuous ${all} (× rr) | forecast × rr | ${heads.join(' | ')} | estimate vs truth (${first.windows.map((w) => w.name).join(' / ')}) | oldest copy | nobody past max age | syncs/s |${killed ? ' SIGKILLs |' : ''}`,
+    `|---|---:|---:|---:|${first.windows.map(() => '---:').join('|')}|---:|---:|:---:|---:|${killed ? '---|' : ''}`,
   ];
   for (const s of summaries) {
     const cells = s.windows.map(
@@ -289,7 +318,8 @@ export function worldsTable(summaries: readonly WorldSummary[]): string[] {
     lines.push(
       `| ${s.world} | ${pct(s.roundRobin)} | ${pct(s.continuous)} (${s.ratio.toFixed(2)}) | ${s.forecastRatio.toFixed(2)} | ` +
         `${cells.join(' | ')} | ${estimates} | ${(s.oldestMs / 1000).toFixed(0)} s | ` +
-        `${kept ? 'yes' : `**no** (${s.pastMaxAge} past it)`} | ${s.syncsPerSec.toFixed(1)} of ${s.budget} |`,
+        `${kept ? 'yes' : `**no** (${s.pastMaxAge} past it)`} | ${s.syncsPerSec.toFixed(1)} of ${s.budget} ` +
+        `(${((s.syncsPerSec / s.budget) * 100).toFixed(1)}%) |${killed ? ` ${s.kills ?? 'none'} |` : ''}`,
     );
   }
   return lines;

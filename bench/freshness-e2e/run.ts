@@ -1,17 +1,18 @@
-import { spawn } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { closeRedis, createRedis } from '../../jobs/redis.js';
+import { readLeaseHolder } from '../../jobs/refresh/lease-holder.js';
 import { createSyncQueue, enqueueSyncs } from '../../jobs/sync/queue.js';
 import { createMockApi } from '../../src/mock-api/server.js';
 import { intakeIds } from '../freshness/world.js';
 import { BENCH_CARD_TOKEN_KEYS, benchRedis, CLI, resetDatabase, seedingPool } from '../harness.js';
 import { type Forecast, forecast } from './forecast.js';
 import { type Running, type Setup, sampler, syncCounts } from './measure.js';
-import { type Counts, pct, type RunRecord } from './report.js';
+import { type Counts, type Kill, pct, type RunRecord } from './report.js';
 import type { Settings } from './settings.js';
 
 // One end-to-end run in one world (bench:freshness-e2e runs one, bench:freshness-worlds each in
@@ -21,6 +22,9 @@ import type { Settings } from './settings.js';
 // over, for a worker in nightly mode whose cron does not fire). Every `--sample` the stored cards
 // are compared with the sandbox's truth. With `--intake`, the subscribers it brings are unknown to
 // both set-ups until their moment, when `cards-sync enqueue --file` adds them, as an operator does.
+
+/** A set-up as started: what measure.ts reads, and what the intake and the kills need. */
+type Started = Running & { env: NodeJS.ProcessEnv; prefix: string; spawnWorker(): ChildProcess };
 
 /** What a run leaves for the report: the record of both set-ups, their ledgers' counts, the forecast. */
 export interface RunResult {
@@ -46,7 +50,7 @@ export async function runE2e(settings: Settings): Promise<RunResult> {
   const arrivalMs = intake ? startMs + intake.afterMs : Number.POSITIVE_INFINITY;
   const arrived = (id: number, atMs: number) => atMs >= arrivalMs || !pending.has(id);
 
-  async function start(setup: Setup): Promise<Running & { env: NodeJS.ProcessEnv }> {
+  async function start(setup: Setup): Promise<Started> {
     // Named after BENCH_DATABASE_URL's database (cards_sync_bench_fresh_continuous by default), so
     // that two runs given different ones never drop each other's: each run drops its own first.
     const databaseUrl = baseUrl.replace(/\/([^/]+)$/, `/$1_fresh_${setup.replace('-', '_')}`);
@@ -88,7 +92,13 @@ export async function runE2e(settings: Settings): Promise<RunResult> {
       REFRESH_AUDIT_SHARE: String(auditShare),
       REFRESH_CRON: '0 0 1 1 *', // never within the run: the harness drives round robin itself
     };
-    const worker = spawn(process.execPath, [CLI, 'worker'], { stdio: ['ignore', 'inherit', 'inherit'], env });
+    const spawnWorker = () =>
+      spawn(process.execPath, [CLI, 'worker'], { stdio: ['ignore', 'inherit', 'inherit'], env });
+    // Under `--kill-every`, two: one holds the lease while the other waits to take it over.
+    const workers = Array.from(
+      { length: setup === 'continuous' && settings.killEveryMs ? 2 : 1 },
+      spawnWorker,
+    );
     let stopping = false;
     let driver: Promise<void> = Promise.resolve();
     const connection = createRedis(redis.target);
@@ -123,14 +133,22 @@ export async function runE2e(settings: Settings): Promise<RunResult> {
       setup,
       pool,
       mock,
-      worker,
+      workers,
+      spawnWorker,
       env,
+      prefix,
       samples: [],
       async stop() {
         stopping = true;
         await driver;
-        worker.kill('SIGTERM');
-        if (worker.exitCode === null) await once(worker, 'exit');
+        await Promise.all(
+          workers.map(async (worker) => {
+            if (worker.exitCode !== null || worker.signalCode !== null) return;
+            const exited = once(worker, 'exit');
+            worker.kill('SIGTERM');
+            await exited;
+          }),
+        );
         await queue.obliterate({ force: true }).catch(() => {});
         await queue.close();
         await closeRedis(connection);
@@ -140,7 +158,7 @@ export async function runE2e(settings: Settings): Promise<RunResult> {
   }
 
   /** The intake, as an operator adds subscribers: `cards-sync enqueue --file` with their ids. */
-  async function enqueueIntake(r: Running & { env: NodeJS.ProcessEnv }, file: string): Promise<void> {
+  async function enqueueIntake(r: Started, file: string): Promise<void> {
     const child = spawn(process.execPath, [CLI, 'enqueue', '--file', file], {
       stdio: ['ignore', 'pipe', 'pipe'],
       env: r.env,
@@ -152,6 +170,46 @@ export async function runE2e(settings: Settings): Promise<RunResult> {
     const summary = out.trim().split('\n').at(-1) ?? '';
     console.error(`intake (${r.setup}): cards-sync enqueue --file, exit ${code}: ${summary}`);
     if (code !== 0) throw new Error(`the intake's enqueue failed (${r.setup}, exit ${code}): ${out.trim()}`);
+  }
+
+  /**
+   * `--kill-every`: SIGKILL of the worker holding the continuous refresh's lease (as Postgres
+   * shows it), a new worker started in its place at once, as a supervisor would; then the time until
+   * another worker holds the lease.
+   */
+  async function killLeaseHolder(r: Started): Promise<Kill> {
+    const holder = await readLeaseHolder(r.pool, null, r.prefix);
+    const victim = r.workers.find(
+      (w) => w.pid === holder?.pid && w.exitCode === null && w.signalCode === null,
+    );
+    if (holder === null || victim === undefined) {
+      console.error(
+        `kill: no worker of the continuous set-up holds the lease (${holder?.pid ?? 'none'}); skipped`,
+      );
+      return { atMs: Date.now(), takeoverMs: null };
+    }
+    const atMs = Date.now();
+    const exited = once(victim, 'exit');
+    victim.kill('SIGKILL');
+    await exited;
+    r.workers[r.workers.indexOf(victim)] = r.spawnWorker();
+    for (;;) {
+      const next = await readLeaseHolder(r.pool, null, r.prefix);
+      if (next !== null && next.pid !== holder.pid) {
+        const takeoverMs = Date.now() - atMs;
+        console.error(
+          `kill: SIGKILL of the lease holder (pid ${holder.pid}); pid ${next.pid} took over in ${takeoverMs} ms`,
+        );
+        return { atMs, takeoverMs };
+      }
+      if (Date.now() - atMs > 60_000) {
+        console.error(
+          `kill: SIGKILL of the lease holder (pid ${holder.pid}); nobody took over within a minute`,
+        );
+        return { atMs, takeoverMs: null };
+      }
+      await sleep(50);
+    }
   }
 
   /** With `--wake-up`: the wallets that wake, and their peers (always at the woken rate), as the sandbox has them. */
@@ -193,6 +251,18 @@ export async function runE2e(settings: Settings): Promise<RunResult> {
     }
     const endMs = startMs + minutes * 60_000;
     const warmMs = startMs + warmupMin * 60_000;
+    const kills: Kill[] = [];
+    let killing: Promise<void> = Promise.resolve();
+    if (settings.killEveryMs) {
+      const every = settings.killEveryMs;
+      killing = (async () => {
+        for (let at = startMs + every; at < endMs; at += every) {
+          await sleep(Math.max(0, at - Date.now()));
+          kills.push(await killLeaseHolder(runs[0]!));
+        }
+      })();
+      killing.catch(() => {}); // awaited after the samples, which it must not stop
+    }
     await sleep(Math.max(0, startMs - Date.now()));
     for (let at = startMs; at < endMs; at += sampleMs) {
       await sleep(Math.max(0, at - Date.now()));
@@ -205,6 +275,7 @@ export async function runE2e(settings: Settings): Promise<RunResult> {
     }
     await sleep(Math.max(0, endMs - Date.now()));
     await intakeDone;
+    await killing;
 
     const sim = forecast(settings);
     const cont: Running = runs[0]!;
@@ -212,7 +283,7 @@ export async function runE2e(settings: Settings): Promise<RunResult> {
     const contCounts = await syncCounts(cont, warmMs, endMs);
     const rrCounts = await syncCounts(rr, warmMs, endMs);
     return {
-      record: { settings, startMs, warmMs, endMs, woken, peers, cont, rr },
+      record: { settings, startMs, warmMs, endMs, woken, peers, cont, rr, kills },
       contCounts,
       rrCounts,
       sim,

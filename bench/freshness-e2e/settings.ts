@@ -34,6 +34,11 @@ export const E2E_OPTIONS = {
   /** `share@after`: that share of the subscribers arrive then, added by `cards-sync enqueue --file`. */
   intake: { type: 'string' },
   sample: { type: 'string', default: '10s' },
+  /**
+   * A duration: the continuous set-up runs two workers, and the one holding the refresh's lease is
+   * killed with SIGKILL this often and replaced at once (the fault suite's crash, in a world).
+   */
+  'kill-every': { type: 'string' },
   seed: { type: 'string', default: '7' },
   'redis-url': { type: 'string' },
 } as const;
@@ -59,6 +64,8 @@ export interface Settings {
   wallets: WalletRules | undefined;
   /** `--intake`: this share of the subscribers become known `afterMs` after the start. */
   intake: { share: number; afterMs: number } | undefined;
+  /** `--kill-every`: how often the continuous set-up's lease holder is killed with SIGKILL. */
+  killEveryMs: number | undefined;
   /** `--world`'s name, if one was given. */
   world: string | undefined;
   /** The flags as given, for the report's header and the workers' environment. */
@@ -70,6 +77,7 @@ export interface Settings {
     changeKinds: string | undefined;
     walletCards: string | undefined;
     intake: string | undefined;
+    killEvery: string | undefined;
     chart: string | undefined;
     redisUrl: string | undefined;
   };
@@ -85,6 +93,7 @@ export interface Flags extends WorldFlags {
   'max-age'?: string;
   'audit-share'?: string;
   sample?: string;
+  'kill-every'?: string;
   seed?: string;
   chart?: string;
   'redis-url'?: string;
@@ -127,6 +136,14 @@ export function readSettings(given: Flags, context = ''): Settings {
   } catch (error) {
     refuse((error as Error).message);
   }
+  const killEvery = values['kill-every'];
+  const killEveryMs = killEvery === undefined ? undefined : durationMs(killEvery);
+  if (
+    killEvery !== undefined &&
+    !(killEveryMs !== undefined && killEveryMs >= 10_000 && killEveryMs < minutes * 60_000)
+  ) {
+    refuse(`--kill-every takes a duration from 10s to less than the run (${minutes} min), not ${killEvery}`);
+  }
   if (intake && intake.afterMs >= minutes * 60_000) {
     refuse(`--intake: the subscribers arrive after the run's end (${minutes} min); make it earlier`);
   }
@@ -144,6 +161,7 @@ export function readSettings(given: Flags, context = ''): Settings {
     wakeUp,
     wallets,
     intake,
+    killEveryMs,
     world: given.world,
     flags: {
       maxAge: values['max-age']!,
@@ -153,6 +171,7 @@ export function readSettings(given: Flags, context = ''): Settings {
       changeKinds: values['change-kinds'],
       walletCards: values['wallet-cards'],
       intake: values.intake,
+      killEvery,
       chart: values.chart,
       redisUrl: values['redis-url'],
     },

@@ -1,7 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { mulberry32 as rng } from '../../bench/freshness/rng.js';
 import { simulate } from '../../bench/freshness/sim.js';
-import type { SimOptions } from '../../bench/freshness/types.js';
 import { createWorld, intakeIds } from '../../bench/freshness/world.js';
 import { WORLDS } from '../../bench/freshness/worlds.js';
 import { E2E_OPTIONS, readSettings } from '../../bench/freshness-e2e/settings.js';
@@ -210,6 +209,12 @@ describe('the worlds by name', () => {
     ],
     ['freshness-e2e.js', ['--intake', '1.5@7m'], '--intake takes share@after'],
     ['freshness-e2e.js', ['--intake', '0.2@30m', '--minutes', '20'], "arrive after the run's end"],
+    [
+      'freshness-e2e.js',
+      ['--kill-every', '2s'],
+      '--kill-every takes a duration from 10s to less than the run',
+    ],
+    ['freshness-worlds.js', ['--kill-every', '1x'], 'world control: --kill-every takes a duration'],
     ['freshness-worlds.js', ['--worlds', 'control,nope'], 'unknown: nope'],
     ['freshness-worlds.js', ['--worlds', 'control,control'], '--worlds takes world names, each once'],
     ['freshness-worlds.js', ['--minutes', '20', '--warmup', '25'], '--warmup < --minutes'],
