@@ -12,7 +12,7 @@ import { E2E_OPTIONS, readSettings, type Settings } from './freshness-e2e/settin
 import { parseFlags } from './harness.js';
 
 // npm run bench:freshness-worlds -- --minutes 20 --warmup 5 [--worlds control,createdate,intake
-//   --subscribers 10000 --budget 150 --max-age 5m --intake-at 7m --out bench/freshness-worlds.md
+//   --subscribers 10000 --budget 150 --max-age 5m --intake-at 7m --retune-at 10m --out bench/freshness-worlds.md
 //   --chart bench/freshness-worlds.svg --kill-every 1m]
 //
 // bench:freshness-e2e in every world of bench/freshness/worlds.ts (or those of `--worlds`), one
@@ -39,6 +39,8 @@ const { values } = parseFlags({
     worlds: { type: 'string', default: Object.keys(WORLDS).join(',') },
     /** When the intake world's subscribers arrive, instead of its own minute 7 (for shorter runs). */
     'intake-at': { type: 'string' },
+    /** When the retune world's workers are restarted, instead of its own minute 10. */
+    'retune-at': { type: 'string' },
     out: { type: 'string', default: 'bench/freshness-worlds.md' },
     chart: { type: 'string', default: 'bench/freshness-worlds.svg' },
   },
@@ -53,13 +55,16 @@ if (names.length === 0 || unknown.length > 0 || new Set(names).size !== names.le
   );
   process.exit(2);
 }
-const { worlds: _worlds, 'intake-at': intakeAt, out, chart, ...run } = values;
-/** The world's flags as given to it: the run's, and `--intake-at` moving an intake. */
+const { worlds: _worlds, 'intake-at': intakeAt, 'retune-at': retuneAt, out, chart, ...run } = values;
+/** The world's flags as given to it: the run's, and `--intake-at` moving an intake, `--retune-at` a retune. */
 const flagsOf = (world: string) => {
-  const intake = WORLDS[world]!.flags.intake;
-  return intake && intakeAt !== undefined
-    ? { ...run, world, intake: intake.replace(/@.*/, `@${intakeAt}`) }
-    : { ...run, world };
+  const { intake, retune } = WORLDS[world]!.flags;
+  return {
+    ...run,
+    world,
+    ...(intake && intakeAt !== undefined ? { intake: intake.replace(/@.*/, `@${intakeAt}`) } : {}),
+    ...(retune && retuneAt !== undefined ? { retune: retune.replace(/@.*/, `@${retuneAt}`) } : {}),
+  };
 };
 // Every world's settings checked before the first run starts: a bad flag costs no run.
 const planned: [string, Settings][] = names.map((world) => [

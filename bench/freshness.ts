@@ -5,7 +5,7 @@ import { lineChart } from './chart.js';
 import { runAs } from './freshness/plan.js';
 import { simulate } from './freshness/sim.js';
 import type { BenchPolicy, RateClass, SimOptions, SimResult } from './freshness/types.js';
-import { parseIntake, readWallets, type WorldFlags, worldFlags } from './freshness/worlds.js';
+import { parseIntake, parseRetune, readWallets, type WorldFlags, worldFlags } from './freshness/worlds.js';
 import { rateClasses } from './freshness-e2e/forecast.js';
 import { parseFlags } from './harness.js';
 
@@ -43,6 +43,8 @@ const { values } = parseFlags({
     'wallet-cards': { type: 'string' },
     /** `share@after`: that share of the subscribers arrive then, unsynced. */
     intake: { type: 'string' },
+    /** `budget:F,max-age:G@after`: the budget × F and the max age × G from then on. */
+    retune: { type: 'string' },
     forget: { type: 'string' },
     'change-point': { type: 'string' },
     explore: { type: 'boolean', default: false },
@@ -79,7 +81,7 @@ if (values.preset !== undefined && !e2e) {
 const world: WorldFlags = {
   ...worldFlags(values.world),
   ...Object.fromEntries(
-    (['changes', 'created-dates', 'wake-up', 'change-kinds', 'wallet-cards', 'intake'] as const)
+    (['changes', 'created-dates', 'wake-up', 'change-kinds', 'wallet-cards', 'intake', 'retune'] as const)
       .filter((k) => values[k] !== undefined)
       .map((k) => [k, values[k]]),
   ),
@@ -98,6 +100,7 @@ const classes =
   world.changes === undefined ? undefined : checked(() => rateClasses(parseChanges(world.changes!)));
 const wallets = checked(() => readWallets(world));
 const intake = world.intake === undefined ? undefined : checked(() => parseIntake(world.intake!));
+const retune = world.retune === undefined ? undefined : checked(() => parseRetune(world.retune!));
 // --wake-up 0.1:1/d: that share of the wallets that never change start changing, halfway, at that
 // rate; 0.1:12/h@10m (as bench:freshness-e2e takes it): from then on.
 const PER_DAY: Record<string, number> = { m: 1440, h: 24, d: 1 };
@@ -149,7 +152,22 @@ const options: SimOptions = {
     : {}),
   ...(wallets ? { wallets } : {}),
   ...(intake ? { intake: { share: intake.share, atDays: intake.afterMs / 86_400_000 } } : {}),
+  ...(retune
+    ? {
+        retune: {
+          atDays: retune.afterMs / 86_400_000,
+          budgetFactor: retune.budgetFactor,
+          maxAgeFactor: retune.maxAgeFactor,
+          // The e2e preset plans every fifth of the max age, as the real refresh does.
+          ...(e2e ? { replanSeconds: 60 * retune.maxAgeFactor } : {}),
+        },
+      }
+    : {}),
 };
+if (retune && retune.afterMs >= days * 86_400_000) {
+  console.error('--retune: the change comes after the run ends; make it earlier');
+  process.exit(2);
+}
 if (intake && intake.afterMs >= days * 86_400_000) {
   console.error('--intake: the subscribers arrive after the run ends; make it earlier');
   process.exit(2);
@@ -178,7 +196,7 @@ console.log(
     `${options.changePointHazard !== undefined ? `, change-point hazard ${options.changePointHazard}` : ''}${options.explore ? ', explore (Thompson)' : ''}` +
     `${options.wakeUp ? `, wake-up ${wakeSpec} at ${at(options.wakeUp.atDays)}` : ''}` +
     `${wallets ? `, change kinds ${world['change-kinds']} in wallets of ${wallets.minCards}–${wallets.maxCards} cards` : ''}` +
-    `${intake ? `, intake ${world.intake}` : ''}`,
+    `${intake ? `, intake ${world.intake}` : ''}${retune ? `, retune ${world.retune}` : ''}`,
 );
 console.log(`population: ${options.classes.map((c) => `${c.share * 100}% ${c.label}`).join(', ')}`);
 console.log('| policy | stale share | × round robin | mean age of stale copies | largest age | syncs |');
@@ -235,6 +253,17 @@ for (const r of results) {
   const e = r.estimateError;
   console.log(
     `${r === c ? '\n' : ''}estimate (${r.policy}, snapshots after warm-up): mean ${pct(e.meanEstimate)} against a true ${pct(e.meanTruth)}; mean |error| ${(e.meanAbs * 100).toFixed(2)} points`,
+  );
+}
+if (c?.windows.every((w) => w.estimate !== undefined)) {
+  const signed = (x: number) => `${x >= 0 ? '+' : '−'}${Math.abs(x * 100).toFixed(0)}%`;
+  console.log(
+    `estimate (continuous) by window: ${c.windows
+      .map(
+        (w) =>
+          `${at(w.fromDays)}–${at(w.toDays)} ${pct(w.estimate!)} against ${pct(w.staleShare)} (${signed(w.estimate! / Math.max(1e-12, w.staleShare) - 1)})`,
+      )
+      .join(', ')}`,
   );
 }
 if (!c) process.exit(0);

@@ -28,7 +28,7 @@ export function rateClasses(classes: readonly ChangeClass[]): RateClass[] {
 
 export function forecast(settings: Settings): Forecast {
   const { subscribers: n, classes, budget, minutes, warmupMin, maxAgeMs, auditShare, seed } = settings;
-  const { sampleMs, createdDates, wakeUp, wallets, intake } = settings;
+  const { sampleMs, createdDates, wakeUp, wallets, intake, retune } = settings;
   const sim = (policy: 'oracle' | 'round-robin' | 'continuous') =>
     simulate(policy, {
       subscribers: n,
@@ -61,6 +61,17 @@ export function forecast(settings: Settings): Forecast {
         : {}),
       ...(wallets ? { wallets } : {}),
       ...(intake ? { intake: { share: intake.share, atDays: intake.afterMs / 86_400_000 } } : {}),
+      ...(retune
+        ? {
+            retune: {
+              atDays: retune.afterMs / 86_400_000,
+              budgetFactor: retune.budgetFactor,
+              maxAgeFactor: retune.maxAgeFactor,
+              replanSeconds: Math.min(600, Math.max(10, (maxAgeMs * retune.maxAgeFactor) / 5000)),
+              workerPlanSeconds: Math.min(30, Math.max(0.2, (maxAgeMs * retune.maxAgeFactor) / 20_000)),
+            },
+          }
+        : {}),
     });
   return { oracle: sim('oracle'), roundRobin: sim('round-robin'), continuous: sim('continuous') };
 }

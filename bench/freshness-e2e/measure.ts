@@ -40,7 +40,8 @@ export interface Running {
  */
 export function sampler(
   n: number,
-  maxAgeMs: number,
+  /** The max age in force at a moment (`--retune` changes it). */
+  maxAgeAt: (atMs: number) => number,
   woken: ReadonlySet<number>,
   peers: ReadonlySet<number>,
   arrived: (subscriberId: number, atMs: number) => boolean = () => true,
@@ -92,7 +93,7 @@ export function sampler(
       peersStale,
       oldestMs: ages.rows[0]?.oldest ?? Number.POSITIVE_INFINITY,
     };
-    if (r.setup === 'continuous') sample.freshness = await readFreshness(r.pool, maxAgeMs, wilson);
+    if (r.setup === 'continuous') sample.freshness = await readFreshness(r.pool, maxAgeAt(atMs), wilson);
     return sample;
   };
 }

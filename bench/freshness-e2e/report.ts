@@ -63,7 +63,8 @@ function worldLine(settings: Settings): string {
     (wallets
       ? `; change kinds ${flags.changeKinds}, wallets of ${wallets.minCards}–${wallets.maxCards} cards`
       : '') +
-    (intake ? `; intake ${flags.intake} (enqueued as an operator does)` : '')
+    (intake ? `; intake ${flags.intake} (enqueued as an operator does)` : '') +
+    (settings.retune ? `; retune ${flags.retune} (the continuous workers restarted one by one)` : '')
   );
 }
 
@@ -72,6 +73,17 @@ const signedPct = (x: number) => `${x >= 0 ? '+' : '−'}${Math.abs(x * 100).toF
 /** The estimate against the truth, relative and in share points (the target: within 30% or 0.3 points). */
 const estimateError = (w: { estimate: number; continuous: number }) =>
   `${signedPct(w.estimate / Math.max(1e-12, w.continuous) - 1)}, ${w.estimate >= w.continuous ? '+' : '−'}${(Math.abs(w.estimate - w.continuous) * 100).toFixed(2)} pt`;
+
+/** The mean budget in force from the warm-up to the end (`--retune` changes it), requests a second. */
+function meanBudget(run: RunRecord): number {
+  const { settings, startMs, warmMs, endMs } = run;
+  const r = settings.retune;
+  if (!r) return settings.budget;
+  const at = Math.min(endMs, Math.max(warmMs, startMs + r.afterMs));
+  return (
+    (settings.budget * (at - warmMs) + settings.budget * r.budgetFactor * (endMs - at)) / (endMs - warmMs)
+  );
+}
 
 /** One third of the minutes after the warm-up, real and forecast. */
 interface WindowFigures {
@@ -149,7 +161,7 @@ export function printReport(run: RunRecord, contCounts: Counts, rrCounts: Counts
     line('');
     line(
       `Under --kill-every ${settings.flags.killEvery}: ${killsLine(run.kills)}; the continuous set-up spent ` +
-        `${((contCounts.syncs / seconds / budget) * 100).toFixed(1)}% of its budget after the warm-up.`,
+        `${((contCounts.syncs / seconds / meanBudget(run)) * 100).toFixed(1)}% of its budget after the warm-up.`,
     );
   }
   // The learning goes on after the warm-up: the ratio by five-minute window shows how far it got.
@@ -285,9 +297,10 @@ export function worldSummary(world: string, run: RunRecord, contCounts: Counts, 
     windows: windowFigures(run, sim),
     oldestMs: Math.max(...after(cont).map((s) => s.oldestMs)),
     pastMaxAge: Math.max(...after(cont).map((s) => s.freshness?.pastMaxAge ?? 0)),
-    maxAgeMs: settings.maxAgeMs,
+    // The larger of a `--retune`'s two: the copies may grow as old as the longer one allows.
+    maxAgeMs: settings.maxAgeMs * Math.max(1, settings.retune?.maxAgeFactor ?? 1),
     syncsPerSec: contCounts.syncs / ((endMs - warmMs) / 1000),
-    budget: settings.budget,
+    budget: meanBudget(run),
     kills: run.kills.length > 0 ? killsLine(run.kills) : undefined,
   };
 }
@@ -318,7 +331,7 @@ export function worldsTable(summaries: readonly WorldSummary[]): string[] {
     lines.push(
       `| ${s.world} | ${pct(s.roundRobin)} | ${pct(s.continuous)} (${s.ratio.toFixed(2)}) | ${s.forecastRatio.toFixed(2)} | ` +
         `${cells.join(' | ')} | ${estimates} | ${(s.oldestMs / 1000).toFixed(0)} s | ` +
-        `${kept ? 'yes' : `**no** (${s.pastMaxAge} past it)`} | ${s.syncsPerSec.toFixed(1)} of ${s.budget} ` +
+        `${kept ? 'yes' : `**no** (${s.pastMaxAge} past it)`} | ${s.syncsPerSec.toFixed(1)} of ${+s.budget.toFixed(1)} ` +
         `(${((s.syncsPerSec / s.budget) * 100).toFixed(1)}%) |${killed ? ` ${s.kills ?? 'none'} |` : ''}`,
     );
   }

@@ -13,7 +13,7 @@ import { BENCH_CARD_TOKEN_KEYS, benchRedis, CLI, resetDatabase, seedingPool } fr
 import { type Forecast, forecast } from './forecast.js';
 import { type Running, type Setup, sampler, syncCounts } from './measure.js';
 import { type Counts, type Kill, pct, type RunRecord } from './report.js';
-import type { Settings } from './settings.js';
+import { inForce, type Settings } from './settings.js';
 
 // One end-to-end run in one world (bench:freshness-e2e runs one, bench:freshness-worlds each in
 // turn): two set-ups side by side, each with its own database, queue and sandbox, the same
@@ -76,7 +76,7 @@ export async function runE2e(settings: Settings): Promise<RunResult> {
     });
     await mock.start();
     const prefix = redis.tag(`fresh-${setup}-${Date.now().toString(36)}`);
-    const env = {
+    let env: NodeJS.ProcessEnv = {
       ...process.env,
       ...redis.env,
       DATABASE_URL: databaseUrl,
@@ -85,13 +85,17 @@ export async function runE2e(settings: Settings): Promise<RunResult> {
       CARD_TOKEN_KEYS: BENCH_CARD_TOKEN_KEYS,
       QUEUE_PREFIX: prefix,
       LOG_LEVEL: 'warn',
-      SYNC_RATE_LIMIT_PER_SEC: String(Math.ceil(budget * 1.1)),
+      // Above the larger budget of a `--retune`: the refresh, not the limiter, spends it.
+      SYNC_RATE_LIMIT_PER_SEC: String(
+        Math.ceil(budget * Math.max(1, settings.retune?.budgetFactor ?? 1) * 1.1),
+      ),
       REFRESH_MODE: setup === 'continuous' ? 'continuous' : 'nightly',
       REFRESH_BUDGET_PER_SEC: String(budget),
       REFRESH_MAX_AGE: settings.flags.maxAge,
       REFRESH_AUDIT_SHARE: String(auditShare),
       REFRESH_CRON: '0 0 1 1 *', // never within the run: the harness drives round robin itself
     };
+    // Reads `env` when called: a `--retune` starts its workers with the new settings.
     const spawnWorker = () =>
       spawn(process.execPath, [CLI, 'worker'], { stdio: ['ignore', 'inherit', 'inherit'], env });
     // Under `--kill-every`, two: one holds the lease while the other waits to take it over.
@@ -113,7 +117,7 @@ export async function runE2e(settings: Settings): Promise<RunResult> {
         while (!stopping) {
           await sleep(100);
           const now = Date.now();
-          owed += ((now - last) / 1000) * budget;
+          owed += ((now - last) / 1000) * inForce(settings, now - startMs).budget;
           last = now;
           const count = Math.floor(owed);
           owed -= count;
@@ -135,7 +139,12 @@ export async function runE2e(settings: Settings): Promise<RunResult> {
       mock,
       workers,
       spawnWorker,
-      env,
+      get env() {
+        return env;
+      },
+      set env(next) {
+        env = next;
+      },
       prefix,
       samples: [],
       async stop() {
@@ -170,6 +179,31 @@ export async function runE2e(settings: Settings): Promise<RunResult> {
     const summary = out.trim().split('\n').at(-1) ?? '';
     console.error(`intake (${r.setup}): cards-sync enqueue --file, exit ${code}: ${summary}`);
     if (code !== 0) throw new Error(`the intake's enqueue failed (${r.setup}, exit ${code}): ${out.trim()}`);
+  }
+
+  /**
+   * `--retune`: the operator's rolling restart of the continuous set-up with the new budget and
+   * max age: each worker replaced by one started with them, then stopped with SIGTERM (so the lease
+   * passes as at a deploy). Round robin's driver spends the new budget from the same moment.
+   */
+  async function retune(r: Started): Promise<void> {
+    const { budget: next, maxAgeMs } = inForce(settings, settings.retune!.afterMs);
+    r.env = {
+      ...r.env,
+      REFRESH_BUDGET_PER_SEC: String(next),
+      REFRESH_MAX_AGE: `${Math.round(maxAgeMs / 1000)}s`,
+    };
+    for (let i = 0; i < r.workers.length; i++) {
+      const old = r.workers[i]!;
+      r.workers[i] = r.spawnWorker();
+      if (old.exitCode !== null || old.signalCode !== null) continue;
+      const exited = once(old, 'exit');
+      old.kill('SIGTERM');
+      await exited;
+    }
+    console.error(
+      `retune: the continuous workers restarted with REFRESH_BUDGET_PER_SEC=${next} and REFRESH_MAX_AGE=${r.env.REFRESH_MAX_AGE}`,
+    );
   }
 
   /**
@@ -215,7 +249,7 @@ export async function runE2e(settings: Settings): Promise<RunResult> {
   /** With `--wake-up`: the wallets that wake, and their peers (always at the woken rate), as the sandbox has them. */
   const woken = new Set<number>();
   const peers = new Set<number>();
-  const measure = sampler(n, settings.maxAgeMs, woken, peers, arrived);
+  const measure = sampler(n, (atMs) => inForce(settings, atMs - startMs).maxAgeMs, woken, peers, arrived);
 
   const setups: Setup[] = ['continuous', 'round-robin'];
   console.error(
@@ -223,7 +257,17 @@ export async function runE2e(settings: Settings): Promise<RunResult> {
       `max age ${settings.flags.maxAge}, ${minutes} min (figures after minute ${warmupMin}), changes ${settings.flags.changes}`,
   );
   const runs = await Promise.all(setups.map(start));
+  // Stopped with Ctrl-C or SIGTERM (a `timeout`), the workers go too: left running, they would
+  // reconnect to the next run's database of the same name and take its lease.
+  const onSignal = (signal: NodeJS.Signals) => {
+    for (const r of runs) for (const w of r.workers) w.kill('SIGKILL');
+    process.exit(signal === 'SIGINT' ? 130 : 143);
+  };
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
   const stopAll = async () => {
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
     await Promise.all(runs.map((r) => r.stop()));
     await Promise.all(runs.map((r) => r.pool.end()));
   };
@@ -251,6 +295,15 @@ export async function runE2e(settings: Settings): Promise<RunResult> {
     }
     const endMs = startMs + minutes * 60_000;
     const warmMs = startMs + warmupMin * 60_000;
+    let retuned: Promise<void> = Promise.resolve();
+    if (settings.retune) {
+      const at = startMs + settings.retune.afterMs;
+      retuned = (async () => {
+        await sleep(Math.max(0, at - Date.now()));
+        await retune(runs[0]!);
+      })();
+      retuned.catch(() => {}); // awaited after the samples, which it must not stop
+    }
     const kills: Kill[] = [];
     let killing: Promise<void> = Promise.resolve();
     if (settings.killEveryMs) {
@@ -276,6 +329,7 @@ export async function runE2e(settings: Settings): Promise<RunResult> {
     await sleep(Math.max(0, endMs - Date.now()));
     await intakeDone;
     await killing;
+    await retuned;
 
     const sim = forecast(settings);
     const cont: Running = runs[0]!;

@@ -2,7 +2,7 @@ import { type ChangeClass, parseChanges, parseWakeUp, type WakeUp } from '../../
 import { type CreatedDates, parseCreatedDates } from '../../src/mock-api/created-dates.js';
 import type { WalletRules } from '../../src/mock-api/wallets.js';
 import { durationMs } from '../../src/shared/time.js';
-import { parseIntake, readWallets, type WorldFlags, worldFlags } from '../freshness/worlds.js';
+import { parseIntake, parseRetune, readWallets, type WorldFlags, worldFlags } from '../freshness/worlds.js';
 import { wholeNumber } from '../harness.js';
 
 // bench:freshness-e2e's flags, checked and turned into the run's settings.
@@ -33,6 +33,8 @@ export const E2E_OPTIONS = {
   'wallet-cards': { type: 'string' },
   /** `share@after`: that share of the subscribers arrive then, added by `cards-sync enqueue --file`. */
   intake: { type: 'string' },
+  /** `budget:F,max-age:G@after`: then the continuous workers are restarted one by one with the budget × F and the max age × G; round robin spends the new budget too. */
+  retune: { type: 'string' },
   sample: { type: 'string', default: '10s' },
   /**
    * A duration: the continuous set-up runs two workers, and the one holding the refresh's lease is
@@ -64,6 +66,8 @@ export interface Settings {
   wallets: WalletRules | undefined;
   /** `--intake`: this share of the subscribers become known `afterMs` after the start. */
   intake: { share: number; afterMs: number } | undefined;
+  /** `--retune`: when (after the start), and the factors of the budget and the max age from then on. */
+  retune: { budgetFactor: number; maxAgeFactor: number; afterMs: number } | undefined;
   /** `--kill-every`: how often the continuous set-up's lease holder is killed with SIGKILL. */
   killEveryMs: number | undefined;
   /** `--world`'s name, if one was given. */
@@ -77,6 +81,7 @@ export interface Settings {
     changeKinds: string | undefined;
     walletCards: string | undefined;
     intake: string | undefined;
+    retune: string | undefined;
     killEvery: string | undefined;
     chart: string | undefined;
     redisUrl: string | undefined;
@@ -127,12 +132,14 @@ export function readSettings(given: Flags, context = ''): Settings {
   let wakeUp: WakeUp | undefined;
   let wallets: WalletRules | undefined;
   let intake: Settings['intake'];
+  let retune: Settings['retune'];
   try {
     createdDates = parseCreatedDates(values['created-dates']!);
     classes = parseChanges(values.changes!);
     wakeUp = values['wake-up'] === undefined ? undefined : parseWakeUp(values['wake-up']);
     wallets = readWallets(values);
     intake = values.intake === undefined ? undefined : parseIntake(values.intake);
+    retune = values.retune === undefined ? undefined : parseRetune(values.retune);
   } catch (error) {
     refuse((error as Error).message);
   }
@@ -143,6 +150,9 @@ export function readSettings(given: Flags, context = ''): Settings {
     !(killEveryMs !== undefined && killEveryMs >= 10_000 && killEveryMs < minutes * 60_000)
   ) {
     refuse(`--kill-every takes a duration from 10s to less than the run (${minutes} min), not ${killEvery}`);
+  }
+  if (retune && retune.afterMs >= minutes * 60_000) {
+    refuse(`--retune: the change comes after the run's end (${minutes} min); make it earlier`);
   }
   if (intake && intake.afterMs >= minutes * 60_000) {
     refuse(`--intake: the subscribers arrive after the run's end (${minutes} min); make it earlier`);
@@ -161,6 +171,7 @@ export function readSettings(given: Flags, context = ''): Settings {
     wakeUp,
     wallets,
     intake,
+    retune,
     killEveryMs,
     world: given.world,
     flags: {
@@ -171,6 +182,7 @@ export function readSettings(given: Flags, context = ''): Settings {
       changeKinds: values['change-kinds'],
       walletCards: values['wallet-cards'],
       intake: values.intake,
+      retune: values.retune,
       killEvery,
       chart: values.chart,
       redisUrl: values['redis-url'],
@@ -181,4 +193,12 @@ export function readSettings(given: Flags, context = ''): Settings {
 /** The flags that were given: parseFlags leaves the others undefined, which must not hide a world's. */
 function definedOnly(values: Flags): Flags {
   return Object.fromEntries(Object.entries(values).filter(([, v]) => v !== undefined)) as Flags;
+}
+
+/** The budget (requests a second) and the max age in force `sinceStartMs` after the start: `--retune` changes both. */
+export function inForce(settings: Settings, sinceStartMs: number): { budget: number; maxAgeMs: number } {
+  const r = settings.retune;
+  return r && sinceStartMs >= r.afterMs
+    ? { budget: settings.budget * r.budgetFactor, maxAgeMs: settings.maxAgeMs * r.maxAgeFactor }
+    : { budget: settings.budget, maxAgeMs: settings.maxAgeMs };
 }

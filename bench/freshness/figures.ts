@@ -14,6 +14,8 @@ interface Snapshot {
   wokenStale: number;
   same: number;
   sameStale: number;
+  /** The continuous policy's estimate of the stale share (after the warm-up). */
+  estimate?: number;
 }
 
 export class Figures {
@@ -72,7 +74,7 @@ export class Figures {
     this.nextSnapshot = now + (o.snapshotSeconds ?? 3600) * 1000;
     let stale = 0;
     let arrived = 0;
-    const snap = { at: now, stale: 0, woken: 0, wokenStale: 0, same: 0, sameStale: 0 };
+    const snap: Snapshot = { at: now, stale: 0, woken: 0, wokenStale: 0, same: 0, sameStale: 0 };
     for (let id = 0; id < n; id++) {
       if (arrivesAt[id]! > now) continue;
       arrived += 1;
@@ -94,6 +96,7 @@ export class Figures {
     this.snapshots.push(snap);
     if (this.policy === 'continuous' && now >= warmMs) {
       const estimate = estimatedStaleShare(this.copies.all(), now, params.prior.ratePerDay);
+      snap.estimate = estimate;
       this.errors.abs += Math.abs(estimate - stale / arrived);
       this.errors.truth += stale / arrived;
       this.errors.estimate += estimate;
@@ -134,10 +137,14 @@ export class Figures {
         const from = start + (k * (endMs - start)) / 3;
         const to = start + ((k + 1) * (endMs - start)) / 3;
         const inside = snapshots.filter((x) => x.at >= from && x.at < to);
+        const estimates = inside.flatMap((x) => (x.estimate === undefined ? [] : [x.estimate]));
         return {
           fromDays: from / MS_PER_DAY,
           toDays: to / MS_PER_DAY,
           staleShare: inside.reduce((sum, x) => sum + x.stale, 0) / Math.max(1, inside.length),
+          ...(estimates.length > 0
+            ? { estimate: estimates.reduce((sum, x) => sum + x, 0) / estimates.length }
+            : {}),
         };
       }),
     };

@@ -89,8 +89,9 @@ export function createPlan(
   const n = o.subscribers;
   const { trueRate } = world;
   const { observations } = copies;
-  const forgetDays = o.maxAgeDays * (o.forgetMaxAges ?? FORGET_MAX_AGES);
-  const base = { maxAgeDays: o.maxAgeDays, minIntervalDays: 0 };
+  // Read at each plan: a retune (SimOptions.retune) changes the budget and max age of `o` in place.
+  let forgetDays = o.maxAgeDays * (o.forgetMaxAges ?? FORGET_MAX_AGES);
+  let base = { maxAgeDays: o.maxAgeDays, minIntervalDays: 0 };
   const budgetShare = policy === 'continuous' ? 1 - o.auditShare : 1;
   let params: PolicyParams = {
     ...base,
@@ -108,6 +109,8 @@ export function createPlan(
     replan(planAt) {
       // Round robin and the nightly sweep in id order read no plan.
       if (policy === 'round-robin' || policy === 'nightly-id-order') return;
+      forgetDays = o.maxAgeDays * (o.forgetMaxAges ?? FORGET_MAX_AGES);
+      base = { maxAgeDays: o.maxAgeDays, minIntervalDays: 0 };
       if (policy === 'oracle') {
         const t = solveThreshold(groupRates(trueRate), o.budgetPerDay, base);
         params = { ...params, thresholdDays: t.thresholdDays };

@@ -49,7 +49,9 @@ export interface RealRun {
 }
 
 /** Runs one policy over the population; the population and its changes repeat for a given seed. */
-export function simulate(policy: PolicyName, o: SimOptions & RealRun): SimResult {
+export function simulate(policy: PolicyName, given: SimOptions & RealRun): SimResult {
+  // A copy: a retune changes its budget, max age and cadences in place, and the plan reads them.
+  const o = { ...given };
   const n = o.subscribers;
   const random = rng(o.seed);
   const changes = rng(o.seed ^ 0x9e3779b9);
@@ -119,9 +121,21 @@ export function simulate(policy: PolicyName, o: SimOptions & RealRun): SimResult
   let cursor = 0;
   let sweeping = false;
   let sweepOrder: number[] = [];
-  const perSecond = o.budgetPerDay / 86_400;
+  let perSecond = o.budgetPerDay / 86_400;
   let nextReplan = 0;
+  const retuneMs = o.retune ? o.retune.atDays * MS_PER_DAY : Number.POSITIVE_INFINITY;
   for (let now = 0; now < endMs; now += tickMs) {
+    if (o.retune && now >= retuneMs && now < retuneMs + tickMs) {
+      // The operator's restart with the new settings: every worker reads the new plan at once.
+      const r = o.retune;
+      o.budgetPerDay *= r.budgetFactor;
+      o.maxAgeDays *= r.maxAgeFactor;
+      if (r.replanSeconds !== undefined) o.replanSeconds = r.replanSeconds;
+      if (r.workerPlanSeconds !== undefined) o.workerPlanSeconds = r.workerPlanSeconds;
+      perSecond = o.budgetPerDay / 86_400;
+      nextReplan = now;
+      workerReadAt = Number.NEGATIVE_INFINITY;
+    }
     if (o.wakeUp && now >= o.wakeUp.atDays * MS_PER_DAY && now < o.wakeUp.atDays * MS_PER_DAY + tickMs) {
       // Quiet wallets wake: the oracle knows at once, the others learn it from their syncs.
       const wakeUp = o.wakeUp;

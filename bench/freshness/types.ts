@@ -68,6 +68,21 @@ export interface SimOptions {
   classPrior?: 'classes' | 'by-evidence';
   /** At `atDays`, this share of the wallets that never changed start changing at `ratePerDay`. */
   wakeUp?: { share: number; ratePerDay: number; atDays: number };
+  /**
+   * At `atDays` an operator restarts the workers with another budget and max age (each multiplied
+   * by its factor), and the cadences that follow from the max age: the refresh plans at once by
+   * the new ones. Round robin spends the new budget too.
+   */
+  retune?: Retune;
+}
+
+/** {@link SimOptions.retune}: the new budget and max age as factors, and the cadences at the new max age. */
+interface Retune {
+  atDays: number;
+  budgetFactor: number;
+  maxAgeFactor: number;
+  replanSeconds?: number;
+  workerPlanSeconds?: number;
 }
 
 /** A window of the run and its time-averaged stale share (hourly snapshots). */
@@ -75,6 +90,8 @@ interface WindowShare {
   fromDays: number;
   toDays: number;
   staleShare: number;
+  /** The continuous policy's mean estimate of the stale share in the window (its snapshots after the warm-up). */
+  estimate?: number;
 }
 
 export type PolicyName = 'nightly-id-order' | 'round-robin' | 'continuous' | 'oracle' | 'nightly-by-estimate';

@@ -18,6 +18,8 @@ export interface WorldFlags {
   'wallet-cards'?: string;
   /** `share@after`: that share of the subscribers become known that long after the start. */
   intake?: string;
+  /** `budget:F,max-age:G@after`: the workers restarted then with the budget × F and the max age × G. */
+  retune?: string;
 }
 
 export interface WorldSpec {
@@ -71,6 +73,11 @@ export const WORLDS: Readonly<Record<string, WorldSpec>> = {
       'control, and 20% of the subscribers arrive at minute 7 (or --intake-at), enqueued as an operator does',
     flags: { intake: '0.2@7m' },
   },
+  retune: {
+    about:
+      'control, and at minute 10 the operator restarts the workers with half the budget and twice the max age',
+    flags: { retune: 'budget:0.5,max-age:2@10m' },
+  },
 };
 
 /** The world flags of `name`, or a one-line refusal (exit 2) naming the worlds there are. */
@@ -95,6 +102,29 @@ export function parseIntake(spec: string): { share: number; afterMs: number } {
     );
   }
   return { share, afterMs };
+}
+
+/**
+ * `budget:0.5,max-age:2@10m` → at 10 minutes, half the budget and twice the max age (either
+ * factor may be left out, meaning 1); throws a one-line message on anything else.
+ */
+export function parseRetune(spec: string): { budgetFactor: number; maxAgeFactor: number; afterMs: number } {
+  const refuse = (): never => {
+    throw new Error(
+      `--retune takes budget:F,max-age:G@after, factors above 0 (either may be left out) and a duration (e.g. budget:0.5,max-age:2@10m), not ${JSON.stringify(spec)}`,
+    );
+  };
+  const [parts, after, ...rest] = spec.split('@');
+  const afterMs = after === undefined ? undefined : durationMs(after);
+  if (parts === undefined || afterMs === undefined || rest.length > 0) return refuse();
+  const factors = new Map<string, number>();
+  for (const part of parts.split(',')) {
+    const m = /^\s*(budget|max-age)\s*:\s*(\d*\.?\d+)\s*$/.exec(part);
+    const factor = Number(m?.[2]);
+    if (!m || !(factor > 0) || factors.has(m[1]!)) return refuse();
+    factors.set(m[1]!, factor);
+  }
+  return { budgetFactor: factors.get('budget') ?? 1, maxAgeFactor: factors.get('max-age') ?? 1, afterMs };
 }
 
 /**

@@ -162,6 +162,49 @@ describe("the simulator's createDate worlds", () => {
   });
 });
 
+describe("the simulator's retune world", () => {
+  it('spends the new budget from the retune on, and plans by the new max age at once', () => {
+    const retune = { atDays: 4 / 1440, budgetFactor: 0.5, maxAgeFactor: 2 };
+    for (const policy of ['round-robin', 'continuous'] as const) {
+      const syncsAt: number[] = [];
+      const maxAges = new Map<number, number>();
+      simulate(policy, {
+        ...base({ retune }),
+        onSync: ({ at }) => syncsAt.push(at),
+        onTick: (now, params) => maxAges.set(now, params.maxAgeDays),
+      });
+      // 15/s for minutes 0–4, then 7.5/s for minutes 4–9 (within a tick's rounding).
+      const before = syncsAt.filter((t) => t < 4 * MINUTE).length;
+      const after = syncsAt.filter((t) => t >= 4 * MINUTE).length;
+      expect(before / 240).toBeCloseTo(15, 0);
+      expect(after / 300).toBeCloseTo(7.5, 0);
+      if (policy === 'continuous') {
+        expect(maxAges.get(4 * MINUTE - 1000)).toBeCloseTo(5 / 1440, 9);
+        expect(maxAges.get(4 * MINUTE)).toBeCloseTo(10 / 1440, 9);
+      }
+    }
+  });
+
+  it('keeps the estimate within 30% of the truth after a retune', () => {
+    // Minutes 6–9 learnt and before the retune; 9–12 and 12–15 under half the budget and twice the max age.
+    const r = simulate(
+      'continuous',
+      base({
+        days: 15 / 1440,
+        windowsFromDays: 6 / 1440,
+        retune: { atDays: 9 / 1440, budgetFactor: 0.5, maxAgeFactor: 2 },
+      }),
+    );
+    const error = (w: (typeof r.windows)[number]) => Math.abs(w.estimate! / w.staleShare - 1);
+    for (const w of r.windows.slice(1)) {
+      // Within 30% of the truth, the target the real runs are held to.
+      expect(error(w), JSON.stringify(w)).toBeLessThan(0.3);
+    }
+    // Half the budget leaves more stale than before.
+    expect(r.windows[2]!.staleShare).toBeGreaterThan(r.windows[0]!.staleShare);
+  });
+});
+
 describe('the worlds by name', () => {
   const defaults = Object.fromEntries(
     Object.entries(E2E_OPTIONS).flatMap(([k, v]) => ('default' in v ? [[k, v.default]] : [])),
@@ -215,6 +258,17 @@ describe('the worlds by name', () => {
       '--kill-every takes a duration from 10s to less than the run',
     ],
     ['freshness-worlds.js', ['--kill-every', '1x'], 'world control: --kill-every takes a duration'],
+    ['freshness-e2e.js', ['--retune', 'budget:0,max-age:2@10m'], '--retune takes budget:F,max-age:G@after'],
+    [
+      'freshness-e2e.js',
+      ['--retune', 'budget:0.5@25m', '--minutes', '20'],
+      "--retune: the change comes after the run's end",
+    ],
+    [
+      'freshness.js',
+      ['--preset', 'e2e', '--retune', 'speed:2@1m'],
+      '--retune takes budget:F,max-age:G@after',
+    ],
     ['freshness-worlds.js', ['--worlds', 'control,nope'], 'unknown: nope'],
     ['freshness-worlds.js', ['--worlds', 'control,control'], '--worlds takes world names, each once'],
     ['freshness-worlds.js', ['--minutes', '20', '--warmup', '25'], '--warmup < --minutes'],
