@@ -226,7 +226,9 @@ export async function runE2e(settings: Settings): Promise<RunResult> {
     const exited = once(victim, 'exit');
     victim.kill('SIGKILL');
     await exited;
-    r.workers[r.workers.indexOf(victim)] = r.spawnWorker();
+    // Unless a `--retune` replaced it meanwhile, which started its successor already.
+    const slot = r.workers.indexOf(victim);
+    if (slot >= 0) r.workers[slot] = r.spawnWorker();
     for (;;) {
       const next = await readLeaseHolder(r.pool, null, r.prefix);
       if (next !== null && next.pid !== holder.pid) {
