@@ -5,7 +5,14 @@ import { lineChart } from './chart.js';
 import { runAs } from './freshness/plan.js';
 import { simulate } from './freshness/sim.js';
 import type { BenchPolicy, RateClass, SimOptions, SimResult } from './freshness/types.js';
-import { parseIntake, parseRetune, readWallets, type WorldFlags, worldFlags } from './freshness/worlds.js';
+import {
+  parseIntake,
+  parseRetune,
+  readWallets,
+  simRetune,
+  type WorldFlags,
+  worldFlags,
+} from './freshness/worlds.js';
 import { rateClasses } from './freshness-e2e/forecast.js';
 import { parseFlags } from './harness.js';
 
@@ -152,17 +159,8 @@ const options: SimOptions = {
     : {}),
   ...(wallets ? { wallets } : {}),
   ...(intake ? { intake: { share: intake.share, atDays: intake.afterMs / 86_400_000 } } : {}),
-  ...(retune
-    ? {
-        retune: {
-          atDays: retune.afterMs / 86_400_000,
-          budgetFactor: retune.budgetFactor,
-          maxAgeFactor: retune.maxAgeFactor,
-          // The e2e preset plans every fifth of the max age, as the real refresh does.
-          ...(e2e ? { replanSeconds: 60 * retune.maxAgeFactor } : {}),
-        },
-      }
-    : {}),
+  // The e2e preset plans every fifth of the max age, as the real refresh does.
+  ...(retune ? { retune: simRetune(retune, e2e ? { replanSeconds: 60 * retune.maxAgeFactor } : {}) } : {}),
 };
 if (retune && retune.afterMs >= days * 86_400_000) {
   console.error('--retune: the change comes after the run ends; make it earlier');

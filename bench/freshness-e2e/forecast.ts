@@ -1,6 +1,7 @@
 import type { ChangeClass } from '../../src/mock-api/changes.js';
 import { simulate } from '../freshness/sim.js';
 import type { RateClass, SimResult } from '../freshness/types.js';
+import { simRetune } from '../freshness/worlds.js';
 import type { Settings } from './settings.js';
 
 // What the simulator (bench/freshness/sim.ts) forecasts for the run's population, budget and
@@ -26,6 +27,17 @@ export function rateClasses(classes: readonly ChangeClass[]): RateClass[] {
   return out;
 }
 
+/**
+ * How often the run's refresh plans, and its workers read the plan, at a max age: every fifth of
+ * it (10 s to 10 min, jobs/refresh/continuous.ts) and every twentieth (at most 30 s, db/refresh/policy.ts).
+ */
+function cadences(maxAgeMs: number): { replanSeconds: number; workerPlanSeconds: number } {
+  return {
+    replanSeconds: Math.min(600, Math.max(10, maxAgeMs / 5000)),
+    workerPlanSeconds: Math.min(30, Math.max(0.2, maxAgeMs / 20_000)),
+  };
+}
+
 export function forecast(settings: Settings): Forecast {
   const { subscribers: n, classes, budget, minutes, warmupMin, maxAgeMs, auditShare, seed } = settings;
   const { sampleMs, createdDates, wakeUp, wallets, intake, retune } = settings;
@@ -45,8 +57,7 @@ export function forecast(settings: Settings): Forecast {
       // As the run's refresh: a plan every fifth of the max age (10 s to 10 min, jobs/refresh/continuous.ts),
       // read by the workers every twentieth of it (at most 30 s, db/refresh/policy.ts), and every
       // subscriber known and never synced at the start.
-      replanSeconds: Math.min(600, Math.max(10, maxAgeMs / 5000)),
-      workerPlanSeconds: Math.min(30, Math.max(0.2, maxAgeMs / 20_000)),
+      ...cadences(maxAgeMs),
       neverSynced: true,
       snapshotSeconds: sampleMs / 1000,
       createdDates,
@@ -61,17 +72,7 @@ export function forecast(settings: Settings): Forecast {
         : {}),
       ...(wallets ? { wallets } : {}),
       ...(intake ? { intake: { share: intake.share, atDays: intake.afterMs / 86_400_000 } } : {}),
-      ...(retune
-        ? {
-            retune: {
-              atDays: retune.afterMs / 86_400_000,
-              budgetFactor: retune.budgetFactor,
-              maxAgeFactor: retune.maxAgeFactor,
-              replanSeconds: Math.min(600, Math.max(10, (maxAgeMs * retune.maxAgeFactor) / 5000)),
-              workerPlanSeconds: Math.min(30, Math.max(0.2, (maxAgeMs * retune.maxAgeFactor) / 20_000)),
-            },
-          }
-        : {}),
+      ...(retune ? { retune: simRetune(retune, cadences(maxAgeMs * retune.maxAgeFactor)) } : {}),
     });
   return { oracle: sim('oracle'), roundRobin: sim('round-robin'), continuous: sim('continuous') };
 }

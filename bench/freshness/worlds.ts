@@ -1,5 +1,6 @@
 import { parseChangeKinds, parseWalletCards, type WalletRules } from '../../src/mock-api/wallets.js';
 import { durationMs } from '../../src/shared/time.js';
+import type { SimOptions } from './types.js';
 
 // The worlds the freshness benchmarks run in, by short name: each is a set of the world flags
 // that bench:freshness (the simulator) and bench:freshness-e2e (real workers against the sandbox)
@@ -125,6 +126,22 @@ export function parseRetune(spec: string): { budgetFactor: number; maxAgeFactor:
     factors.set(m[1]!, factor);
   }
   return { budgetFactor: factors.get('budget') ?? 1, maxAgeFactor: factors.get('max-age') ?? 1, afterMs };
+}
+
+/**
+ * A parsed `--retune` as the simulator takes it (SimOptions.retune), with the cadences the refresh
+ * follows at the new max age, where the caller models them.
+ */
+export function simRetune(
+  retune: { budgetFactor: number; maxAgeFactor: number; afterMs: number },
+  cadences: { replanSeconds?: number; workerPlanSeconds?: number } = {},
+): NonNullable<SimOptions['retune']> {
+  return {
+    atDays: retune.afterMs / 86_400_000,
+    budgetFactor: retune.budgetFactor,
+    maxAgeFactor: retune.maxAgeFactor,
+    ...cadences,
+  };
 }
 
 /**
