@@ -3,6 +3,8 @@ import type pg from 'pg';
 import { type Freshness, readFreshness } from '../../db/refresh/freshness.js';
 import { wilson } from '../../src/freshness/index.js';
 import type { MockApi } from '../../src/mock-api/server.js';
+import { parseKeyRing } from '../../src/tokens/index.js';
+import { BENCH_CARD_TOKEN_KEYS } from '../harness.js';
 
 // What bench:freshness-e2e takes of a running set-up: every `--sample`, its stored cards against
 // its sandbox's truth (and, for continuous, what `status` says of its freshness); at the end, the
@@ -47,12 +49,18 @@ export function sampler(
   arrived: (subscriberId: number, atMs: number) => boolean = () => true,
 ): (r: Running) => Promise<Sample> {
   const truthCache = new Map<number, { version: number; key: string }>();
+  // The copies' tokens are sealed (CARD_TOKEN_ENCRYPTION=on, as in production); each carries the
+  // fingerprint of its token under the run's key ring, which the truth's tokens are given here too.
+  // With the bank name alone, a card reissued twice between two syncs would look fresh again: its
+  // name flips back while its token does not.
+  const ring = parseKeyRing(BENCH_CARD_TOKEN_KEYS);
 
-  /** The stale count: subscribers whose stored active cards differ from the sandbox's right now. */
+  /** The stale count: subscribers whose stored active cards (id, bank name, token) differ from the sandbox's right now. */
   return async function measure(r: Running): Promise<Sample> {
     const [stored, ages] = await Promise.all([
       r.pool.query<{ subscriber_id: string; cards: string }>(
-        `select subscriber_id, string_agg(id || ':' || card_bank_name, ',' order by id) as cards
+        `select subscriber_id,
+                string_agg(id || ':' || card_bank_name || ':' || card_token_fingerprint, ',' order by id) as cards
            from saved_cards where removed_at is null group by subscriber_id`,
       ),
       r.pool.query<{ oldest: number | null }>(
@@ -74,7 +82,7 @@ export function sampler(
       if (cached?.version !== version) {
         const key = r.mock
           .truth(id)
-          .map((c) => `${c.id}:${c.cardBankName}`)
+          .map((c) => `${c.id}:${c.cardBankName}:${ring.fingerprint(c.cardToken)}`)
           .join(',');
         cached = { version, key };
         truthCache.set(id, cached);
