@@ -51,13 +51,14 @@ export function createCopies(o: SimOptions, newestCreated: Float64Array, neverSy
     }
   }
   const rate: (number | null)[] = new Array(n).fill(null);
+  const observations: (Observation[] | null)[] = new Array(n).fill(null);
   const lastSuccessAt = (id: number) => (Number.isNaN(lastSync[id]!) ? null : lastSync[id]!);
   const answerEvidence = (id: number, now: number): Evidence | null =>
     useEvidence ? { newestCardAgeDays: (now - seenNewest[id]!) / MS_PER_DAY, cards: 1 } : null;
   return {
     lastSync,
     rate,
-    observations: new Array(n).fill(null),
+    observations,
     seenNewest,
     known,
     arrive: (id) => {
@@ -73,7 +74,13 @@ export function createCopies(o: SimOptions, newestCreated: Float64Array, neverSy
     answerEvidence,
     *all() {
       for (let id = 0; id < n; id++) {
-        if (known[id]) yield { ratePerDay: rate[id]!, lastSuccessAt: lastSuccessAt(id) };
+        if (!known[id]) continue;
+        const seen = observations[id];
+        yield {
+          ratePerDay: rate[id]!,
+          lastSuccessAt: lastSuccessAt(id),
+          observed: seen != null && seen.length > 0,
+        };
       }
     },
   };

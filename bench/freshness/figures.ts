@@ -1,4 +1,10 @@
-import { estimatedStaleShare, MS_PER_DAY, type PolicyParams, wilson } from '../../src/freshness/index.js';
+import {
+  estimatedStaleShare,
+  type Interval,
+  MS_PER_DAY,
+  type PolicyParams,
+  wilson,
+} from '../../src/freshness/index.js';
 import type { Copies } from './copies.js';
 import type { PolicyName, SimOptions, SimResult } from './types.js';
 import type { World } from './world.js';
@@ -30,6 +36,8 @@ export class Figures {
   private staleAgeCount = 0;
   private readonly errors = { abs: 0, truth: 0, estimate: 0, count: 0 };
   private readonly audits: { at: number; changed: boolean }[] = [];
+  /** The first of `audits` within the last max age, as {@link auditInterval} last read them. */
+  private auditFrom = 0;
   private nextSnapshot = 0;
   private readonly snapshots: Snapshot[] = [];
 
@@ -59,6 +67,17 @@ export class Figures {
       if (now > from) this.staleMs += now - from;
     }
     if (audit) this.audits.push({ at: now, changed });
+  }
+
+  /** The audit as the plan reads it at `now`: the share found changed among its draws of the last max age. */
+  auditInterval(now: number): (Interval & { samples: number }) | null {
+    while (this.auditFrom < this.audits.length && this.audits[this.auditFrom]!.at < now - this.maxAgeMs)
+      this.auditFrom += 1;
+    const samples = this.audits.length - this.auditFrom;
+    let found = 0;
+    for (let k = this.auditFrom; k < this.audits.length; k++) if (this.audits[k]!.changed) found += 1;
+    const w = wilson(found, samples);
+    return w ? { ...w, samples } : null;
   }
 
   /** Since when the subscriber's copy has been what it is: its last sync, or its arrival while it has none. */

@@ -1,4 +1,5 @@
 import {
+  type AuditAction,
   type EvidenceSample,
   evidenceGroup,
   FORGET_MAX_AGES,
@@ -14,6 +15,7 @@ import {
   pooledRate,
   type RateMixture,
   solveThreshold,
+  type Threshold,
 } from '../../src/freshness/index.js';
 import type { Copies } from './copies.js';
 import type { BenchPolicy, PolicyName, SimOptions } from './types.js';
@@ -68,9 +70,18 @@ export function runAs<O extends SimOptions>(policy: BenchPolicy, o: O): { policy
   return { policy, options: o };
 }
 
+/** The coverage interval of a solved threshold, as {@link PolicyParams} takes it. */
+function coverage(t: Threshold): Pick<PolicyParams, 'coverageDays'> {
+  return t.coverageDays !== undefined ? { coverageDays: t.coverageDays } : {};
+}
+
 export interface Plan {
   /** The parameters of the last plan. */
   readonly params: PolicyParams;
+  /** Where the last plan spends the budget (src/freshness/schedule.ts `Threshold`). */
+  readonly spend: Threshold['spend'];
+  /** How the last plan acted on the audit. */
+  readonly audit: AuditAction;
   /** False once a plan could not keep the max age within the budget. */
   readonly keepsMaxAge: boolean;
   /** Plans anew with what the copies say at `at`. */
@@ -85,6 +96,8 @@ export function createPlan(
   world: World,
   copies: Copies,
   random: () => number,
+  /** How the continuous policy's plan acts on the audit at `at`, its prior's pooled rate given. */
+  judgeAudit?: (at: number, priorRatePerDay: number) => AuditAction,
 ): Plan {
   const n = o.subscribers;
   const { trueRate } = world;
@@ -99,9 +112,17 @@ export function createPlan(
     prior: { ratePerDay: 1 / o.maxAgeDays, weight: o.priorWeight ?? PRIOR_WEIGHT, forgetDays },
   };
   let keepsMaxAge = true;
+  let spend: Threshold['spend'] = { plan: 1, coverage: 0 };
+  let audit: AuditAction = 'none';
   return {
     get params() {
       return params;
+    },
+    get spend() {
+      return spend;
+    },
+    get audit() {
+      return audit;
     },
     get keepsMaxAge() {
       return keepsMaxAge;
@@ -112,8 +133,9 @@ export function createPlan(
       forgetDays = o.maxAgeDays * (o.forgetMaxAges ?? FORGET_MAX_AGES);
       base = { maxAgeDays: o.maxAgeDays, minIntervalDays: 0 };
       if (policy === 'oracle') {
-        const t = solveThreshold(groupRates(trueRate), o.budgetPerDay, base);
-        params = { ...params, thresholdDays: t.thresholdDays };
+        // The oracle knows every rate: no floor on an interval, the optimum the others are held to.
+        const t = solveThreshold(groupRates(trueRate), o.budgetPerDay, { ...base, minStaleChance: 0 });
+        params = { ...params, ...coverage(t), thresholdDays: t.thresholdDays, minStaleChance: 0 };
         keepsMaxAge &&= t.keepsMaxAge;
         return;
       }
@@ -135,7 +157,7 @@ export function createPlan(
           prior,
         );
         const t = solveThreshold(groupRates(rates), o.budgetPerDay * budgetShare * PLANNED_SHARE, base);
-        params = { ...base, thresholdDays: t.thresholdDays, prior };
+        params = { ...base, ...coverage(t), thresholdDays: t.thresholdDays, prior };
         keepsMaxAge &&= t.keepsMaxAge;
         return;
       }
@@ -164,8 +186,10 @@ export function createPlan(
         held.map((id) => ({ observations: observations[id]!, evidence: copies.evidenceAt(id, planAt) })),
         prior,
       );
-      const t = solveThreshold(groupRates(rates), o.budgetPerDay * budgetShare * PLANNED_SHARE, base);
-      params = { ...base, thresholdDays: t.thresholdDays, prior };
+      audit = judgeAudit?.(planAt, pooled) ?? 'none';
+      const t = solveThreshold(groupRates(rates), o.budgetPerDay * budgetShare * PLANNED_SHARE, base, audit);
+      params = { ...base, ...coverage(t), thresholdDays: t.thresholdDays, prior };
+      spend = t.spend;
       keepsMaxAge &&= t.keepsMaxAge;
     },
     dueOf: (id, now) => (policy === 'oracle' ? now + intervalDays(trueRate[id]!, params) * MS_PER_DAY : now),

@@ -2,10 +2,13 @@ import {
   afterClaim,
   afterSuccess,
   allowance,
+  auditAction,
   claimLeaseMs,
+  estimatedStaleShare,
   intervalDays,
   MS_PER_DAY,
   type PolicyParams,
+  pullIn,
   splitForAudit,
 } from '../../src/freshness/index.js';
 import { type Copies, createCopies } from './copies.js';
@@ -63,7 +66,14 @@ export function simulate(policy: PolicyName, given: SimOptions & RealRun): SimRe
   const world = createWorld(o, { random, changes, cards });
   const copies = createCopies(o, world.newestCreated, o.neverSynced);
   const { lastSync, rate, observations, seenNewest } = copies;
-  const plan = createPlan(policy, o, world, copies, random);
+  // The plan acts on the audit as production's does (jobs/refresh/policy.ts): the estimate against
+  // the audit's draws of the last max age. The class learner, a bound, is given the true mixture.
+  const judge =
+    policy === 'continuous' && !o.classPrior
+      ? (at: number, prior: number) =>
+          auditAction(estimatedStaleShare(copies.all(), at, prior), figures.auditInterval(at))
+      : undefined;
+  const plan = createPlan(policy, o, world, copies, random, judge);
   const figures = new Figures(policy, o, world, copies);
   const version = new Int32Array(n);
   const heap = new DueHeap(version);
@@ -123,6 +133,7 @@ export function simulate(policy: PolicyName, given: SimOptions & RealRun): SimRe
   let sweepOrder: number[] = [];
   let perSecond = o.budgetPerDay / 86_400;
   let nextReplan = 0;
+  let plansActingOnAudit = 0;
   const retuneMs = o.retune ? o.retune.atDays * MS_PER_DAY : Number.POSITIVE_INFINITY;
   for (let now = 0; now < endMs; now += tickMs) {
     if (o.retune && now >= retuneMs && now < retuneMs + tickMs) {
@@ -146,8 +157,35 @@ export function simulate(policy: PolicyName, given: SimOptions & RealRun): SimRe
       });
       if (policy === 'oracle') nextReplan = now;
     }
+    if (
+      o.massChange &&
+      now >= o.massChange.atDays * MS_PER_DAY &&
+      now < o.massChange.atDays * MS_PER_DAY + tickMs
+    ) {
+      world.changeAll(now);
+    }
     if (now >= nextReplan) {
+      const before = plan.params;
       plan.replan(now);
+      if (plan.audit === 'round-robin') plansActingOnAudit += 1;
+      if (policy === 'continuous') {
+        // As production's replan does (jobs/refresh/policy.ts): due times beyond the plan's longest
+        // interval are pulled in, and so are those of subscribers seen once when the population's
+        // rate now asks sooner (src/freshness/schedule.ts `pullIn`).
+        const pull = pullIn(before, plan.params);
+        for (let id = 0; id < n; id++) {
+          if (!copies.known[id]) continue;
+          const last = copies.lastSuccessAt(id);
+          const seenOnce = last !== null && (observations[id]?.length ?? 0) === 0;
+          const by = Math.min(
+            (last ?? now) + pull.longestDays * MS_PER_DAY,
+            seenOnce && pull.seenOnceDays !== null
+              ? last + pull.seenOnceDays * MS_PER_DAY
+              : Number.POSITIVE_INFINITY,
+          );
+          if (dueAt[id]! > Math.max(now, by)) schedule(Math.max(now, by), id);
+        }
+      }
       nextReplan = now + (o.replanSeconds ?? 3600) * 1000;
     }
     if (o.workerPlanSeconds !== undefined && now - workerReadAt >= o.workerPlanSeconds * 1000) {
@@ -228,5 +266,6 @@ export function simulate(policy: PolicyName, given: SimOptions & RealRun): SimRe
     figures.snapshot(now, plan.params);
     o.onTick?.(now, plan.params, copies, world);
   }
-  return figures.result(plan.params, plan.keepsMaxAge);
+  const result = figures.result(plan.params, plan.keepsMaxAge);
+  return policy === 'continuous' ? { ...result, plansActingOnAudit } : result;
 }

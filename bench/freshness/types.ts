@@ -74,6 +74,8 @@ export interface SimOptions {
    * the new ones. Round robin spends the new budget too.
    */
   retune?: Retune;
+  /** At `atDays` every wallet changes at once (every token reissued), whatever its rate. */
+  massChange?: { atDays: number };
 }
 
 /** {@link SimOptions.retune}: the new budget and max age as factors, and the cadences at the new max age. */
@@ -122,6 +124,8 @@ export interface SimResult {
   keepsMaxAge?: boolean;
   /** The run from `windowsFromDays` in thirds: learning, middle, end. */
   windows: WindowShare[];
+  /** Plans of the continuous policy that went round in turn because the audit disagreed with the estimate. */
+  plansActingOnAudit?: number;
   /** With `wakeUp`: the woken wallets' stale share by max age after waking, and the always-busy wallets' at the same rate. */
   wakeUp?: { woken: number; byMaxAge: number[]; steadyState: number };
 }

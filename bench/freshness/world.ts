@@ -51,6 +51,8 @@ export interface World {
   drawChange(id: number, from: number): void;
   /** Plays a wallet's changes up to `now` (it has changed), then draws its next one. */
   advance(id: number, now: number): void;
+  /** Every wallet changes at `now` (every token reissued): the next change of each is now. */
+  changeAll(now: number): void;
   /** Wakes quiet wallets at `wakeUp`'s rate; `onWoken` runs for each as it wakes. */
   wake(now: number, wakeUp: { share: number; ratePerDay: number }, onWoken: (id: number) => void): void;
 }
@@ -133,6 +135,9 @@ export function createWorld(o: SimOptions, { random, changes, cards }: WorldStre
         }
       }
       drawChange(id, now);
+    },
+    changeAll(now) {
+      for (let id = 0; id < n; id++) nextChange[id] = Math.min(nextChange[id]!, now);
     },
     wake(now, wakeUp, onWoken) {
       for (let id = 0; id < n; id++) {

@@ -28,6 +28,19 @@ export interface Freshness {
   budgetKeepsMaxAge: boolean | null;
   /** True when the counts come from a sample of the table (above 200,000 subscribers). */
   sampled: boolean;
+  /**
+   * Where the refresh's budget goes, as the last plan split it (null before the first plan, or one
+   * stored by an earlier release): shares of the whole budget for the plan (the threshold and the
+   * max age), for coverage (the longest interval shortened) and for the audit; the coverage interval;
+   * and how the plan acts on the audit (`round-robin` while the two disagree).
+   */
+  budget: {
+    plan: number;
+    coverage: number;
+    audit: number;
+    coverageSeconds: number | null;
+    auditAction: string | null;
+  } | null;
 }
 
 /** The estimate's interval and coverage; counts scaled to the whole table when sampled. */
@@ -52,8 +65,8 @@ interface AuditInterval {
 /**
  * Reads the freshness figures. The estimate is the mean of 1 − e^{−λ·age} over subscribers
  * (src/freshness/staleness.ts `estimatedStaleShare`, the same formula in SQL, checked against it
- * by test/process/freshness.test.ts): a never-synced one counts as stale, one without an estimate yet at
- * the population's rate. Above 200,000 subscribers it reads a page sample, not the whole table.
+ * by test/process/freshness.test.ts): a never-synced one counts as stale, one synced once (no
+ * observation of its own) at the population's rate. Above 200,000 subscribers it reads a page sample, not the whole table.
  * The audit's interval is the policy's to compute: its callers hand in src/freshness `wilson`.
  */
 export async function readFreshness(
@@ -84,7 +97,8 @@ export async function readFreshness(
           select last_success_at, consecutive_not_found,
             coalesce(cardinality(change_observations), 0) > 0 as observed,
             case when last_success_at is not null then
-              1 - exp(-least(700, coalesce(change_rate_per_day, $2)
+              1 - exp(-least(700, (case when coalesce(cardinality(change_observations), 0) > 0
+                  then coalesce(change_rate_per_day, $2) else $2 end)
                 * greatest(0, extract(epoch from now() - last_success_at)) / 86400)) end as p
           from ${from})
         select count(*)::int as n,
@@ -141,6 +155,16 @@ export async function readFreshness(
     keepsMaxAge: policy === undefined ? null : policy.keepsMaxAge && s.past === 0,
     budgetKeepsMaxAge: policy?.keepsMaxAge ?? null,
     sampled: from !== 'subscribers',
+    budget:
+      policy?.spend && policy.mode === 'continuous'
+        ? {
+            plan: policy.spend.plan * (1 - policy.auditShare),
+            coverage: policy.spend.coverage * (1 - policy.auditShare),
+            audit: policy.auditShare,
+            coverageSeconds: policy.coverageDays === null ? null : Math.round(policy.coverageDays * 86_400),
+            auditAction: policy.auditAction,
+          }
+        : null,
   };
 }
 

@@ -33,4 +33,4 @@ export {
   subscriberPage,
 } from './runs.js';
 export { claimDue, countDue, randomSubscribers } from './schedule.js';
-export { capDueTimes } from './schedule-cap.js';
+export { capDueTimes, pullInSeenOnce } from './schedule-cap.js';

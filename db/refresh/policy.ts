@@ -27,6 +27,12 @@ export interface StoredPolicy {
   subscribers: number;
   keepsMaxAge: boolean;
   maxAgeNeedsPerSec: number;
+  /** The longest interval the plan gives anyone, days, when coverage shortens it; null otherwise. */
+  coverageDays: number | null;
+  /** Shares of the schedule's budget for the plan and for coverage; null in a plan stored before them. */
+  spend: { plan: number; coverage: number } | null;
+  /** `round-robin` while the audit disagrees with the estimate; null in a plan stored before it. */
+  auditAction: string | null;
   computedAt: Date;
 }
 
@@ -42,6 +48,10 @@ export async function readPolicy(pool: pg.Pool): Promise<StoredPolicy | undefine
     subscribers: number;
     keeps_max_age: boolean;
     max_age_needs_per_sec: number;
+    coverage_days: number | null;
+    spend_plan: number | null;
+    spend_coverage: number | null;
+    audit_action: string | null;
     computed_at: Date;
   }>('select * from refresh_policy where id = 1');
   const r = rows[0];
@@ -58,21 +68,34 @@ export async function readPolicy(pool: pg.Pool): Promise<StoredPolicy | undefine
     subscribers: r.subscribers,
     keepsMaxAge: r.keeps_max_age,
     maxAgeNeedsPerSec: r.max_age_needs_per_sec,
+    coverageDays: r.coverage_days,
+    spend:
+      r.spend_plan === null || r.spend_coverage === null
+        ? null
+        : { plan: r.spend_plan, coverage: r.spend_coverage },
+    auditAction: r.audit_action,
     computedAt: r.computed_at,
   };
 }
 
-export async function savePolicy(pool: pg.Pool, p: Omit<StoredPolicy, 'computedAt'>): Promise<void> {
+/** A plan to store: what a plan of an earlier release lacked may be left out (stored as null). */
+export type PolicyToSave = Omit<StoredPolicy, 'computedAt' | 'coverageDays' | 'spend' | 'auditAction'> &
+  Partial<Pick<StoredPolicy, 'coverageDays' | 'spend' | 'auditAction'>>;
+
+export async function savePolicy(pool: pg.Pool, p: PolicyToSave): Promise<void> {
   await pool.query(
     `insert into refresh_policy (id, mode, threshold_days, prior_rate_per_day, max_age_seconds, budget_per_sec,
-        audit_share, subscribers, keeps_max_age, max_age_needs_per_sec, prior_mixture, computed_at)
-      values (1, $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, now())
+        audit_share, subscribers, keeps_max_age, max_age_needs_per_sec, prior_mixture, coverage_days,
+        spend_plan, spend_coverage, audit_action, computed_at)
+      values (1, $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, now())
       on conflict (id) do update set mode = excluded.mode, threshold_days = excluded.threshold_days,
         prior_rate_per_day = excluded.prior_rate_per_day, prior_mixture = excluded.prior_mixture,
         max_age_seconds = excluded.max_age_seconds,
         budget_per_sec = excluded.budget_per_sec, audit_share = excluded.audit_share,
         subscribers = excluded.subscribers, keeps_max_age = excluded.keeps_max_age,
-        max_age_needs_per_sec = excluded.max_age_needs_per_sec, computed_at = excluded.computed_at`,
+        max_age_needs_per_sec = excluded.max_age_needs_per_sec, coverage_days = excluded.coverage_days,
+        spend_plan = excluded.spend_plan, spend_coverage = excluded.spend_coverage,
+        audit_action = excluded.audit_action, computed_at = excluded.computed_at`,
     [
       p.mode,
       p.thresholdDays,
@@ -84,6 +107,10 @@ export async function savePolicy(pool: pg.Pool, p: Omit<StoredPolicy, 'computedA
       p.keepsMaxAge,
       p.maxAgeNeedsPerSec,
       p.priorMixture === null ? null : JSON.stringify(p.priorMixture),
+      p.coverageDays ?? null,
+      p.spend?.plan ?? null,
+      p.spend?.coverage ?? null,
+      p.auditAction ?? null,
     ],
   );
 }

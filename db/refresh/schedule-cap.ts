@@ -43,3 +43,40 @@ export async function capDueTimes(pool: pg.Pool, capMs: number, batch = BATCH): 
     if (n < batch) return moved;
   }
 }
+
+/**
+ * Pulls the due time of every subscriber seen once (synced, no observation of its own yet) that is
+ * planned later than its last success + `intervalMs` in to that (at the earliest now), with its own
+ * plan: a new plan's population rate asks sooner than the one it was planned under (or none was
+ * made when it was synced). Called only when that interval shrinks, so its read of the schedule's
+ * future (every row due later than now) is rare. Returns how many it moved.
+ */
+export async function pullInSeenOnce(pool: pg.Pool, intervalMs: number, batch = BATCH): Promise<number> {
+  let moved = 0;
+  for (;;) {
+    const { rows } = await pool.query<{ n: number }>({
+      name: 'cards-sync-schedule-seen-once',
+      text: `with picked as (
+          select q.subscriber_id,
+              greatest(now(), s.last_success_at + make_interval(secs => $1::float8 / 1000)) as due
+            from subscriber_schedule q join subscribers s using (subscriber_id)
+            where q.due_at > now() and s.last_success_at is not null
+              and coalesce(cardinality(s.change_observations), 0) = 0
+              and q.due_at > greatest(now(), s.last_success_at + make_interval(secs => $1::float8 / 1000))
+            order by q.due_at, q.subscriber_id
+            limit $2
+            for update of q skip locked
+        ),
+        plans as (
+          update subscribers s set next_refresh_at = p.due from picked p
+            where s.subscriber_id = p.subscriber_id and s.next_refresh_at > p.due
+        ),
+        rows as (update subscriber_schedule q set due_at = p.due from picked p where q.subscriber_id = p.subscriber_id)
+        select count(*)::int as n from picked`,
+      values: [intervalMs, batch],
+    });
+    const n = rows[0]?.n ?? 0;
+    moved += n;
+    if (n < batch) return moved;
+  }
+}

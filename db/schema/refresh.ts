@@ -107,6 +107,13 @@ export const refreshPolicy = pgTable(
     keepsMaxAge: boolean('keeps_max_age').notNull(),
     /** Syncs a second that syncing everyone once per max age takes. */
     maxAgeNeedsPerSec: doublePrecision('max_age_needs_per_sec').notNull(),
+    /** The longest interval the plan gives anyone, days, when shorter than the max age's: coverage. */
+    coverageDays: doublePrecision('coverage_days'),
+    /** Shares of the schedule's budget: the plan's (threshold and max age) and coverage's. */
+    spendPlan: doublePrecision('spend_plan'),
+    spendCoverage: doublePrecision('spend_coverage'),
+    /** How the plan acts on the audit: `none`, or `round-robin` when the audit disagrees with the estimate. */
+    auditAction: text('audit_action'),
     computedAt: tz('computed_at').notNull(),
   },
   (t) => [check('refresh_policy_one_row', sql`${t.id} = 1`)],

@@ -1,24 +1,28 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Queue } from 'bullmq';
+import type pg from 'pg';
 import type { Db } from '../../db/client.js';
 import {
   capDueTimes,
   claimDue,
+  pullInSeenOnce,
   type RefreshRun,
   randomSubscribers,
   readPolicy,
   recordFanoutPage,
+  type StoredPolicy,
 } from '../../db/refresh/index.js';
 import {
   afterClaim,
   allowance,
-  MAX_AGE_PLANNED,
+  MS_PER_DAY,
   policyParams,
+  pullIn,
   splitForAudit,
 } from '../../src/freshness/index.js';
 import type { Logger } from '../../src/logging/index.js';
 import { enqueueSyncs, type SyncJobData, type SyncJobResult } from '../sync/index.js';
-import { replan } from './policy.js';
+import { type RefreshPlanSettings, replan } from './policy.js';
 
 // REFRESH_MODE=continuous: a refresh run that spends REFRESH_BUDGET_PER_SEC for a window (an
 // hour by default), taking the subscribers due first (src/freshness decides when each is due)
@@ -51,6 +55,34 @@ export interface ContinuousStep {
   handBack(): Promise<never>;
   /** Called after each tick that handed out work, with the run's enqueued count. */
   progress?(enqueued: number): Promise<unknown>;
+}
+
+/**
+ * Makes the shared plan again, then pulls in what it asks sooner than the due times planned under
+ * the one before (`before`, as stored): REFRESH_MAX_AGE is a hard bound (plans made under a longer
+ * one are pulled within it), coverage shortens the longest interval, and a subscriber seen once is
+ * planned at the population's rate. Returns the plan as stored.
+ */
+export async function replanAndPullIn(
+  deps: { pool: pg.Pool; claims: pg.Pool; logger: Logger },
+  before: StoredPolicy | undefined,
+  settings: RefreshPlanSettings,
+): Promise<StoredPolicy> {
+  const plan = await replan(deps.pool, settings, deps.logger);
+  const stored = { ...plan, computedAt: new Date() };
+  const pull = pullIn(
+    before ? policyParams(before, settings.maxAgeMs) : undefined,
+    policyParams(stored, settings.maxAgeMs),
+  );
+  const pulled = await capDueTimes(deps.claims, pull.longestDays * MS_PER_DAY);
+  if (pulled > 0)
+    deps.logger.info({ pulled }, "due times beyond the plan's longest interval pulled within it");
+  if (pull.seenOnceDays !== null) {
+    const seenOnce = await pullInSeenOnce(deps.claims, pull.seenOnceDays * MS_PER_DAY);
+    if (seenOnce > 0)
+      deps.logger.info({ pulled: seenOnce }, "subscribers seen once pulled in to the population's rate");
+  }
+  return stored;
 }
 
 /** Runs one window's fan-out; returns the run as it stands when the window is over. */
@@ -101,13 +133,8 @@ export async function continuousFanout(
       await sleep(tickMs);
       continue;
     }
-    if (!fresh()) {
-      // REFRESH_MAX_AGE is a hard bound: plans made under a longer one are pulled within it.
-      const pulled = await capDueTimes(claims.$client, o.maxAgeMs * MAX_AGE_PLANNED);
-      if (pulled > 0) deps.logger.info({ pulled }, 'due times beyond the max age pulled within it');
-      const plan = await replan(pool, settings, deps.logger);
-      stored = { ...plan, computedAt: new Date() };
-    }
+    if (!fresh())
+      stored = await replanAndPullIn({ pool, claims: claims.$client, logger: deps.logger }, stored, settings);
     const params = policyParams(stored, o.maxAgeMs);
     const allowed = allowance(markedAt, Date.now(), o.budgetPerSec);
     markedAt = allowed.markedAt;

@@ -1,7 +1,9 @@
 import type pg from 'pg';
-import { planEvidenceSample, type StoredPolicy, savePolicy } from '../../db/refresh/index.js';
+import { planEvidenceSample, readFreshness, type StoredPolicy, savePolicy } from '../../db/refresh/index.js';
 import { liveFleet, strictestMaxAge } from '../../src/fleet/index.js';
 import {
+  type AuditAction,
+  auditAction,
   fitGroupedMixture,
   forgetDaysFor,
   groupRates,
@@ -11,6 +13,7 @@ import {
   plannedRates,
   pooledRate,
   solveThreshold,
+  wilson,
 } from '../../src/freshness/index.js';
 import type { Logger } from '../../src/logging/index.js';
 import { formatDuration } from '../../src/shared/index.js';
@@ -61,7 +64,11 @@ export async function replan(
     settings.budgetPerSec !== null ? settings.budgetPerSec * 86_400 : Math.max(1, sample.total);
   const scheduledPerDay =
     refreshPerDay * (settings.mode === 'continuous' ? 1 - settings.auditShare : 1) * PLANNED_SHARE;
-  const threshold = solveThreshold(groups, scheduledPerDay, { maxAgeDays, minIntervalDays: 0 });
+  // When the audit disagrees with the estimate beyond the model's usual error, the rates cannot be
+  // trusted: the plan goes round in turn until the two agree again (src/freshness `auditAction`).
+  const audit: AuditAction =
+    settings.mode === 'continuous' ? await judgeAudit(pool, settings.maxAgeMs).catch(() => 'none') : 'none';
+  const threshold = solveThreshold(groups, scheduledPerDay, { maxAgeDays, minIntervalDays: 0 }, audit);
   const strictest = strictestMaxAge(await liveFleet(pool).catch(() => []), settings.maxAgeMs);
   const maxAgeNeedsPerSec = sample.total / (strictest.ms / 1000);
   const keepsMaxAge =
@@ -79,8 +86,16 @@ export async function replan(
     subscribers: sample.total,
     keepsMaxAge,
     maxAgeNeedsPerSec,
+    coverageDays: threshold.coverageDays ?? null,
+    spend: threshold.spend,
+    auditAction: audit,
   };
   await savePolicy(pool, plan);
+  if (audit === 'round-robin')
+    logger?.warn(
+      { subscribers: sample.total },
+      "the refresh's audit disagrees with its estimate of the stale share: the plan goes round every subscriber in turn until they agree again (docs/refresh.md)",
+    );
   if (!keepsMaxAge) {
     const judged = { ...plan, maxAgeSeconds: strictest.ms / 1000 };
     const whose =
@@ -93,6 +108,14 @@ export async function replan(
     );
   }
   return plan;
+}
+
+/** How the plan acts on the audit of the last max age against the estimate (src/freshness `auditAction`). */
+async function judgeAudit(pool: pg.Pool, maxAgeMs: number): Promise<AuditAction> {
+  const f = await readFreshness(pool, maxAgeMs, wilson);
+  const { samples, staleRatio, low, high } = f.audit;
+  if (staleRatio === null || low === null || high === null) return 'none';
+  return auditAction(f.estimatedStaleRatio, { ratio: staleRatio, low, high, samples });
 }
 
 /** Null when the budget keeps REFRESH_MAX_AGE; otherwise what it would take, with the fixes. */

@@ -195,9 +195,21 @@ function formatFreshness(f: Freshness): string[] {
     `  ${estimateBasis(f)}`,
     `  max age ${formatDuration(f.maxAgeSeconds)}: ${f.pastMaxAge} subscribers past it, ${f.neverSynced} never synced${f.sampled ? ' (from a sample)' : ''}`,
   ];
-  if (auditDisagrees(f))
+  if (f.budget) {
+    const b = f.budget;
     lines.push(
-      "  MODEL DISAGREES: the audit's interval excludes the estimate; the change-rate model is wrong for this population (see docs/runbooks.md, CardsSyncFreshnessModelWrong)",
+      `  budget: ${pct(b.plan)} to the plan (each subscriber by its rate, the max age), ${pct(b.coverage)} to coverage` +
+        `${b.coverageSeconds !== null ? ` (nobody waits longer than ${formatDuration(b.coverageSeconds)})` : ''}, ${pct(b.audit)} to the audit`,
+    );
+  }
+  if (f.budget?.auditAction === 'round-robin')
+    lines.push(
+      "  MODEL DISAGREES, ACTED ON: the audit's interval is far from the estimate, so the plan no longer trusts the rates and goes round every subscriber in turn (round robin) until the two agree again (docs/refresh.md)",
+    );
+  else if (auditDisagrees(f))
+    lines.push(
+      "  MODEL DISAGREES: the audit's interval excludes the estimate; the change-rate model is wrong for this population (see docs/runbooks.md, CardsSyncFreshnessModelWrong). " +
+        "The plan acts once the estimate is further off than its usual error (30%, or 0.3 point, outside the audit's interval)",
     );
   if (f.keepsMaxAge === false && f.budgetKeepsMaxAge !== false)
     lines.push(

@@ -28,7 +28,7 @@ export const PLANNED_SHARE = 0.9;
  * No interval is planned longer than this share of the max age: the rest is the margin that a
  * scheduler behind its due times (a burst of them, a change of threshold) eats before the bound.
  */
-export const MAX_AGE_PLANNED = 0.9;
+const MAX_AGE_PLANNED = 0.9;
 
 /** What the scheduler and the workers share, from `refresh_policy`. */
 export interface PolicyParams {
@@ -39,7 +39,27 @@ export interface PolicyParams {
   /** Shortest interval between two syncs of one subscriber, days. */
   minIntervalDays: number;
   prior: RatePrior;
+  /**
+   * The longest interval the plan gives anyone, days, when it is shorter than {@link MAX_AGE_PLANNED}
+   * of the max age: budget the threshold does not need buys coverage (those synced longest ago come
+   * round sooner), or the audit disagrees with the estimate and the whole budget goes round in turn.
+   * Absent: the max age's.
+   */
+  coverageDays?: number;
+  /**
+   * The chance that a copy has changed below which its subscriber is not synced again
+   * ({@link MIN_STALE_CHANCE}); 0 for the oracle of the simulator, which knows every rate.
+   */
+  minStaleChance?: number;
 }
+
+/**
+ * No subscriber is synced again before its copy is this likely to have changed, at its estimated
+ * rate: about ten syncs per expected change at most. Without it a budget larger than the plan needs
+ * (a small fleet, a long max age) drove the threshold to 0 and every interval with it, and the
+ * budget circled the few subscribers with a rate, one sync a second each (docs/refresh.md).
+ */
+export const MIN_STALE_CHANCE = 0.01;
 
 /** h(x) = 1 − e^{−x}(1+x): g(λ, I)·λ with x = λI; increasing from 0 to 1. */
 function h(x: number): number {
@@ -58,19 +78,34 @@ function hInverse(y: number): number {
   return (lo + hi) / 2;
 }
 
+/** The parameters an interval is computed from. */
+type IntervalParams = Pick<
+  PolicyParams,
+  'thresholdDays' | 'maxAgeDays' | 'minIntervalDays' | 'coverageDays' | 'minStaleChance'
+>;
+
+/** The longest interval the plan gives anyone, days: the max age's margin, or coverage's. */
+function longestIntervalDays(params: Pick<PolicyParams, 'maxAgeDays' | 'coverageDays'>): number {
+  return Math.min(params.maxAgeDays * MAX_AGE_PLANNED, params.coverageDays ?? Number.POSITIVE_INFINITY);
+}
+
+/** The shortest interval a rate warrants: until the copy is {@link MIN_STALE_CHANCE} likely to have changed. */
+function shortestIntervalDays(ratePerDay: number, minStaleChance = MIN_STALE_CHANCE): number {
+  if (!(ratePerDay > 0) || !(minStaleChance > 0)) return 0;
+  return -Math.log1p(-Math.min(minStaleChance, 0.999)) / ratePerDay;
+}
+
 /** The days between two syncs of a subscriber whose cards change `ratePerDay` times a day. */
-export function intervalDays(
-  ratePerDay: number,
-  params: Pick<PolicyParams, 'thresholdDays' | 'maxAgeDays' | 'minIntervalDays'>,
-): number {
-  const { thresholdDays: mu, maxAgeDays, minIntervalDays } = params;
+export function intervalDays(ratePerDay: number, params: IntervalParams): number {
+  const { thresholdDays: mu, minIntervalDays } = params;
   let days = Number.POSITIVE_INFINITY;
   if (Number.isFinite(mu) && ratePerDay > 0) {
     const y = mu * ratePerDay;
     if (y <= 0) days = minIntervalDays;
     else if (y < 1) days = hInverse(y) / ratePerDay;
   }
-  return Math.min(maxAgeDays * MAX_AGE_PLANNED, Math.max(minIntervalDays, days));
+  const floor = Math.max(minIntervalDays, shortestIntervalDays(ratePerDay, params.minStaleChance));
+  return Math.min(longestIntervalDays(params), Math.max(floor, days));
 }
 
 /** A subscriber's schedule as stored in `subscribers`. */
@@ -185,7 +220,7 @@ export function groupRates(rates: Iterable<number>, weight = 1): RateGroup[] {
 }
 
 /** Syncs a day the population needs at threshold μ. */
-function load(groups: readonly RateGroup[], params: Parameters<typeof intervalDays>[1]): number {
+function load(groups: readonly RateGroup[], params: IntervalParams): number {
   let perDay = 0;
   for (const g of groups) perDay += g.count / intervalDays(g.ratePerDay, params);
   return perDay;
@@ -197,16 +232,33 @@ export interface Threshold {
   keepsMaxAge: boolean;
   /** Syncs a day the max age alone needs (everyone once per max age). */
   maxAgeNeedsPerDay: number;
+  /** The coverage interval ({@link PolicyParams.coverageDays}), when the plan sets one. */
+  coverageDays?: number;
+  /**
+   * Where the budget goes, as shares of it: `plan`, the syncs the threshold and the max age ask
+   * for; `coverage`, the rest, spent on shortening the longest intervals.
+   */
+  spend: { plan: number; coverage: number };
 }
+
+/** How the plan acts on the audit: `round-robin` when the audit's interval excludes the estimate. */
+export type AuditAction = 'none' | 'round-robin';
 
 /**
  * The threshold μ that spends `budgetPerDay` syncs a day on a population of rates, where every
- * interval is capped by the max age: the bisection of a decreasing load on the log scale.
+ * interval is capped by the max age: the bisection of a decreasing load on the log scale. When
+ * even μ = 0 (every subscriber with a rate at the shortest interval its rate warrants) leaves budget
+ * over, the rest buys coverage: the longest interval is shortened until the load spends the budget,
+ * so that the subscribers synced longest ago come round sooner, never a busy one faster than its
+ * rate warrants. With `audit` `round-robin` (the audit disagrees with the estimate, so the rates
+ * cannot be trusted) everyone is planned at the same interval, the budget's: round robin, which no
+ * wrong estimate can make worse.
  */
 export function solveThreshold(
   groups: readonly RateGroup[],
   budgetPerDay: number,
-  base: Pick<PolicyParams, 'maxAgeDays' | 'minIntervalDays'>,
+  base: Pick<PolicyParams, 'maxAgeDays' | 'minIntervalDays' | 'minStaleChance'>,
+  audit: AuditAction = 'none',
 ): Threshold {
   const total = groups.reduce((n, g) => n + g.count, 0);
   const maxAgeNeedsPerDay = total / (base.maxAgeDays * MAX_AGE_PLANNED);
@@ -215,18 +267,53 @@ export function solveThreshold(
       thresholdDays: Number.POSITIVE_INFINITY,
       keepsMaxAge: maxAgeNeedsPerDay <= budgetPerDay,
       maxAgeNeedsPerDay,
+      spend: { plan: 1, coverage: 0 },
     };
   }
-  const at = (mu: number) => load(groups, { ...base, thresholdDays: mu });
+  if (audit === 'round-robin') {
+    return {
+      thresholdDays: Number.POSITIVE_INFINITY,
+      keepsMaxAge: true,
+      maxAgeNeedsPerDay,
+      coverageDays: total / budgetPerDay,
+      spend: { plan: maxAgeNeedsPerDay / budgetPerDay, coverage: 1 - maxAgeNeedsPerDay / budgetPerDay },
+    };
+  }
+  const at = (mu: number, coverageDays?: number) =>
+    load(groups, { ...base, thresholdDays: mu, ...(coverageDays !== undefined ? { coverageDays } : {}) });
+  const needs = at(0);
+  if (needs <= budgetPerDay) {
+    // The plan does not need the whole budget: the rest shortens the longest intervals.
+    let lo = Math.log(1e-12);
+    let hi = Math.log(base.maxAgeDays * MAX_AGE_PLANNED);
+    for (let i = 0; i < 60; i++) {
+      const mid = (lo + hi) / 2;
+      if (at(0, Math.exp(mid)) > budgetPerDay) lo = mid;
+      else hi = mid;
+    }
+    return {
+      thresholdDays: 0,
+      keepsMaxAge: true,
+      maxAgeNeedsPerDay,
+      coverageDays: Math.exp(hi),
+      spend: { plan: needs / budgetPerDay, coverage: 1 - needs / budgetPerDay },
+    };
+  }
   let lo = Math.log(1e-12);
   let hi = Math.log(1e6);
-  if (at(Math.exp(lo)) <= budgetPerDay) return { thresholdDays: 0, keepsMaxAge: true, maxAgeNeedsPerDay };
+  if (at(Math.exp(lo)) <= budgetPerDay)
+    return { thresholdDays: 0, keepsMaxAge: true, maxAgeNeedsPerDay, spend: { plan: 1, coverage: 0 } };
   for (let i = 0; i < 60; i++) {
     const mid = (lo + hi) / 2;
     if (at(Math.exp(mid)) > budgetPerDay) lo = mid;
     else hi = mid;
   }
-  return { thresholdDays: Math.exp(hi), keepsMaxAge: true, maxAgeNeedsPerDay };
+  return {
+    thresholdDays: Math.exp(hi),
+    keepsMaxAge: true,
+    maxAgeNeedsPerDay,
+    spend: { plan: 1, coverage: 0 },
+  };
 }
 
 /** REFRESH_MAX_AGE's default, days. */
@@ -251,6 +338,8 @@ export interface StoredPlan {
   thresholdDays: number | null;
   priorRatePerDay: number;
   priorMixture: RateMixture | null;
+  /** {@link PolicyParams.coverageDays}; null (or absent, a plan stored before it) when none is set. */
+  coverageDays?: number | null;
 }
 
 /** The parameters a stored plan (or none yet: {@link defaultPolicy}) gives, under this process's max age. */
@@ -261,11 +350,45 @@ export function policyParams(stored: StoredPlan | undefined, maxAgeMs: number): 
     thresholdDays: stored.thresholdDays ?? Number.POSITIVE_INFINITY,
     maxAgeDays,
     minIntervalDays: 0,
+    ...(stored.coverageDays ? { coverageDays: stored.coverageDays } : {}),
     prior: {
       ratePerDay: stored.priorRatePerDay,
       weight: PRIOR_WEIGHT,
       mixture: stored.priorMixture,
       forgetDays: forgetDaysFor(maxAgeDays),
     },
+  };
+}
+
+/** What a new plan pulls in of the due times planned under the one before ({@link pullIn}). */
+export interface PullIn {
+  /** Every due time later than a subscriber's last success plus this (days) is pulled in to it. */
+  longestDays: number;
+  /**
+   * A subscriber seen once (no observation of its own) is pulled in to its last success plus this
+   * (days): the interval the population's rate asks for under the new plan. Null when it asks no
+   * sooner than the plan before did, so nothing of that kind is read.
+   */
+  seenOnceDays: number | null;
+}
+
+/**
+ * What a new plan pulls in. A due time is planned once, at a sync, under the plan of the day; a
+ * plan that asks sooner (a lowered max age, budget the plan no longer needs going to coverage, the
+ * audit's disagreement, a population rate learnt higher) would otherwise wait for every due time
+ * planned under the old one. A subscriber synced before any plan was made (everyone at the max
+ * age) or under a population rate since learnt higher is one it knows little about: it is planned
+ * at what the population now tells, not left where the old plan put it.
+ */
+export function pullIn(before: PolicyParams | undefined, after: PolicyParams): PullIn {
+  const longestDays = longestIntervalDays(after);
+  const seenOnce = intervalDays(estimateRate(null, after.prior), after);
+  const seenOnceBefore = before
+    ? intervalDays(estimateRate(null, before.prior), before)
+    : Number.POSITIVE_INFINITY;
+  // A fifth shorter at least: the population's rate moves a little at every plan.
+  return {
+    longestDays,
+    seenOnceDays: seenOnce < Math.min(longestDays, 0.8 * seenOnceBefore) ? seenOnce : null,
   };
 }

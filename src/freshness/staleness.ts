@@ -1,6 +1,7 @@
 // How stale the copy is: the model's estimate and the audit's measurement. Pure.
 
 import { MS_PER_DAY, staleProbability } from './estimate.js';
+import type { AuditAction } from './schedule.js';
 
 /** One subscriber as the estimate reads it. */
 export interface Copy {
@@ -74,10 +75,14 @@ export function staleEstimate(copies: Iterable<Copy>, now: number, priorRatePerD
       continue;
     }
     covers += 1;
-    const p = staleProbability(c.ratePerDay ?? priorRatePerDay, (now - c.lastSuccessAt) / MS_PER_DAY);
+    // One synced once has no interval of its own: the population's rate, not the rate stored at its
+    // sync (under whatever plan, or none, was in force then).
+    const observed = c.observed ?? c.ratePerDay !== null;
+    const rate = observed ? (c.ratePerDay ?? priorRatePerDay) : priorRatePerDay;
+    const p = staleProbability(rate, (now - c.lastSuccessAt) / MS_PER_DAY);
     sum += p;
     variance += p * (1 - p);
-    if (c.observed ?? c.ratePerDay !== null) learned += 1;
+    if (observed) learned += 1;
     else {
       syncedOnce += 1;
       once += p;
@@ -130,4 +135,30 @@ export function wilson(found: number, samples: number, z = 1.96): Interval | nul
   const centre = (p + z2 / (2 * samples)) / denominator;
   const half = (z * Math.sqrt((p * (1 - p)) / samples + z2 / (4 * samples * samples))) / denominator;
   return { ratio: p, low: Math.max(0, centre - half), high: Math.min(1, centre + half) };
+}
+
+/**
+ * Audit samples (of the last max age) below which a disagreement is not acted on: with fewer, one
+ * lucky draw would swing the whole plan.
+ */
+export const AUDIT_ACTS_FROM = 30;
+
+/**
+ * How far outside the audit's interval the estimate may be before the plan stops trusting the rates:
+ * the error the estimate is held to (30%, or 0.3 points of the share). Closer, the model is only as
+ * wrong as models are, and round robin would cost more than it saves (bench:freshness, control).
+ */
+const AUDIT_TOLERANCE = { relative: 0.3, points: 0.003 };
+
+/**
+ * How the plan acts on the audit: when the audit's 95% interval, of at least {@link AUDIT_ACTS_FROM}
+ * samples, widened by {@link AUDIT_TOLERANCE}, excludes the model's estimate, the rates cannot be trusted and the plan goes round in
+ * turn (src/freshness/schedule.ts `solveThreshold`), which no wrong rate can make worse; the syncs
+ * go on teaching each subscriber's rate, and once the two agree again the plan uses them.
+ */
+export function auditAction(estimate: number, audit: (Interval & { samples: number }) | null): AuditAction {
+  if (audit === null || audit.samples < AUDIT_ACTS_FROM) return 'none';
+  const low = audit.low * (1 - AUDIT_TOLERANCE.relative) - AUDIT_TOLERANCE.points;
+  const high = audit.high * (1 + AUDIT_TOLERANCE.relative) + AUDIT_TOLERANCE.points;
+  return estimate < low || estimate > high ? 'round-robin' : 'none';
 }

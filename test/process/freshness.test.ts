@@ -310,7 +310,9 @@ describe('the freshness figures', () => {
           (extract(epoch from now()) * 1000)::float8 as now_ms from subscribers`,
     );
     const expected = estimatedStaleShare(
-      rows.map((r) => ({ lastSuccessAt: r.ms, ratePerDay: r.rate })),
+      // No row has an observation of its own: each synced one is at the population's rate, whatever
+      // rate its sync stored (one stored under an older plan, or none, says nothing of the wallet).
+      rows.map((r) => ({ lastSuccessAt: r.ms, ratePerDay: r.rate, observed: false })),
       rows[0]!.now_ms,
       0.2,
     );

@@ -1,0 +1,99 @@
+import { describe, expect, it } from 'vitest';
+import {
+  AUDIT_ACTS_FROM,
+  auditAction,
+  groupRates,
+  intervalDays,
+  MIN_STALE_CHANCE,
+  MS_PER_DAY,
+  type PolicyParams,
+  pullIn,
+  solveThreshold,
+  staleEstimate,
+  staleProbability,
+} from '../../src/freshness/index.js';
+
+// What the continuous refresh promises in every fleet (docs/refresh.md, "What the refresh
+// promises"), held by the pure policy code the workers and the simulator both run.
+
+const prior = { ratePerDay: 12, weight: 0.05 };
+const base = { maxAgeDays: 2 / 24, minIntervalDays: 0 };
+
+/** The load of a plan over a population, syncs a day. */
+const load = (rates: number[], p: PolicyParams) => rates.reduce((sum, r) => sum + 1 / intervalDays(r, p), 0);
+
+describe('budget the plan does not need', () => {
+  // The trial's fleet: 2,880 subscribers, 15 syncs/s, a 2-hour max age; 70% never change.
+  const rates = [...Array.from({ length: 2016 }, () => 0), ...Array.from({ length: 864 }, () => 0.5)];
+  const budget = 15 * 86_400 * 0.98 * 0.9;
+
+  it('buys coverage: the longest interval shrinks until the budget is spent, and nobody is synced faster than its rate warrants', () => {
+    const t = solveThreshold(groupRates(rates), budget, base);
+    expect(t.thresholdDays).toBe(0);
+    expect(t.coverageDays).toBeLessThan(base.maxAgeDays * 0.9);
+    const p: PolicyParams = { ...base, thresholdDays: t.thresholdDays, coverageDays: t.coverageDays!, prior };
+    expect(load(rates, p) / budget).toBeCloseTo(1, 2);
+    // A wallet changing half a time a day waits until its copy is MIN_STALE_CHANCE likely to have
+    // changed, or coverage's interval if that is shorter; today's code planned it at 0 days.
+    const busy = intervalDays(0.5, p);
+    expect(busy).toBeGreaterThan(0);
+    expect(staleProbability(0.5, busy)).toBeLessThanOrEqual(MIN_STALE_CHANCE + 1e-9);
+    expect(busy).toBeCloseTo(t.coverageDays!, 9);
+    // The quiet ones come round at the coverage interval, the same for all.
+    expect(intervalDays(0, p)).toBeCloseTo(t.coverageDays!, 9);
+    expect(t.spend.coverage).toBeGreaterThan(0.9);
+    expect(t.spend.plan + t.spend.coverage).toBeCloseTo(1, 9);
+  });
+
+  it('is none when the plan needs the whole budget: the threshold spends it and the spend says so', () => {
+    // Wallets changing 50 times a day, three syncs per subscriber per max age.
+    const busier = rates.map((r) => r * 100);
+    const t = solveThreshold(groupRates(busier), 3 * rates.length * (24 / 2), base);
+    expect(t.thresholdDays).toBeGreaterThan(0);
+    expect(t.coverageDays).toBeUndefined();
+    expect(t.spend).toEqual({ plan: 1, coverage: 0 });
+  });
+});
+
+describe('the audit, acted on', () => {
+  it('disagreeing beyond the model’s usual error, with enough draws, sends the plan round in turn', () => {
+    const audit = { ratio: 0.9, low: 0.85, high: 0.94, samples: 161 };
+    expect(auditAction(0.0017, audit)).toBe('round-robin');
+    expect(auditAction(0.88, audit)).toBe('none');
+    // Within 30% (or 0.3 point) of the interval: a model as wrong as models are is kept.
+    expect(auditAction(0.62, audit)).toBe('none');
+    expect(auditAction(0.0017, { ...audit, samples: AUDIT_ACTS_FROM - 1 })).toBe('none');
+    expect(auditAction(0.0017, null)).toBe('none');
+  });
+
+  it('round robin: everyone at the interval the budget allows, whatever the rates say', () => {
+    const rates = [0, 0, 0, 5, 50];
+    const budget = 600;
+    const t = solveThreshold(groupRates(rates), budget, base, 'round-robin');
+    const p: PolicyParams = { ...base, thresholdDays: t.thresholdDays, coverageDays: t.coverageDays!, prior };
+    for (const r of rates) expect(intervalDays(r, p)).toBeCloseTo(rates.length / budget, 9);
+  });
+});
+
+describe('a subscriber it knows little about', () => {
+  it('is estimated at the population’s rate, not at the rate stored under an older plan', () => {
+    const now = 10 * MS_PER_DAY;
+    const copies = [{ ratePerDay: 1 / 7, lastSuccessAt: now - MS_PER_DAY / 24, observed: false }];
+    const e = staleEstimate(copies, now, 12);
+    expect(e.share).toBeCloseTo(staleProbability(12, 1 / 24), 9);
+    expect(e.syncedOnce).toBe(1);
+  });
+
+  it('is pulled in by the first plan, and by one whose population rate asks a fifth sooner; not by the same plan again', () => {
+    const plan = (ratePerDay: number): PolicyParams => ({
+      ...base,
+      thresholdDays: 1e-4,
+      prior: { ratePerDay, weight: 0.05 },
+    });
+    const first = pullIn(undefined, plan(12));
+    expect(first.seenOnceDays).toBeCloseTo(intervalDays(12, plan(12)), 9);
+    expect(first.longestDays).toBeCloseTo(base.maxAgeDays * 0.9, 9);
+    expect(pullIn(plan(12), plan(12)).seenOnceDays).toBeNull();
+    expect(pullIn(plan(1), plan(12)).seenOnceDays).not.toBeNull();
+  });
+});
