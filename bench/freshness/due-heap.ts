@@ -22,30 +22,38 @@ export class DueHeap {
       i = p;
     }
   }
+  /** The earliest live entry's due time, left in place (dead entries above it are dropped). */
+  peekDue(): number | undefined {
+    while (this.ids.length > 0 && this.versions[0] !== this.current[this.ids[0]!]) this.removeTop();
+    return this.ids.length > 0 ? this.due[0] : undefined;
+  }
   /** The earliest live entry, removed. */
   pop(): number | undefined {
     while (this.ids.length > 0) {
       const id = this.ids[0]!;
       const version = this.versions[0]!;
-      const last = this.ids.length - 1;
-      this.swap(0, last);
-      this.due.pop();
-      this.ids.pop();
-      this.versions.pop();
-      let i = 0;
-      for (;;) {
-        const l = 2 * i + 1;
-        const r = l + 1;
-        let m = i;
-        if (l < this.ids.length && this.due[l]! < this.due[m]!) m = l;
-        if (r < this.ids.length && this.due[r]! < this.due[m]!) m = r;
-        if (m === i) break;
-        this.swap(i, m);
-        i = m;
-      }
+      this.removeTop();
       if (version === this.current[id]) return id;
     }
     return undefined;
+  }
+  private removeTop() {
+    const last = this.ids.length - 1;
+    this.swap(0, last);
+    this.due.pop();
+    this.ids.pop();
+    this.versions.pop();
+    let i = 0;
+    for (;;) {
+      const l = 2 * i + 1;
+      const r = l + 1;
+      let m = i;
+      if (l < this.ids.length && this.due[l]! < this.due[m]!) m = l;
+      if (r < this.ids.length && this.due[r]! < this.due[m]!) m = r;
+      if (m === i) break;
+      this.swap(i, m);
+      i = m;
+    }
   }
   private swap(a: number, b: number) {
     [this.due[a], this.due[b]] = [this.due[b]!, this.due[a]!];

@@ -1,8 +1,10 @@
 import {
   afterClaim,
   afterSuccess,
+  aheadWindow,
   allowance,
   auditAction,
+  chooseAhead,
   claimLeaseMs,
   estimatedStaleShare,
   intervalDays,
@@ -244,9 +246,7 @@ export function simulate(policy: PolicyName, given: SimOptions & RealRun): SimRe
       // holds it). Popped and synced at once, one whose plan is shorter than the tick would be
       // synced again and again at the same moment, observing nothing, and spend the tick.
       const claimed: number[] = [];
-      for (let k = 0; k < split.scheduled; k++) {
-        const id = heap.pop();
-        if (id === undefined) break;
+      const claim = (id: number) => {
         afterClaim(
           { lastSuccessAt: copies.lastSuccessAt(id), observations: observations[id]!, ratePerDay: rate[id]! },
           now,
@@ -254,6 +254,37 @@ export function simulate(policy: PolicyName, given: SimOptions & RealRun): SimRe
         );
         o.onClaim?.({ id, dueAt: dueAt[id]!, at: now });
         claimed.push(id);
+      };
+      // Everyone due first, in due order, as the claim's index read takes them.
+      while (claimed.length < split.scheduled && (heap.peekDue() ?? Number.POSITIVE_INFINITY) <= now)
+        claim(heap.pop()!);
+      if (claimed.length < split.scheduled && (policy === 'oracle' || policy === 'continuous')) {
+        // The budget left over: a window of those due soonest, of which the policy's chooser picks
+        // (db/refresh/schedule.ts claimAhead); the rest go back as they were.
+        const left = split.scheduled - claimed.length;
+        const window: number[] = [];
+        while (window.length < aheadWindow(left)) {
+          const id = heap.pop();
+          if (id === undefined) break;
+          window.push(id);
+        }
+        const chosen = new Set(
+          chooseAhead(
+            window.map((id) => ({ id, dueAt: dueAt[id]!, lastSuccessAt: copies.lastSuccessAt(id) })),
+            left,
+            now,
+          ),
+        );
+        for (const id of window) {
+          if (chosen.has(id)) claim(id);
+          else schedule(dueAt[id]!, id);
+        }
+      } else {
+        while (claimed.length < split.scheduled) {
+          const id = heap.pop();
+          if (id === undefined) break;
+          claim(id);
+        }
       }
       for (const id of claimed) sync(id, now);
       for (let k = 0; k < split.audit; k++) {

@@ -59,10 +59,28 @@ export async function catchUp(client: Pick<pg.PoolClient, 'query'>, ids: number[
  * one narrow update instead of costing the sync a second row. Rows a sync holds are skipped, not
  * waited for; two schedulers never take the same subscriber.
  */
+/** A row not yet due, as {@link claimDue} hands it to its chooser: its due time and last success, ms. */
+interface NotYetDue {
+  id: number;
+  dueAt: number;
+  lastSuccessAt: number | null;
+}
+
+/**
+ * Where the budget left over once every due row is handed out goes, as the caller's policy says
+ * (src/freshness/schedule.ts `chooseAhead`, `aheadWindow`): of the `window(count)` rows due soonest,
+ * the `count` it chooses, given Postgres's clock (ms).
+ */
+interface Ahead {
+  choose(rows: NotYetDue[], count: number, nowMs: number): number[];
+  window(count: number): number;
+}
+
 export async function claimDue(
   pool: pg.Pool,
   limit: number,
   afterClaim: NextDueAfterClaim,
+  ahead?: Ahead,
 ): Promise<number[]> {
   if (limit <= 0) return [];
   const client = await pool.connect();
@@ -83,17 +101,18 @@ export async function claimDue(
             (extract(epoch from s.last_success_at) * 1000)::float8 as last_success_ms,
             s.change_rate_per_day, (extract(epoch from clock_timestamp()) * 1000)::float8 as now_ms
           from subscriber_schedule q join subscribers s on s.subscriber_id = q.subscriber_id
-          where q.subscriber_id <> all($2::bigint[])
+          where q.subscriber_id <> all($2::bigint[]) and ($3::boolean or q.due_at is null or q.due_at <= clock_timestamp())
           order by q.due_at asc nulls first, q.subscriber_id
           limit $1
           for update of q skip locked`,
-        values: [limit - taken.length, taken.map((r) => r.subscriber_id)],
+        values: [limit - taken.length, taken.map((r) => r.subscriber_id), ahead === undefined],
       });
       const behind = rows.filter((r) => r.behind).map((r) => r.subscriber_id);
       taken.push(...rows.filter((r) => !r.behind));
       if (behind.length === 0) break;
       await catchUp(client, behind);
     }
+    if (ahead && taken.length < limit) taken.push(...(await claimAhead(client, limit - taken.length, ahead)));
     if (taken.length > 0) {
       const next = taken.map(
         (r) =>
@@ -119,6 +138,53 @@ export async function claimDue(
   } finally {
     client.release();
   }
+}
+
+/**
+ * Budget left over once every due row is handed out: the rows due soonest (a bounded window of the
+ * index), of which `chooseAhead` picks `count`, each then locked (one a sync holds is skipped). A row
+ * behind its subscriber's plan is judged by that plan (it is due then).
+ */
+async function claimAhead(
+  client: Pick<pg.PoolClient, 'query'>,
+  count: number,
+  ahead: Ahead,
+): Promise<DueRow[]> {
+  const { rows } = await client.query<{
+    subscriber_id: number;
+    due_ms: number;
+    last_success_ms: number | null;
+    now_ms: number;
+  }>({
+    name: 'cards-sync-claim-ahead-window',
+    text: `select q.subscriber_id,
+        (extract(epoch from greatest(q.due_at, s.next_refresh_at)) * 1000)::float8 as due_ms,
+        (extract(epoch from s.last_success_at) * 1000)::float8 as last_success_ms,
+        (extract(epoch from clock_timestamp()) * 1000)::float8 as now_ms
+      from subscriber_schedule q join subscribers s on s.subscriber_id = q.subscriber_id
+      where q.due_at > clock_timestamp()
+      order by q.due_at, q.subscriber_id
+      limit $1`,
+    values: [ahead.window(count)],
+  });
+  if (rows.length === 0) return [];
+  const chosen = ahead.choose(
+    rows.map((r) => ({ id: r.subscriber_id, dueAt: r.due_ms, lastSuccessAt: r.last_success_ms })),
+    count,
+    rows[0]!.now_ms,
+  );
+  if (chosen.length === 0) return [];
+  const locked = await client.query<DueRow>({
+    name: 'cards-sync-claim-ahead-lock',
+    text: `select q.subscriber_id, false as behind,
+        (extract(epoch from s.last_success_at) * 1000)::float8 as last_success_ms,
+        s.change_rate_per_day, (extract(epoch from clock_timestamp()) * 1000)::float8 as now_ms
+      from subscriber_schedule q join subscribers s on s.subscriber_id = q.subscriber_id
+      where q.subscriber_id = any($1::bigint[])
+      for update of q skip locked`,
+    values: [chosen],
+  });
+  return locked.rows;
 }
 
 /** How many subscribers there are: the planner's estimate on a large table, an exact count on a small one. */

@@ -14,7 +14,9 @@ import {
 } from '../../db/refresh/index.js';
 import {
   afterClaim,
+  aheadWindow,
   allowance,
+  chooseAhead,
   MS_PER_DAY,
   policyParams,
   pullIn,
@@ -140,7 +142,10 @@ export async function continuousFanout(
     markedAt = allowed.markedAt;
     const split = splitForAudit(allowed.count, o.auditShare, carry);
     carry = split.carry;
-    const due = await claimDue(claims.$client, split.scheduled, (s, now) => afterClaim(s, now, params));
+    const due = await claimDue(claims.$client, split.scheduled, (s, now) => afterClaim(s, now, params), {
+      choose: chooseAhead,
+      window: aheadWindow,
+    });
     const sampled = await randomSubscribers(pool, split.audit);
     // Claims are numbered within the run (subscribersTotal counts every one handed out so far).
     const first = run.subscribersTotal + 1;

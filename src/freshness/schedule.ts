@@ -392,3 +392,38 @@ export function pullIn(before: PolicyParams | undefined, after: PolicyParams): P
     seenOnceDays: seenOnce < Math.min(longestDays, 0.8 * seenOnceBefore) ? seenOnce : null,
   };
 }
+
+/**
+ * How many of those due soonest a claim reads to choose among, with `count` syncs left over: twenty
+ * a sync, at least 200, at most 5,000 (a bounded range of the schedule's index, whatever the fleet).
+ */
+export function aheadWindow(count: number): number {
+  return Math.min(5000, Math.max(200, count * 20));
+}
+
+/** A subscriber not yet due, as the claim reads it: its due time and last success (ms). */
+export interface NotYetDue {
+  id: number;
+  dueAt: number;
+  lastSuccessAt: number | null;
+}
+
+/**
+ * Budget left over once everyone due is handed out goes to those furthest through their intervals:
+ * (now − last success) / (due − last success), the largest first. By due time alone, a subscriber
+ * with a short interval, synced a moment ago, was again the first not yet due, and the budget went
+ * round it once a tick while everyone else waited (docs/refresh.md, "What the refresh promises").
+ * Returns the ids of `count` of them (fewer when there are fewer).
+ */
+export function chooseAhead(rows: readonly NotYetDue[], count: number, now: number): number[] {
+  if (count <= 0) return [];
+  const through = (r: NotYetDue) =>
+    r.lastSuccessAt === null || r.dueAt <= r.lastSuccessAt
+      ? 1
+      : (now - r.lastSuccessAt) / (r.dueAt - r.lastSuccessAt);
+  return rows
+    .map((r) => ({ id: r.id, through: through(r), dueAt: r.dueAt }))
+    .sort((a, b) => b.through - a.through || a.dueAt - b.dueAt || a.id - b.id)
+    .slice(0, count)
+    .map((r) => r.id);
+}

@@ -3,7 +3,14 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { readPolicy } from '../../db/refresh/policy.js';
 import { claimDue } from '../../db/refresh/schedule.js';
 import { replanAndPullIn } from '../../jobs/refresh/continuous.js';
-import { afterClaim, MS_PER_DAY, observation, policyParams } from '../../src/freshness/index.js';
+import {
+  afterClaim,
+  aheadWindow,
+  chooseAhead,
+  MS_PER_DAY,
+  observation,
+  policyParams,
+} from '../../src/freshness/index.js';
 import { captureLogger, useTestDatabase } from '../support/helpers.js';
 
 // The first fleet most operators run (docs/refresh.md, "What the refresh promises"): a few thousand
@@ -55,7 +62,12 @@ describe('a small fleet with a budget to spare', () => {
     const params = policyParams(stored, MAX_AGE_MS);
     const claimed: number[] = [];
     for (let second = 0; second < 60; second++)
-      claimed.push(...(await claimDue(pool(), 15, (s, now) => afterClaim(s, now, params))));
+      claimed.push(
+        ...(await claimDue(pool(), 15, (s, now) => afterClaim(s, now, params), {
+          choose: chooseAhead,
+          window: aheadWindow,
+        })),
+      );
     expect(claimed).toHaveLength(900);
     expect(new Set(claimed).size).toBe(900);
     expect(claimed.filter((id) => id <= 2720).length).toBeGreaterThan(700);

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import {
   AUDIT_ACTS_FROM,
   auditAction,
+  chooseAhead,
   groupRates,
   intervalDays,
   MIN_STALE_CHANCE,
@@ -95,5 +96,22 @@ describe('a subscriber it knows little about', () => {
     expect(first.longestDays).toBeCloseTo(base.maxAgeDays * 0.9, 9);
     expect(pullIn(plan(12), plan(12)).seenOnceDays).toBeNull();
     expect(pullIn(plan(1), plan(12)).seenOnceDays).not.toBeNull();
+  });
+});
+
+describe('the budget left over once everyone due is handed out', () => {
+  it('goes to those furthest through their intervals, not to the one synced a moment ago with the shortest', () => {
+    const now = 1_000_000;
+    const rows = [
+      // Synced a second ago, due again in 15 s: first by due time, 6% through its interval.
+      { id: 1, lastSuccessAt: now - 1000, dueAt: now + 15_000 },
+      // Synced once 20 s ago, due in 76 s: 21% through.
+      { id: 2, lastSuccessAt: now - 20_000, dueAt: now + 76_000 },
+      // Synced an hour ago, due in a minute: 98% through.
+      { id: 3, lastSuccessAt: now - 3_600_000, dueAt: now + 60_000 },
+      { id: 4, lastSuccessAt: null, dueAt: now + 120_000 },
+    ];
+    expect(chooseAhead(rows, 3, now)).toEqual([4, 3, 2]);
+    expect(chooseAhead(rows, 0, now)).toEqual([]);
   });
 });
