@@ -197,6 +197,10 @@ const DOCUMENTED_COLUMNS: Record<string, string[]> = {
     'subscribers',
     'keeps_max_age',
     'max_age_needs_per_sec',
+    'coverage_days',
+    'spend_plan',
+    'spend_coverage',
+    'audit_action',
     'computed_at',
   ],
   refresh_runs: [
