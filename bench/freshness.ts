@@ -34,8 +34,8 @@ const { values } = parseFlags({
     days: { type: 'string', default: '30' },
     warmup: { type: 'string', default: '14' },
     'budget-share': { type: 'string', default: '0.25' },
-    /** --preset e2e: requests a second (bench:freshness-e2e's default). */
-    budget: { type: 'string', default: '150' },
+    /** --preset e2e: requests a second (bench:freshness-e2e's default, 150, or the world's). */
+    budget: { type: 'string' },
     'max-age': { type: 'string', default: '7' },
     'audit-share': { type: 'string', default: '0.02' },
     seed: { type: 'string', default: '7' },
@@ -88,7 +88,19 @@ if (values.preset !== undefined && !e2e) {
 const world: WorldFlags = {
   ...worldFlags(values.world),
   ...Object.fromEntries(
-    (['changes', 'created-dates', 'wake-up', 'change-kinds', 'wallet-cards', 'intake', 'retune'] as const)
+    (
+      [
+        'subscribers',
+        'budget',
+        'changes',
+        'created-dates',
+        'wake-up',
+        'change-kinds',
+        'wallet-cards',
+        'intake',
+        'retune',
+      ] as const
+    )
       .filter((k) => values[k] !== undefined)
       .map((k) => [k, values[k]]),
   ),
@@ -122,12 +134,12 @@ if (wakeSpec && !wakeAt && !wake) {
 }
 /** The unit figures are printed in: days, or minutes in the e2e preset. */
 const unit = e2e ? { name: 'min', days: 1 / 1440 } : { name: 'd', days: 1 };
-const n = Number(values.subscribers ?? (e2e ? 10_000 : 20_000));
+const n = Number(world.subscribers ?? (e2e ? 10_000 : 20_000));
 const days = e2e ? 20 / 1440 : Number(values.days);
 const options: SimOptions = {
   subscribers: n,
   classes: classes ?? (e2e ? E2E_POPULATION : POPULATION),
-  budgetPerDay: e2e ? Number(values.budget) * 86_400 : Number(values['budget-share']) * n,
+  budgetPerDay: e2e ? Number(world.budget ?? 150) * 86_400 : Number(values['budget-share']) * n,
   days,
   warmupDays: e2e ? 5 / 1440 : Number(values.warmup),
   maxAgeDays: e2e ? 5 / 1440 : Number(values['max-age']),
@@ -187,7 +199,7 @@ for (const p of policies) {
 const rr = results.find((r) => r.policy === 'round-robin') ?? results[0]!;
 const pct = (x: number) => `${(x * 100).toFixed(2)}%`;
 console.log(
-  `${n} subscribers, budget ${e2e ? `${values.budget}/s` : `${options.budgetPerDay}/day (${values['budget-share']} of N)`}, ` +
+  `${n} subscribers, budget ${e2e ? `${world.budget ?? 150}/s` : `${options.budgetPerDay}/day (${values['budget-share']} of N)`}, ` +
     `max age ${at(options.maxAgeDays)}, ${at(options.days)} (figures after ${at(options.warmupDays)}), ` +
     `seed ${options.seed}, createDates ${createdDates}${values.world ? `, world ${values.world}` : ''}` +
     `${options.evidence ? '' : ', evidence off'}${options.forgetMaxAges !== undefined ? `, forget ${options.forgetMaxAges} max ages` : ''}` +
@@ -231,7 +243,7 @@ if (values.chart) {
     oracle: '#7f7f7f',
   };
   const svg = lineChart(
-    `Stale share by window (simulator, ${n} subscribers${e2e ? `, ${values.budget}/s` : ''})`,
+    `Stale share by window (simulator, ${n} subscribers${e2e ? `, ${world.budget ?? 150}/s` : ''})`,
     rr.windows.map((w) => `${at(w.fromDays)}–${at(w.toDays)}`),
     'stale share (%)',
     results.map((r) => ({

@@ -13,10 +13,12 @@ import { wholeNumber } from '../harness.js';
  * default here, so that `--world` can set them: readSettings applies the defaults after it.
  */
 export const E2E_OPTIONS = {
-  subscribers: { type: 'string', default: '10000' },
+  /** Default 10,000, or the world's. */
+  subscribers: { type: 'string' },
   minutes: { type: 'string', default: '15' },
   warmup: { type: 'string', default: '5' },
-  budget: { type: 'string', default: '150' },
+  /** Requests a second: default 150, or the world's. */
+  budget: { type: 'string' },
   'max-age': { type: 'string', default: '5m' },
   'audit-share': { type: 'string', default: '0.02' },
   /** A world of bench/freshness/worlds.ts: its flags, unless given beside it. */
@@ -116,6 +118,8 @@ export function readSettings(given: Flags, context = ''): Settings {
   const values: Flags = { ...worldFlags(given.world), ...definedOnly(given) };
   values.changes ??= DEFAULT_CHANGES;
   values['created-dates'] ??= 'random';
+  values.subscribers ??= '10000';
+  values.budget ??= '150';
   const n = wholeNumber('subscribers', values.subscribers, 10);
   const minutes = wholeNumber('minutes', values.minutes, 2);
   const warmupMin = wholeNumber('warmup', values.warmup, 0);

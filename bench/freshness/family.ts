@@ -99,6 +99,7 @@ export function drawWorld(seed: number, index: number, simulatedAtMost = SIMULAT
     tickSeconds,
     replanSeconds: Math.max(tickSeconds, (maxAgeDays * 86_400) / 5),
     snapshotSeconds: Math.max(tickSeconds, (maxAgeDays * 86_400) / 30),
+    auditWeight: fleet / simulated,
   };
   let eventAbout = '';
   const e = u();

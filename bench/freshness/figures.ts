@@ -69,15 +69,30 @@ export class Figures {
     if (audit) this.audits.push({ at: now, changed });
   }
 
-  /** The audit as the plan reads it at `now`: the share found changed among its draws of the last max age. */
-  auditInterval(now: number): (Interval & { samples: number }) | null {
+  /**
+   * The audit as the plan reads it at `now`: the share found changed among its draws of the last max
+   * age. `weight`: each simulated draw counts as that many (a fleet simulated smaller than it is
+   * draws that many more in production, at the same share).
+   */
+  auditInterval(now: number, weight = 1): (Interval & { samples: number }) | null {
     while (this.auditFrom < this.audits.length && this.audits[this.auditFrom]!.at < now - this.maxAgeMs)
       this.auditFrom += 1;
-    const samples = this.audits.length - this.auditFrom;
+    return this.auditWindow(this.auditFrom, weight);
+  }
+
+  /** The audit's draws after `since` (when the plan in force was made), weighted as {@link auditInterval}'s. */
+  auditSince(since: number, weight = 1): (Interval & { samples: number }) | null {
+    let from = this.audits.length;
+    while (from > 0 && this.audits[from - 1]!.at > since) from -= 1;
+    return this.auditWindow(from, weight);
+  }
+
+  private auditWindow(from: number, weight: number): (Interval & { samples: number }) | null {
+    const samples = this.audits.length - from;
     let found = 0;
-    for (let k = this.auditFrom; k < this.audits.length; k++) if (this.audits[k]!.changed) found += 1;
-    const w = wilson(found, samples);
-    return w ? { ...w, samples } : null;
+    for (let k = from; k < this.audits.length; k++) if (this.audits[k]!.changed) found += 1;
+    const w = wilson(found * weight, samples * weight);
+    return w ? { ...w, samples: samples * weight } : null;
   }
 
   /** Since when the subscriber's copy has been what it is: its last sync, or its arrival while it has none. */

@@ -1,4 +1,5 @@
 import {
+  AUDIT_CHECK_SECONDS,
   afterClaim,
   afterSuccess,
   aheadWindow,
@@ -69,11 +70,21 @@ export function simulate(policy: PolicyName, given: SimOptions & RealRun): SimRe
   const copies = createCopies(o, world.newestCreated, o.neverSynced);
   const { lastSync, rate, observations, seenNewest } = copies;
   // The plan acts on the audit as production's does (jobs/refresh/policy.ts): the estimate against
-  // the audit's draws of the last max age. The class learner, a bound, is given the true mixture.
+  // the audit's draws of the last max age and of those since the plan in force was made, which the
+  // refresh also reads between plans (jobs/refresh/continuous.ts). The class learner, a bound, is
+  // given the true mixture.
+  const auditWeight = o.auditWeight ?? 1;
+  let planMadeAt: number | null = null;
+  let planEstimate: number | null = null;
   const judge =
     policy === 'continuous' && !o.classPrior
-      ? (at: number, prior: number) =>
-          auditAction(estimatedStaleShare(copies.all(), at, prior), figures.auditInterval(at))
+      ? (at: number, prior: number) => {
+          planEstimate = estimatedStaleShare(copies.all(), at, prior);
+          return auditAction(planEstimate, {
+            lastMaxAge: figures.auditInterval(at, auditWeight),
+            sincePlan: planMadeAt === null ? null : figures.auditSince(planMadeAt, auditWeight),
+          });
+        }
       : undefined;
   const plan = createPlan(policy, o, world, copies, random, judge);
   const figures = new Figures(policy, o, world, copies);
@@ -135,6 +146,7 @@ export function simulate(policy: PolicyName, given: SimOptions & RealRun): SimRe
   let sweepOrder: number[] = [];
   let perSecond = o.budgetPerDay / 86_400;
   let nextReplan = 0;
+  let nextAuditCheck = 0;
   let plansActingOnAudit = 0;
   const retuneMs = o.retune ? o.retune.atDays * MS_PER_DAY : Number.POSITIVE_INFINITY;
   for (let now = 0; now < endMs; now += tickMs) {
@@ -166,9 +178,24 @@ export function simulate(policy: PolicyName, given: SimOptions & RealRun): SimRe
     ) {
       world.changeAll(now);
     }
+    if (
+      judge &&
+      now < nextReplan &&
+      now >= nextAuditCheck &&
+      plan.audit !== 'round-robin' &&
+      planMadeAt !== null &&
+      planEstimate !== null
+    ) {
+      // Between plans, as the refresh does every AUDIT_CHECK_SECONDS: the draws since the plan
+      // against the estimate it was made on; a disagreement plans again at once.
+      nextAuditCheck = now + AUDIT_CHECK_SECONDS * 1000;
+      const sincePlan = figures.auditSince(planMadeAt, auditWeight);
+      if (auditAction(planEstimate, { lastMaxAge: null, sincePlan }) === 'round-robin') nextReplan = now;
+    }
     if (now >= nextReplan) {
       const before = plan.params;
       plan.replan(now);
+      planMadeAt = now;
       if (plan.audit === 'round-robin') plansActingOnAudit += 1;
       if (policy === 'continuous') {
         // As production's replan does (jobs/refresh/policy.ts): due times beyond the plan's longest

@@ -76,6 +76,11 @@ export interface SimOptions {
   retune?: Retune;
   /** At `atDays` every wallet changes at once (every token reissued), whatever its rate. */
   massChange?: { atDays: number };
+  /**
+   * Production subscribers each simulated one stands for (a fleet simulated smaller than it is):
+   * its audit draws count as that many, as production's share of the larger budget would draw.
+   */
+  auditWeight?: number;
 }
 
 /** {@link SimOptions.retune}: the new budget and max age as factors, and the cadences at the new max age. */

@@ -9,6 +9,10 @@ import type { SimOptions } from './types.js';
 
 /** The flags that shape a world, as given on the command line. */
 export interface WorldFlags {
+  /** The fleet, where the world has a scale of its own (bench:freshness-e2e's default otherwise). */
+  subscribers?: string;
+  /** Requests a second, where the world has a scale of its own. */
+  budget?: string;
   /** Classes of wallets and their change rates (`share:rate,…`). */
   changes?: string;
   'created-dates'?: string;
@@ -78,6 +82,11 @@ export const WORLDS: Readonly<Record<string, WorldSpec>> = {
     about:
       'control, and at minute 10 the operator restarts the workers with half the budget and twice the max age',
     flags: { retune: 'budget:0.5,max-age:2@10m' },
+  },
+  trial: {
+    about:
+      "a new operator's first fleet, compressed 24× in time: 1,200 subscribers, 37.5 syncs each per max age, 30% of the wallets changing 24 times per max age (12/h at a 2-hour max age)",
+    flags: { subscribers: '1200', budget: '150', changes: '0.7:0,0.3:288/h' },
   },
 };
 

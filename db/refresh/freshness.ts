@@ -176,3 +176,18 @@ export function auditDisagrees(f: Freshness): boolean {
     (f.estimatedStaleRatio < f.audit.low || f.estimatedStaleRatio > f.audit.high)
   );
 }
+
+/**
+ * The audit's draws since `since` (the plan in force was made then): how many, and how many found
+ * the copy changed. The continuous refresh reads it between plans (src/freshness `AUDIT_CHECK_SECONDS`).
+ */
+export async function auditSince(pool: pg.Pool, since: Date): Promise<{ samples: number; changed: number }> {
+  const { rows } = await pool.query<{ samples: number; changed: number }>(
+    `select count(*)::int as samples,
+        count(*) filter (where inserted + updated + removed + restored > 0)::int as changed
+      from sync_runs
+      where trigger = 'audit' and status = 'succeeded' and started_at > $1`,
+    [since],
+  );
+  return rows[0]!;
+}

@@ -13,9 +13,11 @@ import {
   type StoredPolicy,
 } from '../../db/refresh/index.js';
 import {
+  AUDIT_CHECK_SECONDS,
   afterClaim,
   aheadWindow,
   allowance,
+  auditAction,
   chooseAhead,
   MS_PER_DAY,
   policyParams,
@@ -24,7 +26,7 @@ import {
 } from '../../src/freshness/index.js';
 import type { Logger } from '../../src/logging/index.js';
 import { enqueueSyncs, type SyncJobData, type SyncJobResult } from '../sync/index.js';
-import { type RefreshPlanSettings, replan } from './policy.js';
+import { auditWindowSince, type RefreshPlanSettings, replan } from './policy.js';
 
 // REFRESH_MODE=continuous: a refresh run that spends REFRESH_BUDGET_PER_SEC for a window (an
 // hour by default), taking the subscribers due first (src/freshness decides when each is due)
@@ -44,6 +46,8 @@ export interface ContinuousOptions {
   tickMs?: number;
   /** How often the shared plan is made again. Default 10 min, or a fifth of the max age if shorter. */
   replanMs?: number;
+  /** How often the audit's draws since the plan are read between plans. Default AUDIT_CHECK_SECONDS. */
+  auditCheckMs?: number;
 }
 
 export interface ContinuousStep {
@@ -63,14 +67,15 @@ export interface ContinuousStep {
  * Makes the shared plan again, then pulls in what it asks sooner than the due times planned under
  * the one before (`before`, as stored): REFRESH_MAX_AGE is a hard bound (plans made under a longer
  * one are pulled within it), coverage shortens the longest interval, and a subscriber seen once is
- * planned at the population's rate. Returns the plan as stored.
+ * planned at the population's rate. Returns the plan as stored, and the estimate it was judged
+ * against (jobs/refresh/policy.ts `replan`).
  */
 export async function replanAndPullIn(
   deps: { pool: pg.Pool; claims: pg.Pool; logger: Logger },
   before: StoredPolicy | undefined,
   settings: RefreshPlanSettings,
-): Promise<StoredPolicy> {
-  const plan = await replan(deps.pool, settings, deps.logger);
+): Promise<StoredPolicy & { estimatedStaleRatio: number | null }> {
+  const plan = await replan(deps.pool, settings, deps.logger, before?.computedAt);
   const stored = { ...plan, computedAt: new Date() };
   const pull = pullIn(
     before ? policyParams(before, settings.maxAgeMs) : undefined,
@@ -118,7 +123,8 @@ export async function continuousFanout(
   let run = initial;
   let markedAt: number | null = null;
   let carry = 0;
-  let stored = await readPolicy(pool);
+  let stored: (StoredPolicy & { estimatedStaleRatio?: number | null }) | undefined = await readPolicy(pool);
+  let auditCheckedAt = Date.now();
   const fresh = () =>
     stored !== undefined &&
     stored.mode === 'continuous' &&
@@ -135,7 +141,7 @@ export async function continuousFanout(
       await sleep(tickMs);
       continue;
     }
-    if (!fresh())
+    if (!fresh() || (await auditDisagreesSincePlan()))
       stored = await replanAndPullIn({ pool, claims: claims.$client, logger: deps.logger }, stored, settings);
     const params = policyParams(stored, o.maxAgeMs);
     const allowed = allowance(markedAt, Date.now(), o.budgetPerSec);
@@ -181,4 +187,25 @@ export async function continuousFanout(
     await sleep(tickMs);
   }
   return run;
+
+  /**
+   * Every AUDIT_CHECK_SECONDS, between plans: whether the audit's draws since the plan in force was
+   * made disagree with the estimate it was made on (src/freshness `auditAction`), so that the plan
+   * is made again at once rather than at its cadence. A plan already going round in turn, or one
+   * another process made (no estimate in hand), waits for its cadence.
+   */
+  async function auditDisagreesSincePlan(): Promise<boolean> {
+    if (Date.now() - auditCheckedAt < (o.auditCheckMs ?? AUDIT_CHECK_SECONDS * 1000)) return false;
+    auditCheckedAt = Date.now();
+    const estimate = stored?.estimatedStaleRatio;
+    if (stored === undefined || stored.auditAction === 'round-robin' || estimate == null) return false;
+    const sincePlan = await auditWindowSince(pool, stored.computedAt);
+    const disagrees = auditAction(estimate, { lastMaxAge: null, sincePlan }) === 'round-robin';
+    if (disagrees)
+      deps.logger.info(
+        { samples: sincePlan?.samples },
+        "the audit's draws since the plan was made disagree with its estimate: planning again now",
+      );
+    return disagrees;
+  }
 }

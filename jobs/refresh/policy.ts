@@ -1,8 +1,15 @@
 import type pg from 'pg';
-import { planEvidenceSample, readFreshness, type StoredPolicy, savePolicy } from '../../db/refresh/index.js';
+import {
+  auditSince,
+  planEvidenceSample,
+  readFreshness,
+  type StoredPolicy,
+  savePolicy,
+} from '../../db/refresh/index.js';
 import { liveFleet, strictestMaxAge } from '../../src/fleet/index.js';
 import {
   type AuditAction,
+  type AuditWindow,
   auditAction,
   fitGroupedMixture,
   forgetDaysFor,
@@ -33,13 +40,16 @@ export interface RefreshPlanSettings {
  * every interval within the max age. Saves it in `refresh_policy`, where every worker reads it,
  * and says (once, as a warning) when the budget cannot keep the max age at all: the smallest
  * REFRESH_MAX_AGE among the live workers, since each reschedules the subscribers it syncs within
- * its own (the fleet warns of the difference itself, SETTINGS DIFFER).
+ * its own (the fleet warns of the difference itself, SETTINGS DIFFER). `since`: when the plan in
+ * force was made, whose audit draws are judged beside the last max age's. Returns the plan as saved
+ * and the estimate of the stale share it was judged against (null in nightly mode).
  */
 export async function replan(
   pool: pg.Pool,
   settings: RefreshPlanSettings,
   logger?: Logger,
-): Promise<Omit<StoredPolicy, 'computedAt'>> {
+  since?: Date,
+): Promise<Omit<StoredPolicy, 'computedAt'> & { estimatedStaleRatio: number | null }> {
   const maxAgeDays = settings.maxAgeMs / MS_PER_DAY;
   const sample = await planEvidenceSample(pool);
   const observations = sample.samples.map((s) => s.observations);
@@ -66,8 +76,14 @@ export async function replan(
     refreshPerDay * (settings.mode === 'continuous' ? 1 - settings.auditShare : 1) * PLANNED_SHARE;
   // When the audit disagrees with the estimate beyond the model's usual error, the rates cannot be
   // trusted: the plan goes round in turn until the two agree again (src/freshness `auditAction`).
-  const audit: AuditAction =
-    settings.mode === 'continuous' ? await judgeAudit(pool, settings.maxAgeMs).catch(() => 'none') : 'none';
+  const judged =
+    settings.mode === 'continuous'
+      ? await judgeAudit(pool, settings.maxAgeMs, since).catch(() => ({
+          action: 'none' as const,
+          estimate: null,
+        }))
+      : { action: 'none' as const, estimate: null };
+  const audit: AuditAction = judged.action;
   const threshold = solveThreshold(groups, scheduledPerDay, { maxAgeDays, minIntervalDays: 0 }, audit);
   const strictest = strictestMaxAge(await liveFleet(pool).catch(() => []), settings.maxAgeMs);
   const maxAgeNeedsPerSec = sample.total / (strictest.ms / 1000);
@@ -107,15 +123,34 @@ export async function replan(
       `${maxAgeVerdict(judged)!}${whose}`,
     );
   }
-  return plan;
+  return { ...plan, estimatedStaleRatio: judged.estimate };
 }
 
-/** How the plan acts on the audit of the last max age against the estimate (src/freshness `auditAction`). */
-async function judgeAudit(pool: pg.Pool, maxAgeMs: number): Promise<AuditAction> {
+/**
+ * How the plan acts on the audit, of the last max age and since `since`, against the estimate
+ * (src/freshness `auditAction`); and the estimate.
+ */
+async function judgeAudit(
+  pool: pg.Pool,
+  maxAgeMs: number,
+  since: Date | undefined,
+): Promise<{ action: AuditAction; estimate: number }> {
   const f = await readFreshness(pool, maxAgeMs, wilson);
   const { samples, staleRatio, low, high } = f.audit;
-  if (staleRatio === null || low === null || high === null) return 'none';
-  return auditAction(f.estimatedStaleRatio, { ratio: staleRatio, low, high, samples });
+  const lastMaxAge =
+    staleRatio === null || low === null || high === null ? null : { ratio: staleRatio, low, high, samples };
+  const sincePlan = since === undefined ? null : await auditWindowSince(pool, since);
+  return {
+    action: auditAction(f.estimatedStaleRatio, { lastMaxAge, sincePlan }),
+    estimate: f.estimatedStaleRatio,
+  };
+}
+
+/** The audit's draws since `since` as src/freshness `auditAction` reads a window (null: none yet). */
+export async function auditWindowSince(pool: pg.Pool, since: Date): Promise<AuditWindow | null> {
+  const a = await auditSince(pool, since);
+  const w = wilson(a.changed, a.samples);
+  return w === null ? null : { ...w, samples: a.samples };
 }
 
 /** Null when the budget keeps REFRESH_MAX_AGE; otherwise what it would take, with the fixes. */

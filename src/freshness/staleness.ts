@@ -151,14 +151,36 @@ export const AUDIT_ACTS_FROM = 30;
 const AUDIT_TOLERANCE = { relative: 0.3, points: 0.003 };
 
 /**
- * How the plan acts on the audit: when the audit's 95% interval, of at least {@link AUDIT_ACTS_FROM}
- * samples, widened by {@link AUDIT_TOLERANCE}, excludes the model's estimate, the rates cannot be trusted and the plan goes round in
- * turn (src/freshness/schedule.ts `solveThreshold`), which no wrong rate can make worse; the syncs
- * go on teaching each subscriber's rate, and once the two agree again the plan uses them.
+ * How often, in seconds, the continuous refresh reads the audit's draws since its plan was made,
+ * between plans: an event that makes the rates wrong (every token reissued) shows within seconds in
+ * those draws, where the last max age's still hold the draws from before it.
  */
-export function auditAction(estimate: number, audit: (Interval & { samples: number }) | null): AuditAction {
-  if (audit === null || audit.samples < AUDIT_ACTS_FROM) return 'none';
+export const AUDIT_CHECK_SECONDS = 10;
+
+/** The audit's draws in one window: their 95% interval and how many they are. */
+export type AuditWindow = Interval & { samples: number };
+
+/**
+ * How the plan acts on the audit: when the audit's 95% interval, of at least {@link AUDIT_ACTS_FROM}
+ * samples, widened by {@link AUDIT_TOLERANCE}, excludes the model's estimate, the rates cannot be
+ * trusted and the plan goes round in turn (src/freshness/schedule.ts `solveThreshold`), which no
+ * wrong rate can make worse; the syncs go on teaching each subscriber's rate, and once the two
+ * agree again the plan uses them. Two windows are read: the last max age (the steady measure), and
+ * the draws since the plan in force was made (`sincePlan`), which see a sudden change at once.
+ */
+export function auditAction(
+  estimate: number,
+  audit: { lastMaxAge: AuditWindow | null; sincePlan?: AuditWindow | null },
+): AuditAction {
+  return disagrees(estimate, audit.lastMaxAge) || disagrees(estimate, audit.sincePlan ?? null)
+    ? 'round-robin'
+    : 'none';
+}
+
+/** Whether one window of the audit, of enough draws, excludes the estimate beyond the model's usual error. */
+function disagrees(estimate: number, audit: AuditWindow | null): boolean {
+  if (audit === null || audit.samples < AUDIT_ACTS_FROM) return false;
   const low = audit.low * (1 - AUDIT_TOLERANCE.relative) - AUDIT_TOLERANCE.points;
   const high = audit.high * (1 + AUDIT_TOLERANCE.relative) + AUDIT_TOLERANCE.points;
-  return estimate < low || estimate > high ? 'round-robin' : 'none';
+  return estimate < low || estimate > high;
 }

@@ -195,6 +195,45 @@ describe('REFRESH_MODE=continuous', () => {
     );
   }, 75_000);
 
+  it('an audit whose draws since the plan disagree with its estimate makes the plan again at once, going round in turn', async () => {
+    // Every wallet changes at every look (every token reissued, over and over), where the stored
+    // rates say none ever changes: the estimate is near 0, the audit finds every copy changed.
+    const ids = range(83_000, 60);
+    for (const id of ids)
+      upstream.script.set(`id:${id}`, (n) => ok([makeCard(id, { id: id * 10, cardFamily: `v${n}` })]));
+    await seed(ids, new Date(Date.now() - 60_000), new Date(Date.now() + 3_600_000));
+    await pool().query(
+      `update subscribers set change_rate_per_day = 0.001, change_observations = array[1.0, 1.0, 1.0]::float8[]`,
+    );
+    await pool().query(
+      `update subscriber_schedule q set due_at = s.next_refresh_at from subscribers s where s.subscriber_id = q.subscriber_id`,
+    );
+    // A plan every 10 minutes: only the check between plans can act within the test.
+    const s = setup({
+      budgetPerSec: 40,
+      auditShare: 0.5,
+      maxAgeMs: 7 * MS_PER_DAY,
+      windowMs: 60_000,
+      tickMs: 100,
+      replanMs: 600_000,
+      auditCheckMs: 200,
+    });
+    const started = Date.now();
+    await s.start();
+    const acted = await waitFor(
+      'the plan made again, going round in turn',
+      async () => {
+        const { rows } = await pool().query<{ audit_action: string | null; computed_at: Date }>(
+          'select audit_action, computed_at from refresh_policy',
+        );
+        return rows[0]?.audit_action === 'round-robin' ? rows[0] : false;
+      },
+      20_000,
+    );
+    expect(acted.computed_at.getTime() - started).toBeLessThan(20_000);
+    expect(lines.some((l) => l.includes('disagree with its estimate: planning again now'))).toBe(true);
+  }, 40_000);
+
   it('a lowered REFRESH_MAX_AGE is kept: plans made under the longer one are pulled within it', async () => {
     // A fleet that ran with the default 7d: synced a few minutes ago, planned about 6 days on.
     const ids = range(82_000, 24);

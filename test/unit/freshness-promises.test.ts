@@ -59,12 +59,24 @@ describe('budget the plan does not need', () => {
 describe('the audit, acted on', () => {
   it('disagreeing beyond the model’s usual error, with enough draws, sends the plan round in turn', () => {
     const audit = { ratio: 0.9, low: 0.85, high: 0.94, samples: 161 };
-    expect(auditAction(0.0017, audit)).toBe('round-robin');
-    expect(auditAction(0.88, audit)).toBe('none');
+    expect(auditAction(0.0017, { lastMaxAge: audit })).toBe('round-robin');
+    expect(auditAction(0.88, { lastMaxAge: audit })).toBe('none');
     // Within 30% (or 0.3 point) of the interval: a model as wrong as models are is kept.
-    expect(auditAction(0.62, audit)).toBe('none');
-    expect(auditAction(0.0017, { ...audit, samples: AUDIT_ACTS_FROM - 1 })).toBe('none');
-    expect(auditAction(0.0017, null)).toBe('none');
+    expect(auditAction(0.62, { lastMaxAge: audit })).toBe('none');
+    expect(auditAction(0.0017, { lastMaxAge: { ...audit, samples: AUDIT_ACTS_FROM - 1 } })).toBe('none');
+    expect(auditAction(0.0017, { lastMaxAge: null })).toBe('none');
+  });
+
+  it('the draws since the plan see an event the last max age still dilutes', () => {
+    // Every token reissued a minute ago: the last max age's draws are mostly from before it, the
+    // plan's own already say every copy changed.
+    const lastMaxAge = { ratio: 0.02, low: 0.012, high: 0.033, samples: 600 };
+    const sincePlan = { ratio: 1, low: 0.89, high: 1, samples: 32 };
+    expect(auditAction(0.02, { lastMaxAge })).toBe('none');
+    expect(auditAction(0.02, { lastMaxAge, sincePlan })).toBe('round-robin');
+    expect(auditAction(0.02, { lastMaxAge, sincePlan: { ...sincePlan, samples: AUDIT_ACTS_FROM - 1 } })).toBe(
+      'none',
+    );
   });
 
   it('round robin: everyone at the interval the budget allows, whatever the rates say', () => {
