@@ -4,6 +4,7 @@ import { subscriberDetail } from '../../db/admin/index.js';
 import { registerSubscribers } from '../../db/sync/index.js';
 import { BULK_THRESHOLD, enqueueSyncs } from '../../jobs/sync/index.js';
 import type { Target } from '../api/index.js';
+import { DEFAULT_REFRESH_MAX_AGE_MS } from '../config/index.js';
 import { claimLeaseMs } from '../freshness/index.js';
 import { parseEmail, parseSubscriberId, TargetError } from '../sync/index.js';
 import { tracing } from '../tracing/index.js';
@@ -90,7 +91,7 @@ export function registerApiRoutes(app: Hono<AdminEnv>, deps: AdminDeps): void {
       deps.db,
       ids,
       claimLeaseMs,
-      deps.refreshMaxAgeMs ?? 7 * 86_400_000,
+      deps.refreshMaxAgeMs ?? DEFAULT_REFRESH_MAX_AGE_MS,
     ).catch((error: Error) => {
       deps.logger.warn(
         { err: error.message },

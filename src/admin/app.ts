@@ -7,6 +7,7 @@ import { recentAdminActions } from '../../db/audit/index.js';
 import { countDue, lastRefreshRun, readFreshness } from '../../db/refresh/index.js';
 import { ping } from '../../db/server.js';
 import { continuousStatus, isContinuous, queueStatusOf, readLeaseHolder } from '../../jobs/refresh/index.js';
+import { DEFAULT_REFRESH_MAX_AGE_MS } from '../config/index.js';
 import { liveFleet } from '../fleet/index.js';
 import { wilson } from '../freshness/index.js';
 import { registerApiRoutes } from './api-routes.js';
@@ -98,7 +99,8 @@ export function createAdminApp(deps: AdminDeps) {
       freshnessBuckets(deps.db),
       lastRefreshRun(deps.db),
       recentAdminActions(deps.db, RECENT_ACTIONS),
-      readFreshness(deps.db.$client, 7 * 86_400_000, wilson),
+      // REFRESH_MAX_AGE as the plan recorded it, or this process's before there is one (as status reads it).
+      readFreshness(deps.db.$client, deps.refreshMaxAgeMs ?? DEFAULT_REFRESH_MAX_AGE_MS, wilson),
       liveFleet(deps.db.$client).catch(() => []),
     ]);
     const continuous = isContinuous(queue, lastRefresh ?? null)

@@ -4,6 +4,7 @@ import { conflictSummary } from '../../db/sync/index.js';
 import { AUTO_DISABLED_REASON } from '../../db/webhooks/index.js';
 import { progressOf } from '../../jobs/refresh/index.js';
 import { bulkPauseKey, readPauseReason } from '../../jobs/sync/index.js';
+import { DEFAULT_REFRESH_MAX_AGE_MS } from '../config/index.js';
 import { fleetCounts, fleetDisagreements, liveFleet } from '../fleet/index.js';
 import { wilson } from '../freshness/index.js';
 import { type Metrics, STALE_AFTER_HOURS } from '../metrics/index.js';
@@ -16,7 +17,10 @@ import type { AdminDeps } from './deps.js';
  * than failing the scrape (the process metrics still come through).
  */
 export async function collectGauges(
-  deps: Pick<AdminDeps, 'db' | 'redis' | 'syncQueue' | 'metrics' | 'changeEventsRetentionDays'>,
+  deps: Pick<
+    AdminDeps,
+    'db' | 'redis' | 'syncQueue' | 'metrics' | 'changeEventsRetentionDays' | 'refreshMaxAgeMs'
+  >,
 ): Promise<void> {
   const m: Metrics = deps.metrics;
   const retentionDays = deps.changeEventsRetentionDays ?? DEFAULT_RETENTION_DAYS;
@@ -33,8 +37,10 @@ export async function collectGauges(
       deps.syncQueue.getWorkersCount().catch(() => undefined),
       conflictSummary(deps.db).catch(() => undefined),
       deps.redis.exists(bulkPauseKey(prefix)).catch(() => undefined),
-      // REFRESH_MAX_AGE as the refresh's plan recorded it (7 days before there is one).
-      readFreshness(deps.db.$client, 7 * 86_400_000, wilson).catch(() => undefined),
+      // REFRESH_MAX_AGE as the refresh's plan recorded it (this process's before there is one, as status reads it).
+      readFreshness(deps.db.$client, deps.refreshMaxAgeMs ?? DEFAULT_REFRESH_MAX_AGE_MS, wilson).catch(
+        () => undefined,
+      ),
       liveFleet(deps.db.$client).catch(() => undefined),
       readWebhooksStatus(deps.db.$client, retentionDays).catch(() => undefined),
     ]);
@@ -55,6 +61,13 @@ export async function collectGauges(
       m.webhookDeadLetters.set({ endpoint: String(e.id) }, e.deadLetters);
       const auto = e.disabledReason?.startsWith(AUTO_DISABLED_REASON) === true;
       m.webhookAutoDisabled.set({ endpoint: String(e.id) }, auto ? 1 : 0);
+    }
+    // The deliveries counter is this process's own, counted as they happen: an endpoint removed
+    // since (docs/webhooks.md, "Removed") leaves it too.
+    const listed = new Set(webhooks.map((e) => String(e.id)));
+    for (const v of (await m.webhookDeliveries.get()).values) {
+      const endpoint = v.labels.endpoint;
+      if (endpoint !== undefined && !listed.has(String(endpoint))) m.webhookDeliveries.remove(v.labels);
     }
   }
   if (model) {

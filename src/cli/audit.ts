@@ -1,7 +1,8 @@
 import { createDb, type Db } from '../../db/client.js';
 import { auditAction, cliActor } from '../audit/index.js';
 import type { Config } from '../config/index.js';
-import { describeDbError, type Io } from './common.js';
+import type { Io } from './common.js';
+import { describeDbError } from './db-problem.js';
 
 /**
  * Writes the audit row of a CLI action already done (actor: the OS user). When the row cannot be

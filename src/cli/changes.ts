@@ -12,7 +12,8 @@ import {
   readFeed,
   TURN_EVENTS_ON,
 } from '../events/index.js';
-import { describeDbError, type Io } from './common.js';
+import type { Io } from './common.js';
+import { describeDbError } from './db-problem.js';
 
 /** How long one wait of `--follow` lasts before it asks again, ms. */
 const FOLLOW_WAIT_MS = 30_000;

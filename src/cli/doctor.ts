@@ -7,7 +7,8 @@ import { createRedis, evictionPolicy, type RedisClient } from '../../jobs/redis.
 import { createApiClient } from '../api/index.js';
 import { type Config, HOW_TO_MAKE_A_KEY } from '../config/index.js';
 import type { Io } from './common.js';
-import { describeDbError, ensureRedis } from './common.js';
+import { ensureRedis } from './common.js';
+import { describeDbError } from './db-problem.js';
 import { changeEventsCheck } from './doctor-events.js';
 import { fleetCheck } from './doctor-fleet.js';
 import { ledgerCheck } from './doctor-ledger.js';

@@ -11,7 +11,8 @@ import { type Config, requireApi, requireCardTokens } from '../config/index.js';
 import { CliError } from '../shared/index.js';
 import { reconcile } from '../sync/index.js';
 import { TokenKeyError } from '../tokens/index.js';
-import { describeDbError, type Io } from './common.js';
+import type { Io } from './common.js';
+import { describeDbError } from './db-problem.js';
 
 /** Columns a person may see the values of (never the token). */
 const SHOWN: Record<string, (c: SavedCard | StoredCard) => unknown> = {

@@ -14,7 +14,8 @@ import type { Config } from '../config/index.js';
 import { claimLeaseMs } from '../freshness/index.js';
 import { CliError, readLines } from '../shared/index.js';
 import { auditCli } from './audit.js';
-import { describeDbError, ensureRedis, type Io } from './common.js';
+import { ensureRedis, type Io } from './common.js';
+import { describeDbError } from './db-problem.js';
 import { judgeLine } from './enqueue-lines.js';
 
 /** Jobs per `addBulk`: one Redis round trip each, a bounded amount of memory. */

@@ -4,7 +4,8 @@ import { cliActor, pauseDetail, resumeAudit } from '../audit/index.js';
 import type { Config } from '../config/index.js';
 import { formatTime } from '../shared/index.js';
 import { auditCli } from './audit.js';
-import { describeDbError, type Io } from './common.js';
+import type { Io } from './common.js';
+import { describeDbError } from './db-problem.js';
 import { withQueue } from './status.js';
 
 /** `cards-sync pause`: stops every worker from taking new jobs; in-flight ones finish. */

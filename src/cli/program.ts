@@ -1,8 +1,9 @@
 import { Command, CommanderError } from 'commander';
 import { rootCause } from '../../db/errors.js';
-import { loadConfig } from '../config/index.js';
+import { DEFAULT_DATABASE_URL, loadConfig } from '../config/index.js';
 import { CliError, ConfigError, packageVersion } from '../shared/index.js';
 import type { CliDeps, Io } from './common.js';
+import { describeDbError } from './db-problem.js';
 import { registerChangesCommand } from './register-changes.js';
 import { registerDoctorCommand } from './register-doctor.js';
 import { registerEnqueueCommand } from './register-enqueue.js';
@@ -75,6 +76,13 @@ export async function run(argv: string[], io: Io): Promise<number> {
     if (error instanceof CliError) {
       io.err(`cards-sync: ${error.message}`);
       return error.exitCode;
+    }
+    // Postgres not there or not migrated, met where no command said so itself (the worker's
+    // start-up checks, say): the same line with the fix that status and enqueue give.
+    const db = describeDbError(error, io.env.DATABASE_URL?.trim() || DEFAULT_DATABASE_URL);
+    if (db !== undefined) {
+      io.err(`cards-sync: ${db}`);
+      return 1;
     }
     io.err(`cards-sync: unexpected failure: ${rootCause(error).message}`);
     return 1;

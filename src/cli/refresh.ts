@@ -10,7 +10,8 @@ import { createRefreshQueue, openRefreshRun, REFRESH_PAYLOAD_VERSION } from '../
 import type { Config } from '../config/index.js';
 import { CliError, durationHint, durationMs, formatTime } from '../shared/index.js';
 import { auditCli } from './audit.js';
-import { describeDbError, ensureRedis, type Io } from './common.js';
+import { ensureRedis, type Io } from './common.js';
+import { describeDbError } from './db-problem.js';
 
 /** `36h`, `7d`, `90m`, `2w`, `1.5d` (lower-case units) → milliseconds. */
 export function parseDuration(raw: string): number {

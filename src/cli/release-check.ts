@@ -4,7 +4,7 @@ import { rootCause } from '../../db/errors.js';
 import { knownMigration } from '../../db/migrate.js';
 import type { Config } from '../config/index.js';
 import { CliError, packageVersion } from '../shared/index.js';
-import { describeDbError } from './common.js';
+import { describeDbError } from './db-problem.js';
 
 // The refusal a command that writes synced data (cards, their history and events, the ledger)
 // makes before its first write, as the worker does at start (worker-checks.ts): a release older

@@ -34,7 +34,8 @@ import { type FleetEntry, fleetRateLimit, formatFleet, liveFleet } from '../flee
 import { wilson } from '../freshness/index.js';
 import { formatDuration, formatTime } from '../shared/index.js';
 import { formatWebhooks, readWebhooksStatus, type WebhookStatus } from '../webhooks/index.js';
-import { describeDbError, ensureRedis, type Io } from './common.js';
+import { ensureRedis, type Io } from './common.js';
+import { describeDbError } from './db-problem.js';
 import { formatContinuous } from './status-continuous.js';
 
 const HELD_BY: Record<HoldCause | 'own_limit', string> = {

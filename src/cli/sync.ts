@@ -8,7 +8,8 @@ import { createLogger } from '../logging/index.js';
 import { CliError, packageVersion } from '../shared/index.js';
 import { type SyncResult, syncSubscriber } from '../sync/index.js';
 import { auditCli } from './audit.js';
-import { describeDbError, type Io } from './common.js';
+import type { Io } from './common.js';
+import { describeDbError } from './db-problem.js';
 import { refuseWhenBehind } from './release-check.js';
 
 export async function cmdMigrate(

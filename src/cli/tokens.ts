@@ -15,7 +15,8 @@ import {
   TokenKeyError,
 } from '../tokens/index.js';
 import { resealEndpointSecrets } from '../webhooks/index.js';
-import { describeDbError, type Io } from './common.js';
+import type { Io } from './common.js';
+import { describeDbError } from './db-problem.js';
 import { refuseWhenBehind } from './release-check.js';
 
 // `cards-sync token --card-id N` and `cards-sync tokens rotate` (docs/commands.md).

@@ -18,7 +18,8 @@ import {
   waitingText,
 } from '../webhooks/index.js';
 import { auditCli } from './audit.js';
-import { describeDbError, type Io } from './common.js';
+import type { Io } from './common.js';
+import { describeDbError } from './db-problem.js';
 
 // `cards-sync webhooks add|list|disable|enable|rotate-secret|remove` (docs/commands.md). A secret is printed
 // once, on stdout, by `add` and `rotate-secret`; it is never in a log line, an error or the audit.

@@ -111,7 +111,10 @@ export interface Config {
   logLevel: LogLevel;
 }
 
-const DEFAULT_DATABASE_URL = 'postgres://postgres:postgres@127.0.0.1:5432/cards_sync';
+/** `REFRESH_MAX_AGE` when it is not set: 7 days. */
+export const DEFAULT_REFRESH_MAX_AGE_MS = 7 * 86_400_000;
+/** `DATABASE_URL` when it is not set. */
+export const DEFAULT_DATABASE_URL = 'postgres://postgres:postgres@127.0.0.1:5432/cards_sync';
 const DEFAULT_REDIS_URL = 'redis://127.0.0.1:6379';
 
 type Env = Record<string, string | undefined>;
@@ -139,6 +142,24 @@ function refusal(env: Env, name: keyof Variables): ConfigError {
 }
 
 /**
+ * The OTLP endpoint variable whose value is no URL at all (`htp:/bad url`), if one is: an http(s)
+ * URL with a host is one, and so is `host:port` (the gRPC exporter's form; under HTTP the worker and
+ * `doctor` say how to write it, src/tracing/wanted.ts `endpointProblems`). The SDK would pass over
+ * anything else in silence.
+ */
+function malformedOtlpEndpoint(env: Env): string | undefined {
+  for (const name of ['OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', 'OTEL_EXPORTER_OTLP_ENDPOINT']) {
+    const value = env[name]?.trim();
+    if (!value) continue;
+    const url = URL.parse(value);
+    const httpUrl = url !== null && /^https?:$/.test(url.protocol) && url.host !== '';
+    const hostPort = /^[\w.-]+:\d+(\/\S*)?$/.test(value);
+    if (/\s/.test(value) || !(httpUrl || hostPort)) return name;
+  }
+  return undefined;
+}
+
+/**
  * Turns an environment into one validated {@link Config}. Rejects bad values rather than falling
  * back to defaults; throws {@link ConfigError} with one line naming the first bad variable.
  */
@@ -161,6 +182,13 @@ export function loadConfig(env: Env, o: LoadOptions = {}): Config {
   const e: Parsed = result.data;
   if (e.CARDS_API_KEY !== undefined && e.CARDS_API_KEY_FILE !== undefined) {
     throw new ConfigError('set only one of CARDS_API_KEY and CARDS_API_KEY_FILE, not both', 'CARDS_API_KEY');
+  }
+  const malformed = malformedOtlpEndpoint(env);
+  if (malformed !== undefined) {
+    throw new ConfigError(
+      `${malformed} must be a URL such as http://collector:4318 (got a value that is not one; not shown, it may hold a token): traces would go nowhere`,
+      malformed,
+    );
   }
   const apiKey = e.CARDS_API_KEY_FILE !== undefined ? readApiKeyFile(e.CARDS_API_KEY_FILE) : e.CARDS_API_KEY;
   if (e.ADMIN_READ_TOKEN !== undefined && e.ADMIN_READ_TOKEN === e.ADMIN_TOKEN) {
@@ -214,7 +242,8 @@ export function loadConfig(env: Env, o: LoadOptions = {}): Config {
     refreshMaxWipeRatio: e.REFRESH_MAX_WIPE_RATIO ?? 0.2,
     refreshMode,
     refreshBudgetPerSec,
-    refreshMaxAgeMs: e.REFRESH_MAX_AGE !== undefined ? durationMs(e.REFRESH_MAX_AGE)! : 7 * 86_400_000,
+    refreshMaxAgeMs:
+      e.REFRESH_MAX_AGE !== undefined ? durationMs(e.REFRESH_MAX_AGE)! : DEFAULT_REFRESH_MAX_AGE_MS,
     refreshAuditShare: e.REFRESH_AUDIT_SHARE ?? 0.02,
     syncRunsRetentionDays: e.SYNC_RUNS_RETENTION_DAYS ?? 90,
     changeEvents: e.CHANGE_EVENTS ?? 'off',

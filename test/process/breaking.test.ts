@@ -107,6 +107,27 @@ describe('breaking migrations', () => {
     expect(await liveFleet(pool())).toEqual([]);
   });
 
+  it('a worker with Postgres unreachable or its database missing says so in one line with the fix, exit 1', async () => {
+    const { env } = setup();
+    const missing = new URL(database.url);
+    missing.pathname = '/cards_sync_no_such_database';
+    const [refused, absent] = await Promise.all([
+      runCli(['worker', '--exit-when-idle'], {
+        ...env,
+        DATABASE_URL: 'postgres://postgres:postgres@127.0.0.1:5999/x',
+      }),
+      runCli(['worker', '--exit-when-idle'], { ...env, DATABASE_URL: missing.toString() }),
+    ]);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr.trim()).toBe(
+      'cards-sync: cannot reach Postgres at 127.0.0.1:5999/x (ECONNREFUSED); start it (docker compose up -d postgres) or set DATABASE_URL',
+    );
+    expect(absent.code).toBe(1);
+    expect(absent.stderr.trim()).toMatch(
+      /^cards-sync: Postgres at [\w.]+:\d+\/cards_sync_no_such_database does not exist; run `cards-sync migrate` first$/,
+    );
+  });
+
   it('sync --id older than the newest breaking migration exits 3 with the same line, asks nothing, writes nothing', async () => {
     await pool().query(`insert into breaking_migrations (tag) values ('9999_future_change')`);
     cleanups.push(() => pool().query(`delete from breaking_migrations where tag = '9999_future_change'`));

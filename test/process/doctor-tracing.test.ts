@@ -247,4 +247,23 @@ describe("doctor's tracing check", () => {
     expect(received.some((r) => r.headers.authorization === 'Bearer vendor-key-5e1c')).toBe(true);
     expect(run.stdout + run.stderr).not.toContain('vendor-key-5e1c');
   });
+
+  it('an endpoint that is no URL at all stops doctor and the worker at start: exit 2, one line naming it, the value not shown', async () => {
+    const env = {
+      DATABASE_URL: database.url,
+      REDIS_URL: inject('redisUrl'),
+      CARD_TOKEN_KEYS,
+      CARDS_API_BASE_URL: 'http://127.0.0.1:1',
+      CARDS_API_KEY: 'k',
+      OTEL_EXPORTER_OTLP_ENDPOINT: 'htp:/bad url-secret-9f2',
+    };
+    for (const command of [['doctor'], ['worker', '--exit-when-idle']]) {
+      const run = await runCli(command, env);
+      expect(run.code, command.join(' ')).toBe(2);
+      expect(run.stdout).toBe('');
+      expect(run.stderr.trim().split('\n')).toEqual([
+        'cards-sync: OTEL_EXPORTER_OTLP_ENDPOINT must be a URL such as http://collector:4318 (got a value that is not one; not shown, it may hold a token): traces would go nowhere',
+      ]);
+    }
+  });
 });

@@ -461,6 +461,22 @@ describe('the freshness figures', () => {
     expect(cache.get().thresholdDays).toBeCloseTo(plan.thresholdDays!, 9);
   });
 
+  it('before any plan is stored, status, /metrics and the ops page judge the max age by REFRESH_MAX_AGE alike', async () => {
+    // 35 synced 3 to 120 hours ago; no plan yet (a fleet just switched on, or nightly mode).
+    await pool().query(
+      `insert into subscribers (subscriber_id, last_success_at)
+        select g, now() - (g * interval '3 hours') + interval '30 minutes' from generate_series(6, 40) g`,
+    );
+    const q = testQueue();
+    cleanups.push(q.cleanup);
+    const env = { REDIS_URL: inject('redisUrl'), QUEUE_PREFIX: q.prefix, DATABASE_URL: database.url };
+    const json = JSON.parse((await runCli(['status', '--json'], { ...env, REFRESH_MAX_AGE: '1d' })).stdout);
+    expect(json.freshness).toMatchObject({ maxAgeSeconds: 86_400, pastMaxAge: 32 });
+    const get = adminFor(database, q, cleanups, { refreshMaxAgeMs: MS_PER_DAY });
+    expect(await get('/metrics')).toMatch(/^cards_sync_subscribers_past_max_age 32$/m);
+    expect(await get('/admin')).toMatch(/32 past the max age of 1d\./);
+  });
+
   it('status --json has freshness; status says it in words; /metrics carries the gauges; the plan says whether the max age holds', async () => {
     await seedPopulation();
     const q = testQueue();

@@ -2,6 +2,7 @@ import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { createMetrics } from '../../src/metrics/index.js';
 import { parseKeyRing } from '../../src/tokens/keyring.js';
 import { createWebhookSender } from '../../src/webhooks/deliver-http.js';
 import { type DeliveryLoop, startDeliveryLoop } from '../../src/webhooks/delivery.js';
@@ -341,8 +342,19 @@ describe('cards-sync webhooks', () => {
     // No worker runs: these wait for it, not taken from the feed yet.
     await emit(pool, 41, 2);
 
+    // A worker that delivered to it counts its attempts (the counter is the process's own).
+    const metrics = createMetrics({ defaultMetrics: false });
+    metrics.webhookDeliveries.inc({ endpoint: String(id), outcome: 'delivered' });
+    metrics.webhookDeliveries.inc({ endpoint: String(id), outcome: 'failed' });
+    expect(await databaseGauges(database.handle.db, metrics)).toContain(
+      `cards_sync_webhook_deliveries_total{endpoint="${id}",outcome="delivered"} 1`,
+    );
+
     const removed = await cli(['webhooks', 'remove', String(id)]);
     expect(removed.code).toBe(0);
+    // Removed, it leaves /metrics at the next scrape (docs/webhooks.md, "Removed").
+    const scraped = await databaseGauges(database.handle.db, metrics);
+    expect(scraped).not.toContain(`endpoint="${id}"`);
     expect(removed.stdout).toMatch(
       new RegExp(
         `^webhook endpoint ${id} removed: ${receiver.url}/going\\?…; 2 events \\(the oldest \\d+ s old\\) still waited for it and will not be sent\n`,

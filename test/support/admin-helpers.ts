@@ -15,6 +15,8 @@ export interface TestAdminOptions {
   adminToken?: string;
   /** Default none. */
   adminReadToken?: string;
+  /** `REFRESH_MAX_AGE` as the process has it. Default none (the app's own default, 7 days). */
+  refreshMaxAgeMs?: number;
 }
 
 /**
@@ -37,6 +39,7 @@ export function testAdminApp(
     adminToken: options.adminToken ?? ADMIN_TOKEN,
     adminReadToken: options.adminReadToken,
     prefix: q.prefix,
+    ...(options.refreshMaxAgeMs !== undefined ? { refreshMaxAgeMs: options.refreshMaxAgeMs } : {}),
   });
   return { admin, close: () => refreshQueue.close() };
 }
@@ -66,8 +69,9 @@ export function adminFor(
   database: { handle: DbHandle },
   q: ReturnType<typeof testQueue>,
   cleanups: (() => Promise<unknown>)[],
+  options: TestAdminOptions = {},
 ): (path: string) => Promise<string> {
-  const { admin, close } = testAdminApp(database, q);
+  const { admin, close } = testAdminApp(database, q, options);
   cleanups.push(close);
   const headers = { authorization: `Bearer ${ADMIN_TOKEN}` };
   return async (path) => (await admin.app.fetch(new Request(`http://x${path}`, { headers }))).text();
@@ -77,8 +81,10 @@ export function adminFor(
  * What `/metrics` says of the database alone (the webhook gauges, freshness): the scrape-time
  * gauges collected with Redis and the queue refusing, as when they do not answer.
  */
-export async function databaseGauges(db: DbHandle['db']): Promise<string> {
-  const metrics = createMetrics({ defaultMetrics: false });
+export async function databaseGauges(
+  db: DbHandle['db'],
+  metrics = createMetrics({ defaultMetrics: false }),
+): Promise<string> {
   const refuse = () => Promise.reject(new Error('no queue here'));
   await collectGauges({
     db,
