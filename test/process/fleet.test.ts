@@ -115,14 +115,18 @@ describe('the fleet registry', () => {
     expect(after).not.toContain('cards_sync_fleet_processes{');
   });
 
-  it('a process that stops beating drops out after the timeout; one gone a day is forgotten by the next to join', async () => {
+  it('a process that stops beating drops out after 15 s; one gone a day is forgotten by the next to join', async () => {
     const a = await joinFleet(pool(), info(), { beatMs: 50 });
     cleanups.push(() => a.leave());
     await pool().query(
       `insert into fleet_processes (id, role, host, pid, version, known_migration, started_at, last_beat_at)
-        values ('silent', 'worker', 'h', 1, '0.0.1', '0001', now() - interval '1 hour', now() - interval '60 seconds'),
+        values ('silent', 'worker', 'h', 1, '0.0.1', '0001', now() - interval '1 hour', now() - interval '16 seconds'),
+               ('between-beats', 'worker', 'h', 3, '0.0.1', '0001', now() - interval '1 hour', now() - interval '9 seconds'),
                ('ancient', 'worker', 'h', 2, '0.0.1', '0001', now() - interval '3 days', now() - interval '2 days')`,
     );
+    // Silent for 16 s (a SIGKILLed worker): gone. 9 s since its last beat: two beats late, still there.
+    expect((await liveFleet(pool())).map((p) => p.id).sort()).toEqual([a.id, 'between-beats'].sort());
+    await pool().query(`delete from fleet_processes where id = 'between-beats'`);
     const live = await liveFleet(pool());
     expect(live.map((p) => p.id)).toEqual([a.id]);
     // Its beats move last_beat_at on.
