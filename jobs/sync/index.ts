@@ -5,6 +5,7 @@
 export { type KeyRejection, readKeyVerdicts, standingRejections } from './api-key-verdicts.js';
 export { bulkPauseKey, heldCount, readBulkPause, resumeBulkLane } from './bulk-breaker.js';
 export { type HoldCause, readHoldCause } from './hold.js';
+export { requestSyncs } from './intake.js';
 export type { SyncJobData, SyncJobResult } from './job.js';
 export { type LaneWait, laneWaitsLine, readLaneHeads } from './lane-heads.js';
 export { BULK_THRESHOLD, createFairShare, LANE_PRIORITY, type Lane } from './lanes.js';

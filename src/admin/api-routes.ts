@@ -1,17 +1,14 @@
 import type { Hono } from 'hono';
 import { z } from 'zod';
 import { subscriberDetail } from '../../db/admin/index.js';
-import { registerSubscribers } from '../../db/sync/index.js';
-import { BULK_THRESHOLD, enqueueSyncs } from '../../jobs/sync/index.js';
+import { BULK_THRESHOLD, requestSyncs } from '../../jobs/sync/index.js';
 import type { Target } from '../api/index.js';
-import { DEFAULT_REFRESH_MAX_AGE_MS } from '../config/index.js';
-import { claimLeaseMs } from '../freshness/index.js';
 import { parseEmail, parseSubscriberId, TargetError } from '../sync/index.js';
 import { tracing } from '../tracing/index.js';
 import { auditRequest } from './audit.js';
 import type { AdminEnv } from './auth.js';
 import { requireToken } from './auth.js';
-import type { AdminDeps } from './deps.js';
+import { type AdminDeps, maxAgeOf } from './deps.js';
 
 /** Most subscribers one resync request may name. */
 const MAX_RESYNC_ITEMS = 10_000;
@@ -77,28 +74,19 @@ export function registerApiRoutes(app: Hono<AdminEnv>, deps: AdminDeps): void {
     const {
       jobIds: _ids,
       refused,
+      registerError,
+      registered,
       ...counts
     } = await tracing().inSpan('POST /api/resync', { kind: 'server', headers: c.req.header() }, () =>
-      enqueueSyncs(deps.syncQueue, targets, 'api', { lane }),
+      requestSyncs(deps, targets, { trigger: 'api', lane, refreshMaxAgeMs: maxAgeOf(deps) }),
     );
     // One the queue refused is reported like one that failed validation; the others went in.
     for (const r of refused) rejected.push({ ...origins[r.index]!, reason: r.reason });
-    // New ids become known subscribers, as `cards-sync enqueue` makes them (db/sync/subscribers.ts);
-    // without the database they are enqueued all the same, and their first syncs make them known.
-    const refusedAt = new Set(refused.map((r) => r.index));
-    const ids = targets.flatMap((t, i) => ('subscriberId' in t && !refusedAt.has(i) ? [t.subscriberId] : []));
-    const registered = await registerSubscribers(
-      deps.db,
-      ids,
-      claimLeaseMs,
-      deps.refreshMaxAgeMs ?? DEFAULT_REFRESH_MAX_AGE_MS,
-    ).catch((error: Error) => {
+    if (registerError !== undefined)
       deps.logger.warn(
-        { err: error.message },
+        { err: registerError.message },
         'new subscribers could not be recorded as known; enqueued all the same',
       );
-      return 0;
-    });
     // A request with nothing valid in it did nothing: no row, as for any refused request.
     if (targets.length > 0)
       await auditRequest(deps, c, 'enqueue', { ...counts, registered, rejected: rejected.length, lane });

@@ -7,7 +7,6 @@ import { recentAdminActions } from '../../db/audit/index.js';
 import { countDue, lastRefreshRun, readFreshness } from '../../db/refresh/index.js';
 import { ping } from '../../db/server.js';
 import { continuousStatus, isContinuous, queueStatusOf, readLeaseHolder } from '../../jobs/refresh/index.js';
-import { DEFAULT_REFRESH_MAX_AGE_MS } from '../config/index.js';
 import { liveFleet } from '../fleet/index.js';
 import { wilson } from '../freshness/index.js';
 import { registerApiRoutes } from './api-routes.js';
@@ -15,7 +14,7 @@ import { type AdminEnv, requireToken } from './auth.js';
 import { mountBoard } from './board.js';
 import { registerChangesRoute } from './changes-route.js';
 import { formToken } from './csrf.js';
-import type { AdminDeps } from './deps.js';
+import { type AdminDeps, maxAgeOf } from './deps.js';
 import { registerOpsRoutes } from './ops-routes.js';
 import { parseFlash, renderOverview } from './overview.js';
 import { noFraming } from './same-origin.js';
@@ -100,7 +99,7 @@ export function createAdminApp(deps: AdminDeps) {
       lastRefreshRun(deps.db),
       recentAdminActions(deps.db, RECENT_ACTIONS),
       // REFRESH_MAX_AGE as the plan recorded it, or this process's before there is one (as status reads it).
-      readFreshness(deps.db.$client, deps.refreshMaxAgeMs ?? DEFAULT_REFRESH_MAX_AGE_MS, wilson),
+      readFreshness(deps.db.$client, maxAgeOf(deps), wilson),
       liveFleet(deps.db.$client).catch(() => []),
     ]);
     const continuous = isContinuous(queue, lastRefresh ?? null)

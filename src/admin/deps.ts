@@ -2,6 +2,7 @@ import type { Db } from '../../db/client.js';
 import type { RedisClient } from '../../jobs/redis.js';
 import type { createRefreshQueue } from '../../jobs/refresh/index.js';
 import type { createSyncQueue } from '../../jobs/sync/index.js';
+import { DEFAULT_REFRESH_MAX_AGE_MS } from '../config/index.js';
 import type { Logger } from '../logging/index.js';
 import type { Metrics } from '../metrics/index.js';
 
@@ -29,4 +30,9 @@ export interface AdminDeps {
   refreshMaxAgeMs?: number;
   /** `CHANGE_EVENTS_RETENTION_DAYS`: webhook endpoints whose waiting events near it are flagged. Default 30. */
   changeEventsRetentionDays?: number;
+}
+
+/** REFRESH_MAX_AGE as this process has it (the default where the app was built without it). */
+export function maxAgeOf(deps: Pick<AdminDeps, 'refreshMaxAgeMs'>): number {
+  return deps.refreshMaxAgeMs ?? DEFAULT_REFRESH_MAX_AGE_MS;
 }

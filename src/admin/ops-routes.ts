@@ -1,14 +1,14 @@
 import type { Context, Hono } from 'hono';
 import { latestRunId, loadSubscriberPage, lookupEmail, type PageRun } from '../../db/admin/index.js';
 import { pauseProcessing, resumeProcessing } from '../../jobs/refresh/index.js';
-import { type EnqueueCounts, enqueueSyncs } from '../../jobs/sync/index.js';
+import { type EnqueueCounts, requestSyncs } from '../../jobs/sync/index.js';
 import type { Target } from '../api/index.js';
 import { pauseDetail, resumeAudit } from '../audit/index.js';
 import { parseEmail, parseSubscriberId, parseTarget, TargetError } from '../sync/index.js';
 import { auditRequest } from './audit.js';
 import { type AdminEnv, requireToken } from './auth.js';
 import { formToken, readForm, requireForm } from './csrf.js';
-import type { AdminDeps } from './deps.js';
+import { type AdminDeps, maxAgeOf } from './deps.js';
 import { messagePage } from './html.js';
 import { isKnown, type ResyncState, renderSubscriberPage, renderUnknownEmail } from './subscriber-page.js';
 
@@ -145,9 +145,22 @@ export function registerOpsRoutes(app: Hono<AdminEnv>, deps: AdminDeps): void {
     }
     // Read before enqueueing: a fast worker's run must land above it.
     const since = await latestRunId(deps.db, id);
-    const counts = await enqueueSyncs(deps.syncQueue, [{ subscriberId: id }], 'manual');
+    const counts = await requestSyncs(deps, [{ subscriberId: id }], {
+      trigger: 'manual',
+      lane: 'ops',
+      refreshMaxAgeMs: maxAgeOf(deps),
+    });
     if (counts.refused.length > 0) return refusedPage(c, counts);
-    await auditRequest(deps, c, 'enqueue', { subscriberId: id, ...countsOf(counts) });
+    if (counts.registerError !== undefined)
+      deps.logger.warn(
+        { err: counts.registerError.message },
+        'a new subscriber could not be recorded as known; enqueued all the same',
+      );
+    await auditRequest(deps, c, 'enqueue', {
+      subscriberId: id,
+      ...countsOf(counts),
+      registered: counts.registered,
+    });
     return c.redirect(`/admin/subscribers/${id}?${resyncQuery(since, counts)}`, 303);
   });
 
@@ -160,7 +173,11 @@ export function registerOpsRoutes(app: Hono<AdminEnv>, deps: AdminDeps): void {
     }
     // The subscriber behind an unknown e-mail has no id yet: wait past the newest run of all.
     const since = await latestRunId(deps.db);
-    const counts = await enqueueSyncs(deps.syncQueue, [{ email }], 'manual');
+    const counts = await requestSyncs(deps, [{ email }], {
+      trigger: 'manual',
+      lane: 'ops',
+      refreshMaxAgeMs: maxAgeOf(deps),
+    });
     if (counts.refused.length > 0) return refusedPage(c, counts);
     // Not the e-mail itself: the audit trail keeps no addresses.
     await auditRequest(deps, c, 'enqueue', { emails: 1, ...countsOf(counts) });

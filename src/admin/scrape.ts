@@ -4,12 +4,11 @@ import { conflictSummary } from '../../db/sync/index.js';
 import { AUTO_DISABLED_REASON } from '../../db/webhooks/index.js';
 import { progressOf } from '../../jobs/refresh/index.js';
 import { bulkPauseKey, readPauseReason } from '../../jobs/sync/index.js';
-import { DEFAULT_REFRESH_MAX_AGE_MS } from '../config/index.js';
 import { fleetCounts, fleetDisagreements, liveFleet } from '../fleet/index.js';
 import { wilson } from '../freshness/index.js';
 import { type Metrics, STALE_AFTER_HOURS } from '../metrics/index.js';
 import { DEFAULT_RETENTION_DAYS, readWebhooksStatus } from '../webhooks/index.js';
-import type { AdminDeps } from './deps.js';
+import { type AdminDeps, maxAgeOf } from './deps.js';
 
 /**
  * The gauges read at scrape time, from Redis and Postgres: queue counts and state, workers,
@@ -38,9 +37,7 @@ export async function collectGauges(
       conflictSummary(deps.db).catch(() => undefined),
       deps.redis.exists(bulkPauseKey(prefix)).catch(() => undefined),
       // REFRESH_MAX_AGE as the refresh's plan recorded it (this process's before there is one, as status reads it).
-      readFreshness(deps.db.$client, deps.refreshMaxAgeMs ?? DEFAULT_REFRESH_MAX_AGE_MS, wilson).catch(
-        () => undefined,
-      ),
+      readFreshness(deps.db.$client, maxAgeOf(deps), wilson).catch(() => undefined),
       liveFleet(deps.db.$client).catch(() => undefined),
       readWebhooksStatus(deps.db.$client, retentionDays).catch(() => undefined),
     ]);

@@ -6,12 +6,10 @@ import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import cliProgress from 'cli-progress';
 import { createDb } from '../../db/client.js';
-import { registerSubscribers } from '../../db/sync/index.js';
 import { createRedis } from '../../jobs/redis.js';
-import { createSyncQueue, enqueueSyncs } from '../../jobs/sync/index.js';
+import { createSyncQueue, requestSyncs } from '../../jobs/sync/index.js';
 import type { Target } from '../api/index.js';
 import type { Config } from '../config/index.js';
-import { claimLeaseMs } from '../freshness/index.js';
 import { CliError, readLines } from '../shared/index.js';
 import { auditCli } from './audit.js';
 import { ensureRedis, type Io } from './common.js';
@@ -170,21 +168,15 @@ export async function cmdEnqueue(
   const database = createDb(config.databaseUrl, { max: 1, timeoutMs: config.databaseTimeoutMs });
   let registering = true;
   let registerWarned = false;
-  const register = async (targets: Target[], refused: ReadonlySet<number>) => {
-    const ids = targets.flatMap((t, i) => ('subscriberId' in t && !refused.has(i) ? [t.subscriberId] : []));
-    if (!registering || ids.length === 0) return;
-    try {
-      tally.registered += await registerSubscribers(database.db, ids, claimLeaseMs, config.refreshMaxAgeMs);
-    } catch (error) {
-      const unreachable = describeDbError(error as Error, config.databaseUrl);
-      if (unreachable !== undefined) registering = false;
-      if (registerWarned && unreachable === undefined) return;
-      registerWarned = true;
-      io.err(
-        'cards-sync: warning: new subscribers could not be recorded as known (they are enqueued all the same, ' +
-          `and known from their first sync): ${unreachable ?? (error as Error).message}`,
-      );
-    }
+  const registerFailed = (error: Error) => {
+    const unreachable = describeDbError(error, config.databaseUrl);
+    if (unreachable !== undefined) registering = false;
+    if (registerWarned && unreachable === undefined) return;
+    registerWarned = true;
+    io.err(
+      'cards-sync: warning: new subscribers could not be recorded as known (they are enqueued all the same, ' +
+        `and known from their first sync): ${unreachable ?? error.message}`,
+    );
   };
   let bar: cliProgress.SingleBar | undefined;
   try {
@@ -198,9 +190,13 @@ export async function cmdEnqueue(
     // `lines`: each target's line in the file; none for the command line's own.
     const add = async (targets: Target[], lane: 'ops' | 'bulk', lines?: number[]) => {
       tally.sent += targets.length;
-      const counts = await enqueueSyncs(queue, targets, 'manual', { lane });
-      // After the queue took them: an id it refused is not made known.
-      await register(targets, new Set(counts.refused.map((r) => r.index)));
+      const counts = await requestSyncs(
+        { syncQueue: queue, db: registering ? database.db : undefined },
+        targets,
+        { trigger: 'manual', lane, refreshMaxAgeMs: config.refreshMaxAgeMs },
+      );
+      tally.registered += counts.registered;
+      if (counts.registerError !== undefined) registerFailed(counts.registerError);
       tally.enqueued += counts.enqueued;
       tally.alreadyQueued += counts.alreadyQueued;
       tally.promoted += counts.promoted;

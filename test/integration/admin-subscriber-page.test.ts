@@ -96,6 +96,23 @@ describe('finding a subscriber', () => {
     expect(html).toContain(`name="_csrf" value="${CSRF}"`);
     expect(html).toContain('Re-sync now');
   });
+
+  it('"Re-sync now" on an unknown id makes it a known subscriber, never synced, as the CLI and the API do', async () => {
+    const pool = database.handle.pool;
+    const res = await post(
+      '/admin/subscribers/777778/resync',
+      {},
+      { headers: { origin: 'http://admin.test' } },
+    );
+    expect(res.status).toBe(303);
+    const { rows } = await pool.query('select last_success_at from subscribers where subscriber_id = 777778');
+    expect(rows).toEqual([{ last_success_at: null }]);
+    const audit = await pool.query(
+      "select detail from admin_actions where action = 'enqueue' and (detail->>'subscriberId')::int = 777778",
+    );
+    expect(audit.rows[0]?.detail).toMatchObject({ subscriberId: 777778, enqueued: 1, registered: 1 });
+    await pool.query('delete from subscribers where subscriber_id = 777778');
+  });
 });
 
 describe('the subscriber page', () => {

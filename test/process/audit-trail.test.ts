@@ -92,6 +92,7 @@ describe('over HTTP, as the operator', () => {
       enqueued: 0,
       alreadyQueued: 1,
       promoted: 0,
+      registered: 0,
       route: 'POST /admin/subscribers/:id/resync',
     });
     const byEmail = await rowOf(() => post('/admin/resync-email', { email: 'grace@example.com' }));
