@@ -9,7 +9,6 @@ COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
 COPY db ./db
 COPY jobs ./jobs
-COPY bench ./bench
 RUN npm run build
 
 FROM node:24-bookworm-slim AS runtime

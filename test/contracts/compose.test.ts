@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Command } from 'commander';
 import { describe, expect, it } from 'vitest';
@@ -239,6 +239,44 @@ describe('Dockerfile', () => {
     expect(dockerfile).toContain('COPY db/migrations ./db/migrations');
     const [, defaultCommand] = /^CMD \["(\w[\w-]*)"/m.exec(dockerfile) ?? [];
     expect(findCommand(defaultCommand!)).toBeDefined();
+  });
+
+  it('ships the product only: no bench/ in its build, and no module of it needs a development dependency', () => {
+    expect(dockerfile).not.toMatch(/\bbench\b/);
+    const build = JSON.parse(readFileSync(new URL('../../tsconfig.build.json', import.meta.url), 'utf8')) as {
+      include: string[];
+    };
+    expect(build.include.sort()).toEqual(['db', 'jobs', 'src']);
+    const manifest = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as {
+      dependencies: Record<string, string>;
+      devDependencies: Record<string, string>;
+    };
+    // Every package a shipped module loads at run time (type-only imports are erased) is installed
+    // by the runtime stage's `npm ci --omit=dev`.
+    const needs = new Map<string, string>();
+    for (const folder of build.include) {
+      for (const file of readdirSync(new URL(`../../${folder}/`, import.meta.url), { recursive: true })) {
+        if (!String(file).endsWith('.ts')) continue;
+        const text = readFileSync(new URL(`../../${folder}/${file}`, import.meta.url), 'utf8');
+        for (const [, spec] of text.matchAll(/^(?:import|export)(?! type\b)[^'";]*?from '([^'.][^']*)'/gm)) {
+          if (spec!.startsWith('node:')) continue;
+          const name = spec!.startsWith('@') ? spec!.split('/').slice(0, 2).join('/') : spec!.split('/')[0]!;
+          needs.set(name, `${folder}/${file}`);
+        }
+        for (const [, spec] of text.matchAll(/\bimport\('([^'.][^']*)'\)/g)) {
+          if (spec!.startsWith('node:')) continue;
+          const name = spec!.startsWith('@') ? spec!.split('/').slice(0, 2).join('/') : spec!.split('/')[0]!;
+          needs.set(name, `${folder}/${file}`);
+        }
+      }
+    }
+    // The demo's Docker fallback loads testcontainers only when asked, and goes without it where it
+    // is not installed (src/demo/containers.ts).
+    const optional = new Set(['testcontainers', '@testcontainers/postgresql', '@testcontainers/redis']);
+    const missing = [...needs].filter(
+      ([name]) => manifest.dependencies[name] === undefined && !optional.has(name),
+    );
+    expect(missing).toEqual([]);
   });
 
   it('runs the Node major that .nvmrc pins and package.json requires, in both stages', () => {
