@@ -15,6 +15,11 @@ export interface DataStatus {
   failuresLast24h: { errorCode: string; count: number; lastAt: string }[];
   /** Cards listed by two subscribers at once (card_conflicts): how many now, the oldest since when. */
   conflicts: { open: number; oldestOpenedAt: string | null };
+  /**
+   * Ids answered `not_found` in the last 24 hours that are no longer subscribers: an enqueued id
+   * the API did not know is forgotten again (db/sync/not-found.ts), so the count above falls.
+   */
+  forgottenLast24h: number;
 }
 
 /** ISO 8601 (UTC, `Z`) of a timestamp Postgres returned, whatever shape the driver gave it. */
@@ -48,6 +53,11 @@ export async function readDataStatus(db: Db): Promise<DataStatus> {
     where started_at > now() - interval '24 hours' and status <> 'succeeded' and error_code is not null
     group by error_code order by n desc, error_code limit 10`);
   const conflicts = await conflictSummary(db);
+  const forgotten = await db.execute<{ n: number }>(sql`
+    select count(distinct r.subscriber_id)::int as n from sync_runs r
+    where r.started_at > now() - interval '24 hours' and r.status = 'not_found'
+      and r.subscriber_id is not null
+      and not exists (select 1 from subscribers s where s.subscriber_id = r.subscriber_id)`);
   return {
     subscribers: fresh?.subscribers ?? 0,
     syncedWithin24h: fresh?.synced_within_24h ?? 0,
@@ -62,5 +72,6 @@ export async function readDataStatus(db: Db): Promise<DataStatus> {
       lastAt: iso(r.last_at) ?? '',
     })),
     conflicts: { open: conflicts.open, oldestOpenedAt: iso(conflicts.oldestOpenedAt) },
+    forgottenLast24h: forgotten.rows[0]?.n ?? 0,
   };
 }

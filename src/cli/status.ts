@@ -157,6 +157,10 @@ function formatStatus(
   lines.push(
     `data: ${d.subscribers} subscribers, ${d.activeCards} active cards; ${d.syncedWithin24h} synced within 24 h, ${d.neverSucceeded} never synced successfully`,
   );
+  if (d.forgottenLast24h > 0)
+    lines.push(
+      `  ${d.forgottenLast24h} enqueued id${d.forgottenLast24h === 1 ? '' : 's'} the API did not know ${d.forgottenLast24h === 1 ? 'was' : 'were'} forgotten in the last 24 h (not counted above; their runs stay in sync_runs)`,
+    );
   lines.push(
     `  last success ${d.lastSuccessAt ? formatTime(d.lastSuccessAt) : 'never'}, oldest last success ${d.oldestSuccessAt ? formatTime(d.oldestSuccessAt) : 'n/a'}`,
   );

@@ -348,4 +348,24 @@ describe('a malformed refresh setting', () => {
       );
     }
   });
+
+  it('says how many enqueued ids the API did not know were forgotten, beside the count they left', async () => {
+    const q = setup();
+    await database.handle.db.execute(sql`truncate subscribers, sync_runs`);
+    // Two ids the API answered 404 and that were forgotten (no subscribers row), one still known.
+    await database.handle.db.execute(sql`
+      insert into subscribers (subscriber_id, last_success_at) values (995, now())`);
+    await database.handle.db.execute(sql`
+      insert into sync_runs (subscriber_id, trigger, started_at, finished_at, status)
+      values (993, 'manual', now(), now(), 'not_found'), (994, 'manual', now(), now(), 'not_found'),
+             (994, 'manual', now(), now(), 'not_found'), (995, 'manual', now(), now(), 'not_found')`);
+    const run = await runCli(['status'], q.env);
+    expect(run.stdout).toMatch(/^data: 1 subscribers,/m);
+    expect(run.stdout).toContain(
+      '  2 enqueued ids the API did not know were forgotten in the last 24 h (not counted above; their runs stay in sync_runs)',
+    );
+    const json = (await statusJson(q.env)) as unknown as { data: { forgottenLast24h: number } };
+    expect(json.data.forgottenLast24h).toBe(2);
+    await database.handle.db.execute(sql`truncate subscribers, sync_runs`);
+  });
 });
