@@ -282,3 +282,28 @@ function spanText(ms: number): string {
   if (ms >= 3_600_000) return `${Math.round(ms / 3_600_000)} h`;
   return `${ms / 1000} s`;
 }
+
+/**
+ * What `webhooks retry` does: every delivery of endpoint `id` waiting out its backoff is due now,
+ * so that a receiver that has come back gets them at the next claim rather than after its backoff
+ * (those behind their subscriber's head go with it: the claim takes each subscriber's oldest first).
+ * Undefined when there is no such endpoint (or it was removed); `disabled` when it is, and then
+ * nothing is changed (`webhooks enable` sends what waited).
+ */
+export async function retryWaitingNow(
+  db: Queryable,
+  id: number,
+): Promise<{ retried: number } | { disabled: true } | undefined> {
+  const { rows } = await db.query<{ enabled: boolean }>(
+    'select enabled from webhook_endpoints where id = $1 and removed_at is null',
+    [id],
+  );
+  if (rows[0] === undefined) return undefined;
+  if (!rows[0].enabled) return { disabled: true };
+  const { rowCount } = await db.query(
+    `update webhook_deliveries set next_attempt_at = now()
+     where endpoint_id = $1 and status = 'pending' and next_attempt_at > now()`,
+    [id],
+  );
+  return { retried: rowCount ?? 0 };
+}

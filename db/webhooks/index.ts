@@ -12,6 +12,7 @@ export {
   pruneDeliveries,
   pruneRemovedEndpoints,
   releaseDelivery,
+  retryWaitingNow,
 } from './delivery.js';
 export { deleteEndpoint, enabledEndpointCount, endpointRemoval } from './endpoint-lookups.js';
 export {

@@ -39,10 +39,11 @@ export interface EndpointView {
 
 /**
  * What the link after a form says: `?done=replayed&endpoint=…&replayed=…`, or
- * `?done=removed&endpoint=…&pending=…&capped=0|1&lag=…`. Numbers only, so no text comes from the link.
+ * `?done=removed&endpoint=…&pending=…&capped=0|1&lag=…`, or `?done=retried&endpoint=…&retried=…`. Numbers only, so no text comes from the link.
  */
 export type WebhooksFlash =
   | { done: 'replayed'; endpoint: number; replayed: number }
+  | { done: 'retried'; endpoint: number; retried: number }
   | { done: 'removed'; endpoint: number; pending: number; pendingCapped: boolean; lagSeconds: number };
 
 export function parseWebhooksFlash(query: Record<string, string>): WebhooksFlash | undefined {
@@ -52,6 +53,10 @@ export function parseWebhooksFlash(query: Record<string, string>): WebhooksFlash
   if (query.done === 'replayed') {
     const replayed = n(query.replayed);
     return replayed === undefined ? undefined : { done: 'replayed', endpoint, replayed };
+  }
+  if (query.done === 'retried') {
+    const retried = n(query.retried);
+    return retried === undefined ? undefined : { done: 'retried', endpoint, retried };
   }
   if (query.done === 'removed') {
     const pending = n(query.pending);
@@ -115,6 +120,15 @@ function replayForm(v: EndpointView, csrf: string | null): string {
   );
 }
 
+/** The retry button: what waits out its backoff goes out at the next claim (an enabled endpoint's only). */
+function retryForm(e: EndpointRow, csrf: string | null): string {
+  if (csrf === null || !e.enabled) return '';
+  return (
+    `<form class="retry-form" id="retry-${e.id}" method="post" action="/admin/webhooks/${e.id}/retry">${csrfField(csrf)}` +
+    '<button type="submit">Retry now</button> <span>sends now what waits out its backoff (a receiver back up)</span></form>'
+  );
+}
+
 /**
  * The remove button. Its confirmation needs no script (the pages run none): a checkbox the browser
  * requires, saying what will not be sent, and the route refuses a post without it.
@@ -146,6 +160,7 @@ ${near}<dl>
 <dt>dead letters</dt><dd class="dead-letters">${e.deadLetters}</dd>
 </dl>
 ${replayForm(v, csrf)}
+${retryForm(e, csrf)}
 ${removeForm(e, csrf)}
 <h3>Latest deliveries</h3>
 ${deliveriesTable(v.latest, `latest-${e.id}`, 'No deliveries yet.')}
@@ -158,6 +173,9 @@ function flashBlock(f: WebhooksFlash | undefined): string {
   if (f === undefined) return '';
   if (f.done === 'removed') {
     return `<p id="flash" class="flash done" data-done="removed">Endpoint ${f.endpoint} removed: ${esc(waitingText(f))} still waited for it and will not be sent. Its past deliveries stay readable (<code>cards-sync webhooks deliveries ${f.endpoint}</code>) until the retention drops them.</p>`;
+  }
+  if (f.done === 'retried') {
+    return `<p id="flash" class="flash done" data-done="retried">Endpoint ${f.endpoint}: ${f.retried} deliver${f.retried === 1 ? 'y' : 'ies'} waiting out a backoff due now.</p>`;
   }
   return `<p id="flash" class="flash done" data-done="replayed">Endpoint ${f.endpoint}: ${f.replayed} event${f.replayed === 1 ? '' : 's'} queued again (replay).</p>`;
 }

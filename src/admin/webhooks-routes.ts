@@ -1,5 +1,10 @@
 import type { Hono } from 'hono';
-import { listEndpoints, oldestDeadLetterAt, removeEndpoint } from '../../db/webhooks/index.js';
+import {
+  listEndpoints,
+  oldestDeadLetterAt,
+  removeEndpoint,
+  retryWaitingNow,
+} from '../../db/webhooks/index.js';
 import {
   DEFAULT_RETENTION_DAYS,
   feedCursorAt,
@@ -22,10 +27,11 @@ const SHOWN_DELIVERIES = 10;
 const UNDEFINED_TABLE = '42P01';
 
 /**
- * The webhooks view of the ops page, its replay form and remove button, with the data functions of
+ * The webhooks view of the ops page, its replay form and its retry and remove buttons, with the data functions of
  * `status`, `webhooks list`, `webhooks deliveries`, `webhooks replay` and `webhooks remove`. The
  * reader may look; replay and remove are the operator's, behind the same CSRF and origin checks as
- * the other forms, and audited as `webhooks_replay` and `webhooks_remove` like the commands'.
+ * the other forms, and audited as `webhooks_replay`, `webhooks_retry` and `webhooks_remove` like the
+ * commands'.
  */
 export function registerWebhooksRoutes(app: Hono<AdminEnv>, deps: AdminDeps): void {
   const guard = requireToken({ operator: deps.adminToken, reader: deps.adminReadToken });
@@ -101,6 +107,35 @@ export function registerWebhooksRoutes(app: Hono<AdminEnv>, deps: AdminDeps): vo
     });
     return c.redirect(
       `/admin/webhooks?done=replayed&endpoint=${id}&replayed=${done.replayed}#endpoint-${id}`,
+      303,
+    );
+  });
+
+  app.post('/admin/webhooks/:id/retry', guard, form, async (c) => {
+    const refuse = (title: string, message: string, status: 400 | 404) =>
+      c.html(messagePage(title, `${message}. Nothing was done.`), status);
+    let id: number;
+    try {
+      id = parseEndpointId(c.req.param('id'));
+    } catch (error) {
+      return refuse('Not an endpoint id', (error as Error).message, 400);
+    }
+    const done = await retryWaitingNow(pool, id);
+    if (done === undefined)
+      return refuse(
+        'No such endpoint',
+        `there is no webhook endpoint ${id}; /admin/webhooks lists them`,
+        404,
+      );
+    if ('disabled' in done)
+      return refuse(
+        'Endpoint disabled',
+        `webhook endpoint ${id} is disabled; enable it to send what waited`,
+        400,
+      );
+    await auditRequest(deps, c, 'webhooks_retry', { endpoint: id, retried: done.retried });
+    return c.redirect(
+      `/admin/webhooks?done=retried&endpoint=${id}&retried=${done.retried}#endpoint-${id}`,
       303,
     );
   });

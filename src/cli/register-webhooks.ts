@@ -74,6 +74,15 @@ export function registerWebhookCommands(
   }
 
   webhooks
+    .command('retry')
+    .description('send now what waits out its backoff for an endpoint (a receiver back up)')
+    .argument('<id>', 'the endpoint id', id)
+    .action(async (endpointId: number) => {
+      const { cmdWebhooksRetry } = await import('./webhooks.js');
+      state.exitCode = await cmdWebhooksRetry(config(), io, { id: endpointId });
+    });
+
+  webhooks
     .command('rotate-secret')
     .description('a new signing secret, printed once; the old one signs beside it for 24 h')
     .argument('<id>', 'the endpoint id', id)

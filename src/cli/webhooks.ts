@@ -1,5 +1,10 @@
 import { createDb, type DbHandle } from '../../db/client.js';
-import { listEndpoints, removeEndpoint, setEndpointEnabled } from '../../db/webhooks/index.js';
+import {
+  listEndpoints,
+  removeEndpoint,
+  retryWaitingNow,
+  setEndpointEnabled,
+} from '../../db/webhooks/index.js';
 import type { Config } from '../config/index.js';
 import { changeEventsInEffect, TURN_EVENTS_ON } from '../events/index.js';
 import { CliError, ConfigError, formatTime } from '../shared/index.js';
@@ -154,6 +159,27 @@ export async function cmdWebhooksEnable(
     o.enabled
       ? `webhook endpoint ${o.id} enabled: what waited is sent now`
       : `webhook endpoint ${o.id} disabled: events keep for it until \`cards-sync webhooks enable ${o.id}\``,
+  );
+  return 0;
+}
+
+/** `webhooks retry ID`: what waits out its backoff for an endpoint goes out at the next claim. */
+export async function cmdWebhooksRetry(config: Config, io: Io, o: { id: number }): Promise<number> {
+  const done = await withDb(config, async (handle) => {
+    const outcome = await retryWaitingNow(handle.pool, o.id);
+    if (outcome !== undefined && 'retried' in outcome)
+      await auditCli(config, io, 'webhooks_retry', { endpoint: o.id, retried: outcome.retried }, handle.db);
+    return outcome;
+  });
+  if (done === undefined)
+    throw new CliError(`no webhook endpoint ${o.id}; \`cards-sync webhooks list\` shows them`, 2);
+  if ('disabled' in done)
+    throw new CliError(
+      `webhook endpoint ${o.id} is disabled; \`cards-sync webhooks enable ${o.id}\` sends what waited for it`,
+      2,
+    );
+  io.out(
+    `webhook endpoint ${o.id}: ${done.retried} deliver${done.retried === 1 ? 'y' : 'ies'} waiting out a backoff ${done.retried === 1 ? 'is' : 'are'} due now; the workers send ${done.retried === 1 ? 'it' : 'them'} at their next claim`,
   );
   return 0;
 }

@@ -158,6 +158,40 @@ describe('the replay form', () => {
     expect(after).toContain('pending (replay)');
   });
 
+  it('"Retry now" makes what waits out its backoff due at once, redirects to a flash and writes an audit row', async () => {
+    // The pending delivery waits out a backoff of a minute and a half (a receiver that was down).
+    await pool().query(
+      `update webhook_deliveries set next_attempt_at = now() + interval '95 seconds'
+        where endpoint_id = $1 and status = 'pending'`,
+      [seeded.id],
+    );
+    const html = await (await get('/admin/webhooks')).text();
+    expect(html.slice(html.indexOf(`id="endpoint-${seeded.id}"`))).toContain(
+      `action="/admin/webhooks/${seeded.id}/retry"`,
+    );
+    const res = await post(`/admin/webhooks/${seeded.id}/retry`, {});
+    expect(res.status).toBe(303);
+    expect(res.headers.get('location')).toBe(
+      `/admin/webhooks?done=retried&endpoint=${seeded.id}&retried=1#endpoint-${seeded.id}`,
+    );
+    const { rows } = await pool().query<{ waiting: number }>(
+      `select count(*)::int as waiting from webhook_deliveries
+        where endpoint_id = $1 and status = 'pending' and next_attempt_at > now()`,
+      [seeded.id],
+    );
+    expect(rows[0]!.waiting).toBe(0);
+    const audits = (
+      await database.handle.db.select().from(adminActions).where(eq(adminActions.action, 'webhooks_retry'))
+    ).filter((a) => (a.detail as { endpoint?: number }).endpoint === seeded.id);
+    expect(audits.map((a) => a.detail)).toEqual([
+      { endpoint: seeded.id, retried: 1, route: 'POST /admin/webhooks/:id/retry' },
+    ]);
+    const after = await (await get(res.headers.get('location')!.split('#')[0]!)).text();
+    expect(after).toContain(`Endpoint ${seeded.id}: 1 delivery waiting out a backoff due now.`);
+    // The reader may not.
+    expect((await post(`/admin/webhooks/${seeded.id}/retry`, {}, { token: READ_TOKEN })).status).toBe(403);
+  });
+
   it('takes a feed cursor too', async () => {
     const res = await post(replayPath(), { since: '0-0' });
     expect(res.status).toBe(303);

@@ -329,6 +329,41 @@ describe('cards-sync webhooks', () => {
     expect((await cli(['webhooks', 'list'])).stdout).toContain('pending 10000+');
   });
 
+  it('retry sends now what waits out its backoff: due at once, audited; an unknown or disabled endpoint exits 2', async () => {
+    const pool = database.handle.pool;
+    const added = await cli(['webhooks', 'add', `${receiver.url}/back`]);
+    const id = Number(/webhook endpoint (\d+) added/.exec(added.stdout)?.[1]);
+    await pool.query(
+      `insert into webhook_deliveries (endpoint_id, event_id, subscriber_id, type, event_at, body, status, attempts, next_attempt_at)
+       values ($1, 'evt_backoff_1', 51, 'card.added', now(), '{}', 'pending', 3, now() + interval '95 seconds'),
+              ($1, 'evt_backoff_2', 52, 'card.added', now(), '{}', 'pending', 2, now() + interval '40 seconds')`,
+      [id],
+    );
+    const run = await cli(['webhooks', 'retry', String(id)]);
+    expect(run.code, run.stderr).toBe(0);
+    expect(run.stdout.trim()).toBe(
+      `webhook endpoint ${id}: 2 deliveries waiting out a backoff are due now; the workers send them at their next claim`,
+    );
+    const { rows } = await pool.query<{ waiting: number }>(
+      `select count(*)::int as waiting from webhook_deliveries where endpoint_id = $1 and next_attempt_at > now()`,
+      [id],
+    );
+    expect(rows[0]!.waiting).toBe(0);
+    const audit = await pool.query(
+      "select detail from admin_actions where action = 'webhooks_retry' and (detail->>'endpoint')::int = $1",
+      [id],
+    );
+    expect(audit.rows.map((r) => r.detail)).toEqual([{ endpoint: id, retried: 2 }]);
+    const unknown = await cli(['webhooks', 'retry', '999998']);
+    expect(unknown.code).toBe(2);
+    expect(unknown.stderr).toContain('no webhook endpoint 999998');
+    await cli(['webhooks', 'disable', String(id)]);
+    const disabled = await cli(['webhooks', 'retry', String(id)]);
+    expect(disabled.code).toBe(2);
+    expect(disabled.stderr).toContain(`\`cards-sync webhooks enable ${id}\` sends what waited`);
+    await cli(['webhooks', 'remove', String(id)]);
+  });
+
   it('remove takes an endpoint away: says what waited, audits it without a secret, keeps its deliveries readable; an unknown id exits 2', async () => {
     const pool = database.handle.pool;
     const added = await cli(['webhooks', 'add', `${receiver.url}/going?token=abc`]);
