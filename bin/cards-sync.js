@@ -1,4 +1,27 @@
 #!/usr/bin/env node
+// The long-running commands run with a young generation of Node 20's size: Node 24's larger one
+// (V8 grows the semi-spaces to collect less often) took a worker from under 200 MB of RSS to
+// over 300 (docs/scaling.md, "Memory"). V8 reads the size only at start, so the process replaces
+// itself (same pid, so signals and supervisors see one process) with one started with it, unless
+// the operator set it already (NODE_OPTIONS or a flag).
+const LONG_RUNNING = new Set(['worker', 'serve']);
+const SEMI_SPACE_MB = 16;
+if (
+  LONG_RUNNING.has(process.argv[2] ?? '') &&
+  typeof process.execve === 'function' &&
+  ![...process.execArgv, process.env.NODE_OPTIONS ?? ''].some((a) => a.includes('--max-semi-space-size'))
+) {
+  process.execve(
+    process.execPath,
+    [
+      process.execPath,
+      `--max-semi-space-size=${SEMI_SPACE_MB}`,
+      ...process.execArgv,
+      ...process.argv.slice(1),
+    ],
+    process.env,
+  );
+}
 try {
   // Before any import of drizzle-orm: Node's resolver is slow on its files (src/cli/drizzle-resolve.ts).
   const { resolveDrizzleFilesDirectly } = await import('../dist/src/cli/drizzle-resolve.js');
