@@ -2,7 +2,6 @@ import { and, desc, eq, inArray, isNull, lt, or, sql } from 'drizzle-orm';
 import type { Db } from '../client.js';
 import { rootCause } from '../errors.js';
 import { type RefreshTrigger, refreshRuns, subscribers } from '../schema/index.js';
-import { BEHIND, catchUp } from './schedule.js';
 
 export type RefreshRun = typeof refreshRuns.$inferSelect;
 
@@ -101,12 +100,15 @@ export interface SweepCursor {
 }
 
 /**
- * The next keyset page of a refresh: never-planned subscribers first, then by due time (most
- * likely changed first, by the freshness model), stale ones only if asked. What one run could
- * not reach keeps its early due time and comes first in the next one. A subscriber synced since
- * the run began has moved on in that order and is not taken again. It reads `subscriber_schedule`
- * in order; a row behind its subscriber's plan is caught up (moved further on, where the run will
- * reach it) rather than taken (db/refresh/schedule.ts).
+ * The next keyset page of a refresh: never-planned subscribers first, then by the due time the
+ * schedule holds, stale ones only if asked. What one run could not reach keeps its early due time
+ * and comes first in the next one. A subscriber synced since the run began is not taken again.
+ * A row behind its subscriber's plan (a sync planned later than the row says) is taken where it
+ * stands, not caught up: a sweep takes everyone it reaches, and moving each row to its plan first
+ * cost a non-HOT update of the schedule per subscriber, then a second from the sync's sooner plan
+ * (about 600 of 1,400 WAL bytes of an unchanged nightly re-sync, `npm run bench:wal-cli`). The order
+ * within a run is the schedule's as last written: a continuous refresh's claims and sooner plans
+ * keep it, a nightly mode's own syncs leave it.
  */
 export async function subscriberPage(
   db: Db,
@@ -118,17 +120,15 @@ export async function subscriberPage(
   const pool = db.$client;
   const ids: number[] = [];
   let next = cursor;
-  // A page ends full, or at the end of the schedule. What a pass finds behind is caught up and
-  // read again further on.
+  // A page ends full, or at the end of the schedule.
   while (ids.length < limit) {
     const want = limit - ids.length;
     const { rows } = await pool.query<{
       subscriber_id: number;
       due_at: Date | null;
-      behind: boolean;
       take: boolean;
     }>(
-      `select q.subscriber_id, q.due_at, ${BEHIND} as behind,
+      `select q.subscriber_id, q.due_at,
           (s.last_synced_at is null or s.last_synced_at < $3)
             and ($4::timestamptz is null or s.last_success_at is null or s.last_success_at < $4) as take
         from subscriber_schedule q join subscribers s on s.subscriber_id = q.subscriber_id
@@ -137,14 +137,11 @@ export async function subscriberPage(
         order by q.due_at asc nulls first, q.subscriber_id limit $2`,
       [next.after, want, runStartedAt, staleBefore, next.afterDue],
     );
-    const behind = rows.filter((r) => r.behind).map((r) => r.subscriber_id);
     for (const r of rows) {
-      if (!r.behind && r.take) ids.push(r.subscriber_id);
-      // The cursor passes behind rows too: caught up, they stand further on.
+      if (r.take) ids.push(r.subscriber_id);
       next = { after: r.subscriber_id, afterDue: r.due_at };
     }
-    if (behind.length > 0) await catchUp(pool, behind);
-    else if (rows.length < want) break;
+    if (rows.length < want) break;
   }
   return { ids, cursor: next };
 }

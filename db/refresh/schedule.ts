@@ -37,11 +37,13 @@ const CLAIM_ROUNDS = 8;
  * A row of `subscriber_schedule` is behind when its subscriber's plan (`subscribers.next_refresh_at`,
  * set by its last sync) is later than the row's `due_at`: the sync planned later than the claim
  * did, and wrote only the wide row. The subscriber is due at `greatest(due_at, next_refresh_at)`.
+ * `due_at` holds whole milliseconds (migration 0034, rounded): a plan written to the microsecond (a
+ * person's UPDATE) is compared at the millisecond, or its row would look behind after every catch-up.
  */
-export const BEHIND = `(s.next_refresh_at > q.due_at or (q.due_at is null and s.next_refresh_at is not null))`;
+const BEHIND = `(date_trunc('milliseconds', s.next_refresh_at) > q.due_at or (q.due_at is null and s.next_refresh_at is not null))`;
 
 /** Moves behind rows of `ids` up to their subscriber's plan; they take their place further on. */
-export async function catchUp(client: Pick<pg.PoolClient, 'query'>, ids: number[]): Promise<void> {
+async function catchUp(client: Pick<pg.PoolClient, 'query'>, ids: number[]): Promise<void> {
   if (ids.length === 0) return;
   await client.query({
     name: 'cards-sync-schedule-catch-up',

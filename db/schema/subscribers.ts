@@ -7,6 +7,7 @@ import {
   pgTable,
   real,
   text,
+  timestamp,
   uniqueIndex,
 } from 'drizzle-orm/pg-core';
 import { tz } from './columns.js';
@@ -75,7 +76,9 @@ export const subscribers = pgTable(
  * (`greatest(due_at, subscribers.next_refresh_at)`): a claim sets it to the claim's lease, a plan
  * that comes sooner lowers it (a trigger on `subscribers.next_refresh_at`, whoever writes the plan),
  * and a plan that moved later is caught up by the claim that reaches the row
- * (db/refresh/schedule.ts). Null: never planned, first in line.
+ * (db/refresh/schedule.ts). Null: never planned, first in line. In whole milliseconds (migration
+ * 0034): the nightly sweep's keyset cursor holds a due time as a JavaScript Date, and one enqueue's
+ * rows, written at one `now()` to the microsecond, compared after it again and again.
  */
 export const subscriberSchedule = pgTable(
   'subscriber_schedule',
@@ -84,7 +87,7 @@ export const subscriberSchedule = pgTable(
     // sync), and `truncate subscribers` would need this table named too. The claim joins
     // subscribers, and a subscriber inserted again resets its row (the trigger).
     subscriberId: bigint('subscriber_id', { mode: 'number' }).primaryKey(),
-    dueAt: tz('due_at'),
+    dueAt: timestamp('due_at', { withTimezone: true, mode: 'date', precision: 3 }),
   },
   (t) => [index('subscriber_schedule_due_idx').on(t.dueAt.asc().nullsFirst(), t.subscriberId)],
 );

@@ -2,8 +2,9 @@ import { Job } from 'bullmq';
 import { eq, sql } from 'drizzle-orm';
 import { afterEach, describe, expect, inject, it } from 'vitest';
 import { createDb } from '../../db/client.js';
-import { loadRefreshRun, startRefreshRun } from '../../db/refresh/runs.js';
+import { loadRefreshRun, type SweepCursor, startRefreshRun, subscriberPage } from '../../db/refresh/runs.js';
 import { refreshRuns, subscribers, syncRuns } from '../../db/schema/index.js';
+import { registerSubscribers } from '../../db/sync/subscribers.js';
 import {
   createRefreshQueue,
   openRefreshRun,
@@ -341,4 +342,32 @@ describe('refresh runs', () => {
     );
     expect(reasons.rows).toEqual([{ reason: 'not_found', n: cards }]);
   }, 60_000);
+});
+
+describe('the nightly sweep through the schedule', () => {
+  it('pages through one enqueue of more than a page (one due time to the microsecond) once each, writing no schedule row', async () => {
+    // 1,200 ids made known by one enqueue, never synced: one `now()` for all of their due times.
+    const ids = Array.from({ length: 1200 }, (_, i) => 910_001 + i);
+    await registerSubscribers(db(), ids, (maxAgeMs) => maxAgeMs / 8, 7 * 86_400_000);
+    const before = await database.handle.pool.query<{ xmins: string }>(
+      "select string_agg(xmin::text, ',' order by subscriber_id) as xmins from subscriber_schedule",
+    );
+    const runStartedAt = new Date();
+    const seen: number[] = [];
+    let cursor: SweepCursor = { after: 0, afterDue: null };
+    for (let page = 0; page < 5; page++) {
+      const next = await subscriberPage(db(), cursor, 500, null, runStartedAt);
+      seen.push(...next.ids);
+      cursor = next.cursor;
+      if (next.ids.length < 500) break;
+    }
+    expect(seen.length).toBe(1200);
+    expect(new Set(seen).size).toBe(1200);
+    // A sweep reads the schedule; it does not rewrite it (each row a non-HOT update, with its index).
+    const after = await database.handle.pool.query<{ xmins: string }>(
+      "select string_agg(xmin::text, ',' order by subscriber_id) as xmins from subscriber_schedule",
+    );
+    expect(after.rows[0]!.xmins).toBe(before.rows[0]!.xmins);
+    await database.handle.pool.query('truncate subscriber_schedule');
+  });
 });
