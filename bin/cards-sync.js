@@ -1,26 +1,25 @@
 #!/usr/bin/env node
-// The long-running commands run with a young generation of Node 20's size: Node 24's larger one
-// (V8 grows the semi-spaces to collect less often) took a worker from under 200 MB of RSS to
-// over 300 (docs/scaling.md, "Memory"). V8 reads the size only at start, so the process replaces
-// itself (same pid, so signals and supervisors see one process) with one started with it, unless
-// the operator set it already (NODE_OPTIONS or a flag).
-const LONG_RUNNING = new Set(['worker', 'serve']);
-const SEMI_SPACE_MB = 16;
-if (
-  LONG_RUNNING.has(process.argv[2] ?? '') &&
-  typeof process.execve === 'function' &&
-  ![...process.execArgv, process.env.NODE_OPTIONS ?? ''].some((a) => a.includes('--max-semi-space-size'))
-) {
-  process.execve(
-    process.execPath,
-    [
+// The worker runs with V8's heap held to what it needs: on Node 24 a worker's RSS went from under
+// 200 MB to 290-390 MB at the default concurrency (npm run bench:memory; docs/scaling.md, "Memory"),
+// V8 growing the young generation (Node 24 lets it grow larger) and the old one (it collects late
+// under a limit sized to the machine) far beyond the live set. V8 reads both sizes only at start,
+// so the process replaces itself (same pid: signals and supervisors see one process) with one
+// started with them. A size the operator set (NODE_OPTIONS or a flag) is kept, and not added again.
+// `serve` keeps the young generation only: its pages are not the worker's steady load.
+const HEAP_FLAGS = {
+  worker: ['--max-semi-space-size=16', '--max-old-space-size=128'],
+  serve: ['--max-semi-space-size=16'],
+};
+const wanted = Object.hasOwn(HEAP_FLAGS, process.argv[2] ?? '') ? HEAP_FLAGS[process.argv[2]] : undefined;
+if (wanted !== undefined && typeof process.execve === 'function') {
+  const given = [...process.execArgv, ...(process.env.NODE_OPTIONS ?? '').split(/\s+/)];
+  const missing = wanted.filter((flag) => !given.some((g) => g.startsWith(flag.split('=')[0])));
+  if (missing.length > 0)
+    process.execve(
       process.execPath,
-      `--max-semi-space-size=${SEMI_SPACE_MB}`,
-      ...process.execArgv,
-      ...process.argv.slice(1),
-    ],
-    process.env,
-  );
+      [process.execPath, ...missing, ...process.execArgv, ...process.argv.slice(1)],
+      process.env,
+    );
 }
 try {
   // Before any import of drizzle-orm: Node's resolver is slow on its files (src/cli/drizzle-resolve.ts).

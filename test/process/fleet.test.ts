@@ -61,10 +61,10 @@ describe('the fleet registry', () => {
     };
     expect(json.fleet).toHaveLength(1);
     const [me] = json.fleet;
-    // The worker replaced itself with a Node of a capped young generation (bin/cards-sync.js), in
-    // the same process: the pid the fleet has is the one started.
+    // The worker replaced itself with a Node of its heap sizes (bin/cards-sync.js), in the same
+    // process: the pid the fleet has is the one started.
     const cmdline = readFileSync(`/proc/${worker.process.pid}/cmdline`, 'utf8').split('\0');
-    expect(cmdline).toContain('--max-semi-space-size=16');
+    expect(cmdline).toEqual(expect.arrayContaining(['--max-semi-space-size=16', '--max-old-space-size=128']));
     expect(me).toMatchObject({
       role: 'worker',
       pid: worker.process.pid,
