@@ -17,7 +17,7 @@ import { proxyDatabase } from './tcp-proxy.js';
 
 // Webhook delivery under faults. Real syncs against a mock API whose wallets
 // keep changing write change events; two worker processes deliver them to a loopback receiver that
-// answers 500 to a fifth of the deliveries (seeded), and is down (connection refused) for 60 s.
+// answers 500 to a fifth of the deliveries (seeded), and is down (connection refused) for 30 s.
 // One worker is SIGKILLed twice while the receiver holds its requests open, and started again each
 // time; Postgres restarts once (through the proxy: every connection reset, reconnects refused for
 // a few seconds, as a restart looks to its clients). At the end every event of the feed has been
@@ -32,7 +32,7 @@ const database = useTestDatabase();
 const cleanups = useCleanups();
 const SUBSCRIBERS = 100;
 const FIRST_ID = 11_000_000;
-const OUTAGE_MS = 60_000;
+const OUTAGE_MS = 30_000;
 const FAIL_SHARE = 0.2;
 const WORKER_BIN = fileURLToPath(new URL('./worker-short-retries.mjs', import.meta.url));
 
@@ -154,7 +154,7 @@ async function startFaultyReceiver(secret: string) {
   };
 }
 
-it('webhook faults: 500s, a 60 s outage, two SIGKILLs mid-delivery and a Postgres restart lose nothing and keep each subscriber in order', async () => {
+it('webhook faults: 500s, a 30 s outage, two SIGKILLs mid-delivery and a Postgres restart lose nothing and keep each subscriber in order', async () => {
   const started = Date.now();
   const phase = (what: string) =>
     process.stdout.write(
@@ -246,7 +246,7 @@ it('webhook faults: 500s, a 60 s outage, two SIGKILLs mid-delivery and a Postgre
   await killMidDelivery();
   phase('first kill');
 
-  // The outage: connections refused for 60 s while syncs go on writing events.
+  // The outage: connections refused for 30 s while syncs go on writing events.
   await receiver.down();
   const atDown = receiver.receipts.length;
   await new Promise((r) => setTimeout(r, OUTAGE_MS));
