@@ -79,7 +79,11 @@ export function simulate(policy: PolicyName, given: SimOptions & RealRun): SimRe
   const judge =
     policy === 'continuous' && !o.classPrior
       ? (at: number, prior: number) => {
-          planEstimate = estimatedStaleShare(copies.all(), at, prior);
+          // The copies as the last tick's syncs left them, at that tick's time: the moment the audit
+          // drew at. Read a tick later, every copy synced in it has aged a tick it was not given
+          // (production syncs continuously), which doubled the estimate of wallets synced every few
+          // ticks and sent the plan round in turn on a disagreement of the simulator's own making.
+          planEstimate = estimatedStaleShare(copies.all(), Math.max(0, at - tickMs), prior);
           return auditAction(planEstimate, {
             lastMaxAge: figures.auditInterval(at, auditWeight),
             sincePlan: planMadeAt === null ? null : figures.auditSince(planMadeAt, auditWeight),
