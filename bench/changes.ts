@@ -16,6 +16,7 @@ import {
   BENCH_CARD_TOKEN_KEYS,
   benchRedis,
   CLI,
+  cliEnv,
   databaseFlag,
   parseFlags,
   REDIS_FLAG,
@@ -87,14 +88,7 @@ function startWorker(): ChildProcess {
   return spawn(process.execPath, [CLI, 'worker', '--concurrency', String(concurrency)], {
     stdio: ['ignore', 'inherit', 'inherit'],
     env: {
-      ...process.env,
-      ...redis.env,
-      DATABASE_URL: databaseUrl,
-      CARDS_API_BASE_URL: mock.url,
-      CARDS_API_KEY: KEY,
-      CARD_TOKEN_KEYS: BENCH_CARD_TOKEN_KEYS,
-      QUEUE_PREFIX: prefix,
-      LOG_LEVEL: 'warn',
+      ...cliEnv({ redisEnv: redis.env, databaseUrl, apiUrl: mock.url, apiKey: KEY, prefix }),
       SYNC_RATE_LIMIT_PER_SEC: '100000',
       WEBHOOK_ALLOW_PRIVATE: 'true',
       CHANGE_EVENTS: 'on',

@@ -156,3 +156,27 @@ export const BENCH_CARD_TOKEN_KEYS = process.env.BENCH_CARD_TOKEN_KEYS ?? `bench
 export function benchTokens(): CardTokens {
   return cardTokens(true, parseKeyRing(BENCH_CARD_TOKEN_KEYS));
 }
+
+/**
+ * The environment of a `cards-sync` child a benchmark starts as an operator would: this process's,
+ * the Redis of `redis` (`benchRedis`), the database, the sandbox and its key, the benchmarks' key
+ * ring, a queue prefix of its own and warnings only in the log. A caller adds its own settings.
+ */
+export function cliEnv(o: {
+  redisEnv: Record<string, string>;
+  databaseUrl: string;
+  apiUrl: string;
+  apiKey: string;
+  prefix: string;
+}): NodeJS.ProcessEnv {
+  return {
+    ...process.env,
+    ...o.redisEnv,
+    DATABASE_URL: o.databaseUrl,
+    CARDS_API_BASE_URL: o.apiUrl,
+    CARDS_API_KEY: o.apiKey,
+    CARD_TOKEN_KEYS: BENCH_CARD_TOKEN_KEYS,
+    QUEUE_PREFIX: o.prefix,
+    LOG_LEVEL: 'warn',
+  };
+}

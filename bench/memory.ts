@@ -4,7 +4,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createMockApi } from '../src/mock-api/server.js';
-import { BENCH_CARD_TOKEN_KEYS, benchRedis, CLI, parseFlags, resetDatabase, wholeNumber } from './harness.js';
+import { benchRedis, CLI, cliEnv, parseFlags, resetDatabase, wholeNumber } from './harness.js';
 
 // npm run bench:memory [-- --subscribers 20000 --repeats 2 --concurrency N]
 //
@@ -66,14 +66,13 @@ try {
     for (const [label, script] of entries) {
       await resetDatabase(databaseUrl);
       const env: NodeJS.ProcessEnv = {
-        ...process.env,
-        ...redis.env,
-        DATABASE_URL: databaseUrl,
-        CARDS_API_BASE_URL: mock.url,
-        CARDS_API_KEY: KEY,
-        CARD_TOKEN_KEYS: BENCH_CARD_TOKEN_KEYS,
-        QUEUE_PREFIX: redis.tag(`memory-${process.pid}-${r}-${rows.length}`),
-        LOG_LEVEL: 'warn',
+        ...cliEnv({
+          redisEnv: redis.env,
+          databaseUrl,
+          apiUrl: mock.url,
+          apiKey: KEY,
+          prefix: redis.tag(`memory-${process.pid}-${r}-${rows.length}`),
+        }),
         REFRESH_CRON: '0 0 1 1 *',
       };
       delete env.NODE_OPTIONS;

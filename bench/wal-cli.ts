@@ -7,15 +7,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { closeRedis, createRedis } from '../jobs/redis.js';
 import { createMockApi } from '../src/mock-api/server.js';
-import {
-  BENCH_CARD_TOKEN_KEYS,
-  benchRedis,
-  CLI,
-  databaseFlag,
-  parseFlags,
-  REDIS_FLAG,
-  wholeNumber,
-} from './harness.js';
+import { benchRedis, CLI, cliEnv, databaseFlag, parseFlags, REDIS_FLAG, wholeNumber } from './harness.js';
 import {
   holdWal,
   markBefore,
@@ -295,14 +287,7 @@ async function repeat(index: number): Promise<Phase[]> {
   // The operator's settings, but for the nightly cron, which must not fire while a phase runs
   // (02:00 by default): the refresh is the one the operator starts by hand.
   const env: NodeJS.ProcessEnv = {
-    ...process.env,
-    ...redis.env,
-    DATABASE_URL: databaseUrl,
-    CARDS_API_BASE_URL: mock.url,
-    CARDS_API_KEY: KEY,
-    CARD_TOKEN_KEYS: BENCH_CARD_TOKEN_KEYS,
-    QUEUE_PREFIX: prefix,
-    LOG_LEVEL: 'warn',
+    ...cliEnv({ redisEnv: redis.env, databaseUrl, apiUrl: mock.url, apiKey: KEY, prefix }),
     REFRESH_CRON: '0 0 1 1 *',
   };
   const phases: Phase[] = [];

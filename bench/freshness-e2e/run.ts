@@ -9,7 +9,7 @@ import { readLeaseHolder } from '../../jobs/refresh/lease-holder.js';
 import { createSyncQueue, enqueueSyncs } from '../../jobs/sync/queue.js';
 import { createMockApi } from '../../src/mock-api/server.js';
 import { intakeIds } from '../freshness/world.js';
-import { BENCH_CARD_TOKEN_KEYS, benchRedis, CLI, resetDatabase, seedingPool } from '../harness.js';
+import { benchRedis, CLI, cliEnv, resetDatabase, seedingPool } from '../harness.js';
 import { type Forecast, forecast } from './forecast.js';
 import { type Running, type Setup, sampler, syncCounts } from './measure.js';
 import { type Counts, type Kill, pct, type RunRecord } from './report.js';
@@ -77,14 +77,7 @@ export async function runE2e(settings: Settings): Promise<RunResult> {
     await mock.start();
     const prefix = redis.tag(`fresh-${setup}-${Date.now().toString(36)}`);
     let env: NodeJS.ProcessEnv = {
-      ...process.env,
-      ...redis.env,
-      DATABASE_URL: databaseUrl,
-      CARDS_API_BASE_URL: mock.url,
-      CARDS_API_KEY: KEY,
-      CARD_TOKEN_KEYS: BENCH_CARD_TOKEN_KEYS,
-      QUEUE_PREFIX: prefix,
-      LOG_LEVEL: 'warn',
+      ...cliEnv({ redisEnv: redis.env, databaseUrl, apiUrl: mock.url, apiKey: KEY, prefix }),
       // Above the larger budget of a `--retune`: the refresh, not the limiter, spends it.
       SYNC_RATE_LIMIT_PER_SEC: String(
         Math.ceil(budget * Math.max(1, settings.retune?.budgetFactor ?? 1) * 1.1),

@@ -1,4 +1,4 @@
-import type { Hono } from 'hono';
+import type { Context, Hono } from 'hono';
 import {
   listEndpoints,
   oldestDeadLetterAt,
@@ -76,15 +76,11 @@ export function registerWebhooksRoutes(app: Hono<AdminEnv>, deps: AdminDeps): vo
   );
 
   app.post('/admin/webhooks/:id/replay', guard, form, async (c) => {
-    const refuse = (title: string, message: string, status: 400 | 404) =>
-      c.html(messagePage(title, `${message}. Nothing was done.`), status);
-    let id: number;
+    const refuse = refusalOf(c);
+    const target = endpointOfRoute(c);
+    if ('refusal' in target) return target.refusal;
+    const { id } = target;
     let since: ReturnType<typeof parseSince>;
-    try {
-      id = parseEndpointId(c.req.param('id'));
-    } catch (error) {
-      return refuse('Not an endpoint id', (error as Error).message, 400);
-    }
     try {
       since = parseSince(((await readForm(c)).since ?? '').trim());
     } catch (error) {
@@ -112,14 +108,10 @@ export function registerWebhooksRoutes(app: Hono<AdminEnv>, deps: AdminDeps): vo
   });
 
   app.post('/admin/webhooks/:id/retry', guard, form, async (c) => {
-    const refuse = (title: string, message: string, status: 400 | 404) =>
-      c.html(messagePage(title, `${message}. Nothing was done.`), status);
-    let id: number;
-    try {
-      id = parseEndpointId(c.req.param('id'));
-    } catch (error) {
-      return refuse('Not an endpoint id', (error as Error).message, 400);
-    }
+    const refuse = refusalOf(c);
+    const target = endpointOfRoute(c);
+    if ('refusal' in target) return target.refusal;
+    const { id } = target;
     const done = await retryWaitingNow(pool, id);
     if (done === undefined)
       return refuse(
@@ -141,14 +133,10 @@ export function registerWebhooksRoutes(app: Hono<AdminEnv>, deps: AdminDeps): vo
   });
 
   app.post('/admin/webhooks/:id/remove', guard, form, async (c) => {
-    const refuse = (title: string, message: string, status: 400 | 404) =>
-      c.html(messagePage(title, `${message}. Nothing was done.`), status);
-    let id: number;
-    try {
-      id = parseEndpointId(c.req.param('id'));
-    } catch (error) {
-      return refuse('Not an endpoint id', (error as Error).message, 400);
-    }
+    const refuse = refusalOf(c);
+    const target = endpointOfRoute(c);
+    if ('refusal' in target) return target.refusal;
+    const { id } = target;
     if ((await readForm(c)).confirm !== 'yes') {
       return refuse(
         'Not confirmed',
@@ -179,4 +167,21 @@ export function registerWebhooksRoutes(app: Hono<AdminEnv>, deps: AdminDeps): vo
       303,
     );
   });
+}
+
+/** A form's refusal page: why, and that nothing was done. */
+function refusalOf(c: Context<AdminEnv>) {
+  return (title: string, message: string, status: 400 | 404) =>
+    c.html(messagePage(title, `${message}. Nothing was done.`), status);
+}
+
+/** The endpoint id of an `/admin/webhooks/:id/…` form's route, or the page refusing it (400). */
+function endpointOfRoute(
+  c: Context<AdminEnv>,
+): { id: number } | { refusal: ReturnType<ReturnType<typeof refusalOf>> } {
+  try {
+    return { id: parseEndpointId(c.req.param('id') ?? '') };
+  } catch (error) {
+    return { refusal: refusalOf(c)('Not an endpoint id', (error as Error).message, 400) };
+  }
 }
