@@ -23,8 +23,14 @@ const SRC_ENTRY_POINTS = ['^src/cli/', '^src/admin/', '^src/demo/'];
  * which no module lies below.
  */
 const PRODUCT_FILE_IN_FOLDER = '^((src|db|jobs|bin)/[^/]+)(/|$)';
-/** A folder's front file: what the folder offers to the rest of the code. */
-const FRONT_FILE = '^(src|db|jobs)/[^/]+/index[.]ts$';
+/**
+ * A folder's front files: index.ts, what the folder offers to the rest of the code, and parse.ts,
+ * where a folder has one: its parsers and names alone, for what must load little (a command's
+ * flags, read while `--help` is printed).
+ */
+// How little parse.ts loads is held by test/process/cli-start.test.ts, which counts what `--help`
+// loads: a rule here would see type-only imports (tsPreCompilationDeps) as loads.
+const FRONT_FILE = '^(src|db|jobs)/[^/]+/(index|parse)[.]ts$';
 /** The runtime of the database drivers: a module that imports it (not only its types) talks SQL. */
 const DATABASE_RUNTIME = 'node_modules/(pg|pg-[^/]+|drizzle-orm)/';
 

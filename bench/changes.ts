@@ -5,7 +5,7 @@ import { Webhook } from 'standardwebhooks';
 import { setEndpointEnabled } from '../db/webhooks/endpoints.js';
 import { closeRedis, createRedis } from '../jobs/redis.js';
 import { createSyncQueue, enqueueSyncs } from '../jobs/sync/queue.js';
-import { FEED_START } from '../src/events/feed.js';
+import { FEED_START } from '../src/events/index.js';
 import { createMockApi } from '../src/mock-api/server.js';
 import { parseKeyRing } from '../src/tokens/keyring.js';
 import { insertEndpoint } from '../src/webhooks/endpoint-secrets.js';

@@ -4,7 +4,7 @@ import { E2E_OPTIONS, readSettings } from './freshness-e2e/settings.js';
 import { parseFlags } from './harness.js';
 
 // npm run bench:freshness-e2e [-- --subscribers 10000 --minutes 15 --warmup 5 --budget 150 --max-age 5m
-//   --world NAME | --changes SPEC --created-dates random|from-changes|predating --wake-up 0.1:12/h@10m
+//   --world NAME | --family SEED:I | --changes SPEC --created-dates random|from-changes|predating --wake-up 0.1:12/h@10m
 //   --change-kinds add:0.5,remove:0.25,replace:0.25 --wallet-cards 1-5 --intake 0.2@7m
 //   --kill-every 1m]
 //
@@ -16,7 +16,8 @@ import { parseFlags } from './harness.js';
 // whose cron does not fire). Every `--sample` the stored cards are compared with the sandbox's
 // truth; the stale share is the share of subscribers whose copy differs. What an oracle that knew
 // every rate would reach comes from the simulator (bench/freshness/sim.ts) on the same population.
-// `--world` names a world of bench/freshness/worlds.ts (bench:freshness-worlds runs them all).
+// `--world` names a world of bench/freshness/worlds.ts (bench:freshness-worlds runs them all);
+// `--family SEED:I` makes world I of bench:freshness-family's family of SEED, compressed in time.
 //
 // This file reads the flags and prints; the flags are checked in bench/freshness-e2e/settings.ts,
 // the run made in run.ts, the samples taken in measure.ts, the simulator's forecast made in

@@ -159,6 +159,14 @@ async function main() {
   const n = outcomes.length;
   console.log('\nthe contract (docs/refresh.md, "What the refresh promises"):');
   console.log(`  never worse than round robin: ${count((o) => o.policy <= o.rr)} of ${n} worlds`);
+  // The bound: the same plan given every true rate, and no audit to pay for. Where it is above round
+  // robin too, the plan's shape (the max age's margin, earliest-due-first), not its learning, is why.
+  const oracleAbove = outcomes.filter((o) => o.oracle > o.rr);
+  console.log(
+    `    the bound: the oracle itself is above round robin in ${oracleAbove.length} of ${n} worlds` +
+      `${oracleAbove.length ? ` (by ${Math.max(...oracleAbove.map((o) => o.oracle / o.rr)).toFixed(2)}× at most)` : ''}; ` +
+      `the policy is above both in ${count((o) => o.policy > o.rr && o.policy > o.oracle)}`,
+  );
   console.log(
     `  within 1.25× the oracle (0.1 point where it keeps under 0.1%): ${count((o) => withinOracle(o, 1.25))} of ${n}; within 1.5×: ${count((o) => withinOracle(o, 1.5))} of ${n}`,
   );

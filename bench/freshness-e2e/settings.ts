@@ -2,6 +2,7 @@ import { type ChangeClass, parseChanges, parseWakeUp, type WakeUp } from '../../
 import { type CreatedDates, parseCreatedDates } from '../../src/mock-api/created-dates.js';
 import type { WalletRules } from '../../src/mock-api/wallets.js';
 import { durationMs } from '../../src/shared/time.js';
+import { familyE2eFlags } from '../freshness/family.js';
 import { parseIntake, parseRetune, readWallets, type WorldFlags, worldFlags } from '../freshness/worlds.js';
 import { wholeNumber } from '../harness.js';
 
@@ -23,6 +24,11 @@ export const E2E_OPTIONS = {
   'audit-share': { type: 'string', default: '0.02' },
   /** A world of bench/freshness/worlds.ts: its flags, unless given beside it. */
   world: { type: 'string' },
+  /**
+   * `SEED:I`: world I of the family of SEED (bench:freshness-family), compressed to a 2-minute max
+   * age and run whole (bench/freshness/family.ts familyE2eFlags); it sets the run's shape too.
+   */
+  family: { type: 'string' },
   /** Classes of wallets and their change rates (default {@link DEFAULT_CHANGES}). */
   changes: { type: 'string' },
   /** The sandbox's createDates: `random` (the control, default), `from-changes` or `predating`. */
@@ -93,6 +99,7 @@ export interface Settings {
 /** bench:freshness-e2e's flags as parseFlags gives them (declared in bench/freshness-e2e.ts). */
 export interface Flags extends WorldFlags {
   world?: string;
+  family?: string;
   subscribers?: string;
   minutes?: string;
   warmup?: string;
@@ -115,7 +122,16 @@ export function readSettings(given: Flags, context = ''): Settings {
     console.error(`${context}${message}`);
     process.exit(2);
   };
-  const values: Flags = { ...worldFlags(given.world), ...definedOnly(given) };
+  if (given.world !== undefined && given.family !== undefined)
+    refuse('--world and --family: give one of them');
+  let family: Flags = {};
+  try {
+    family = given.family === undefined ? {} : familyE2eFlags(given.family);
+  } catch (error) {
+    refuse((error as Error).message);
+  }
+  // A family world sets the run's shape (its max age, six of them, figures from the start) over the defaults.
+  const values: Flags = { ...worldFlags(given.world), ...definedOnly(given), ...family };
   values.changes ??= DEFAULT_CHANGES;
   values['created-dates'] ??= 'random';
   values.subscribers ??= '10000';
@@ -177,7 +193,7 @@ export function readSettings(given: Flags, context = ''): Settings {
     intake,
     retune,
     killEveryMs,
-    world: given.world,
+    world: given.world ?? (given.family === undefined ? undefined : `family ${given.family}`),
     flags: {
       maxAge: values['max-age']!,
       sample: values.sample!,

@@ -163,3 +163,76 @@ export function describeWorld(w: FamilyWorld): string {
     `${mix}; createDates ${w.createdDates}${w.event === 'none' ? '' : `; ${w.event}: ${w.eventAbout}`}`
   );
 }
+
+/** The max age a family world is compressed to for real (bench:freshness-e2e `--family`). */
+const E2E_MAX_AGE_SECONDS = 120;
+/** At most this many requests a second for real, each set-up: what two cores serve beside the other. */
+const E2E_BUDGET_AT_MOST = 150;
+
+/** What `--family S:I` sets for a real run: the world's flags and the run's shape. */
+export interface FamilyE2eFlags {
+  subscribers: string;
+  budget: string;
+  'max-age': string;
+  minutes: string;
+  warmup: string;
+  changes: string;
+  'created-dates': string;
+  'wake-up'?: string;
+  intake?: string;
+  retune?: string;
+}
+
+/**
+ * World I of the family of S as the end-to-end run makes it: its max age compressed to 2 minutes,
+ * its six max ages run whole (figures from the start: learning counts, as in the family's
+ * figures), at most 2,000 subscribers with the same budget per subscriber per max age (fewer where
+ * that budget would pass 150 requests a second), the classes at the same rates per max age, the
+ * event at 2 max ages. Throws a one-line message for a spec that is not `S:I`, and for a mass
+ * change, which the sandbox cannot make mid-run (its tokens are reissued only at start,
+ * `mock-api --generation`).
+ */
+export function familyE2eFlags(spec: string): FamilyE2eFlags {
+  const m = /^\s*(\d+)\s*:\s*(\d+)\s*$/.exec(spec);
+  if (!m)
+    throw new Error(
+      `--family takes SEED:WORLD, two whole numbers (e.g. 4417:12), not ${JSON.stringify(spec)}`,
+    );
+  const w = drawWorld(Number(m[1]), Number(m[2]));
+  if (w.event === 'mass-change') {
+    throw new Error(
+      `--family ${spec}: world ${w.index} is a mass change, which the sandbox cannot make mid-run (it reissues tokens only at start); pick another`,
+    );
+  }
+  const perHour = (perMaxAge: number) => +((perMaxAge * 3600) / E2E_MAX_AGE_SECONDS).toPrecision(4);
+  // A retune that doubles the budget doubles the requests: the cap holds after it.
+  const atMost = E2E_BUDGET_AT_MOST / Math.max(1, w.options.retune?.budgetFactor ?? 1);
+  const budget = Math.max(
+    1,
+    Math.round(Math.min(atMost, (w.budgetPerMaxAge * w.simulated) / E2E_MAX_AGE_SECONDS)),
+  );
+  const subscribers = Math.max(10, Math.round((budget * E2E_MAX_AGE_SECONDS) / w.budgetPerMaxAge));
+  // The shares rounded down, so that they never sum past 1; the quiet class takes what is left.
+  const changing = w.classes
+    .filter((c) => c.share > 0 && c.ratePerDay > 0)
+    .map((c) => ({ share: Math.floor(c.share * 1e4) / 1e4, perHour: perHour(c.ratePerDay * w.maxAgeDays) }));
+  const quiet = Math.floor((1 - changing.reduce((sum, c) => sum + c.share, 0)) * 1e4) / 1e4;
+  const changes = [`${quiet}:0`, ...changing.map((c) => `${c.share}:${c.perHour}/h`)].join(',');
+  const at = `${(2 * E2E_MAX_AGE_SECONDS) / 60}m`;
+  const flags: FamilyE2eFlags = {
+    subscribers: String(subscribers),
+    budget: String(budget),
+    'max-age': `${E2E_MAX_AGE_SECONDS / 60}m`,
+    minutes: String((RUN_MAX_AGES * E2E_MAX_AGE_SECONDS) / 60),
+    warmup: '0',
+    changes,
+    'created-dates': w.createdDates,
+  };
+  const o = w.options;
+  if (o.intake) flags.intake = `${+o.intake.share.toPrecision(3)}@${at}`;
+  if (o.wakeUp)
+    flags['wake-up'] =
+      `${+o.wakeUp.share.toPrecision(3)}:${perHour(o.wakeUp.ratePerDay * w.maxAgeDays)}/h@${at}`;
+  if (o.retune) flags.retune = `budget:${o.retune.budgetFactor},max-age:${o.retune.maxAgeFactor}@${at}`;
+  return flags;
+}

@@ -1,17 +1,9 @@
 import { sql } from 'drizzle-orm';
 import { bigint, check, customType, index, jsonb, pgTable, text, uuid } from 'drizzle-orm/pg-core';
 import { inList, tz } from './columns.js';
+import { CHANGE_EVENT_TYPES, type ChangeEventType } from './event-types.js';
 
 // Change events (docs/events.md): the transactional outbox every sync writes into.
-
-export const CHANGE_EVENT_TYPES = [
-  'card.added',
-  'card.changed',
-  'card.removed',
-  'card.restored',
-  'card.conflict',
-] as const;
-export type ChangeEventType = (typeof CHANGE_EVENT_TYPES)[number];
 
 /** PostgreSQL's 64-bit transaction id (`pg_current_xact_id()`), read as its decimal text. */
 const xid8 = customType<{ data: string; driverData: string }>({ dataType: () => 'xid8' });

@@ -4,6 +4,7 @@
 
 export * from './audit.js';
 export * from './cards.js';
+export * from './event-types.js';
 export * from './events.js';
 export * from './fleet.js';
 export * from './ledger.js';

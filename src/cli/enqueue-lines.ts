@@ -1,6 +1,6 @@
 import type { Target } from '../api/index.js';
 import { type Line, MAX_LINE_BYTES } from '../shared/index.js';
-import { parseTarget, TargetError } from '../sync/index.js';
+import { parseTarget, TargetError } from '../sync/parse.js';
 
 // What one line of an `enqueue --file` input says: nothing (blank, comment, header), a target, or
 // why it is refused. The strict check and the enqueueing read lines through the same judgeLine.

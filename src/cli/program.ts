@@ -1,6 +1,5 @@
 import { Command, CommanderError } from 'commander';
 import { rootCause } from '../../db/errors.js';
-import { DEFAULT_DATABASE_URL, loadConfig } from '../config/index.js';
 import { CliError, ConfigError, packageVersion } from '../shared/index.js';
 import type { CliDeps, Io } from './common.js';
 import { describeDbError } from './db-problem.js';
@@ -28,12 +27,22 @@ export function buildProgram(io: Io, state: { exitCode: number }): Command {
     .showHelpAfterError('(run cards-sync --help for usage)')
     .configureOutput({ writeOut: (s) => io.out(s.trimEnd()), writeErr: (s) => io.err(s.trimEnd()) })
     .exitOverride();
+  // The configuration's module (and zod under it) is loaded before a command's action, not for
+  // `--help` or a refused flag: a program that prints its help loads what it prints, no more.
+  let config: typeof import('../config/index.js') | undefined;
+  program.hook('preAction', async () => {
+    config ??= await import('../config/index.js');
+  });
+  const loaded = () => {
+    if (!config) throw new Error('the configuration is read before an action, not while the flags are');
+    return config;
+  };
   const deps: CliDeps = {
     io,
     state,
-    config: () => loadConfig(io.env),
+    config: () => loaded().loadConfig(io.env),
     // A command that does not run the refresh warns about a bad REFRESH_* setting and goes on.
-    configWithoutRefresh: () => loadConfig(io.env, { refreshUnused: { warn: io.err } }),
+    configWithoutRefresh: () => loaded().loadConfig(io.env, { refreshUnused: { warn: io.err } }),
   };
 
   registerMigrateCommand(program, deps);
@@ -79,6 +88,7 @@ export async function run(argv: string[], io: Io): Promise<number> {
     }
     // Postgres not there or not migrated, met where no command said so itself (the worker's
     // start-up checks, say): the same line with the fix that status and enqueue give.
+    const { DEFAULT_DATABASE_URL } = await import('../config/index.js');
     const db = describeDbError(error, io.env.DATABASE_URL?.trim() || DEFAULT_DATABASE_URL);
     if (db !== undefined) {
       io.err(`cards-sync: ${db}`);

@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { parseCursor } from '../events/index.js';
+import { parseCursor } from '../events/parse.js';
 import { parsedBy } from './args.js';
 import type { CliDeps } from './common.js';
 

@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { parseEmail, parseSubscriberId } from '../sync/index.js';
+import { parseEmail, parseSubscriberId } from '../sync/parse.js';
 import { parsedBy } from './args.js';
 import type { CliDeps } from './common.js';
 import { parseColumn } from './enqueue-lines.js';

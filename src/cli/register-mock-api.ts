@@ -6,7 +6,7 @@ import {
   parseFaults,
   parseWakeUp,
   parseWalletCards,
-} from '../mock-api/index.js';
+} from '../mock-api/parse.js';
 import { intArg, parsedBy } from './args.js';
 import type { CliDeps } from './common.js';
 import type { MockApiCliOptions } from './mock-api.js';

@@ -1,7 +1,7 @@
 import { type Command, InvalidArgumentError, Option } from 'commander';
 import type { Target } from '../api/index.js';
 import { CliError, durationHint, durationMs } from '../shared/index.js';
-import { parseEmail, parseSubscriberId } from '../sync/index.js';
+import { parseEmail, parseSubscriberId } from '../sync/parse.js';
 import { parsedBy } from './args.js';
 import type { CliDeps } from './common.js';
 

@@ -6,7 +6,7 @@ import {
   parseEventTypes,
   parseSince,
   type Since,
-} from '../webhooks/index.js';
+} from '../webhooks/parse.js';
 import { intArg, parsedBy } from './args.js';
 import type { CliDeps } from './common.js';
 

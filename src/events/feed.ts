@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import { cursorAhead, feedHeadRow, feedHeldBackAfter, readFeedRows } from '../../db/events/index.js';
 import type { ChangeEventType } from '../../db/schema/index.js';
+import { FEED_START, parseCursor } from './cursor.js';
 
 // The pull feed (docs/events.md): events in (txid, seq) order, showing only the events of transactions
 // older than every transaction still running.
@@ -44,16 +45,8 @@ export interface FeedEntry {
   spanContext: string | null;
 }
 
-/** The cursor before every event: the start of retention. */
-export const FEED_START = '0-0';
 /** Most events one page may hold. */
 export const MAX_LIMIT = 1000;
-
-/** A cursor that is not one of the feed's. */
-export class CursorError extends Error {
-  override readonly name = 'CursorError';
-  readonly code = 'bad_cursor';
-}
 
 /**
  * A cursor past every place this database's feed can have given: its transaction id is one this
@@ -76,20 +69,6 @@ export class CursorAheadError extends Error {
         `go on from a "next" this feed gave, from ${head} for new events only, or from ${FEED_START} for every event kept`,
     );
   }
-}
-
-interface Cursor {
-  txid: string;
-  seq: string;
-}
-
-/** `<txid>-<seq>`, both decimal: opaque to readers, but readable in a log. */
-export function parseCursor(text: string): Cursor {
-  const m = /^(\d{1,20})-(\d{1,19})$/.exec(text);
-  if (!m || BigInt(m[1]!) > 2n ** 64n - 1n || BigInt(m[2]!) > 2n ** 63n - 1n) {
-    throw new CursorError(`not a change feed cursor: use the "next" of an earlier answer, or ${FEED_START}`);
-  }
-  return { txid: m[1]!, seq: m[2]! };
 }
 
 type Queryable = Pick<pg.Pool, 'query'> | Pick<pg.ClientBase, 'query'>;

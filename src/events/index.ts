@@ -1,16 +1,14 @@
 // Change events (docs/events.md): the pull feed and its cursor, long polls and their wake-ups,
 // whether events are written, and the partitions' upkeep.
 
+export { FEED_START, parseCursor } from './cursor.js';
 export {
   type ChangeEvent,
   CursorAheadError,
-  CursorError,
   checkCursor,
-  FEED_START,
   type FeedEntry,
   feedHeldBack,
   MAX_LIMIT,
-  parseCursor,
   readFeed,
   readFeedEntries,
 } from './feed.js';

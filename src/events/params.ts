@@ -1,4 +1,5 @@
-import { FEED_START, MAX_LIMIT, parseCursor } from './feed.js';
+import { FEED_START, parseCursor } from './cursor.js';
+import { MAX_LIMIT } from './feed.js';
 import { MAX_WAIT_SECONDS } from './long-poll.js';
 
 // The feed's parameters, as `GET /api/changes` and `cards-sync changes` take them: refused with a

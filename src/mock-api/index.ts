@@ -1,7 +1,8 @@
 // The sandbox API (`cards-sync mock-api`, the demo, the benchmarks): the server and the options
-// that shape its wallets.
+// that shape its wallets. Their flags' parsers are in parse.ts.
 
-export { type ChangeClass, parseChanges, parseWakeUp, type WakeUp } from './changes.js';
-export { type CreatedDates, parseCreatedDates } from './created-dates.js';
-export { createMockApi, type MockFaults, parseFaults } from './server.js';
-export { type ChangeKinds, parseChangeKinds, parseWalletCards } from './wallets.js';
+export type { ChangeClass, WakeUp } from './changes.js';
+export type { CreatedDates } from './created-dates.js';
+export type { MockFaults } from './faults.js';
+export { createMockApi } from './server.js';
+export type { ChangeKinds } from './wallets.js';

@@ -7,10 +7,7 @@ export { startWebhookDelivery, type WebhookDelivery } from './delivery-worker.js
 export { insertEndpoint, resealEndpointSecrets, rotateEndpointSecret } from './endpoint-secrets.js';
 export { feedCursorAt, feedHead } from './fanout.js';
 export {
-  parseDescription,
   parseEndpointId,
-  parseEndpointUrl,
-  parseEventTypes,
   parseSince,
   type Since,
   shownUrl,

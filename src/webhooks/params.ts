@@ -1,5 +1,5 @@
-import { CHANGE_EVENT_TYPES } from '../../db/schema/index.js';
-import { CursorError, parseCursor } from '../events/index.js';
+import { CHANGE_EVENT_TYPES } from '../../db/schema/parse.js';
+import { CursorError, parseCursor } from '../events/parse.js';
 
 // The webhooks' parameters, as the `webhooks` commands and the admin server's webhook routes take
 // them: each refused with a line that says what would be right.

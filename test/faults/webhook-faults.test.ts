@@ -4,7 +4,7 @@ import { fileURLToPath } from 'node:url';
 import { Webhook } from 'standardwebhooks';
 import { expect, it } from 'vitest';
 import { enqueueSyncs } from '../../jobs/sync/queue.js';
-import { type ChangeEvent, FEED_START, MAX_LIMIT, readFeed } from '../../src/events/feed.js';
+import { type ChangeEvent, FEED_START, MAX_LIMIT, readFeed } from '../../src/events/index.js';
 import { parseKeyRing } from '../../src/tokens/keyring.js';
 import { insertEndpoint } from '../../src/webhooks/endpoint-secrets.js';
 import { feedHead } from '../../src/webhooks/fanout.js';

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { onEventsCommitted } from '../../db/events/outbox.js';
 import { type ApiClient, createApiClient } from '../../src/api/client.js';
-import { type ChangeEvent, FEED_START, readFeed } from '../../src/events/feed.js';
+import { type ChangeEvent, FEED_START, readFeed } from '../../src/events/index.js';
 import { maintainChangeEvents } from '../../src/events/maintenance.js';
 import { applyCardsBatch } from '../../src/sync/apply-cards.js';
 import { syncSubscriber } from '../../src/sync/sync-subscriber.js';

@@ -1,7 +1,7 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ApiClient, createApiClient } from '../../src/api/client.js';
-import { FEED_START, readFeed } from '../../src/events/feed.js';
+import { FEED_START, readFeed } from '../../src/events/index.js';
 import { pollFeed } from '../../src/events/long-poll.js';
 import { createChangeSignal } from '../../src/events/signal.js';
 import { syncSubscriber } from '../../src/sync/sync-subscriber.js';
