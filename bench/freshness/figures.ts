@@ -35,9 +35,12 @@ export class Figures {
   private staleAgeSum = 0;
   private staleAgeCount = 0;
   private readonly errors = { abs: 0, truth: 0, estimate: 0, count: 0 };
-  private readonly audits: { at: number; changed: boolean }[] = [];
+  /** The audit's draws: when, how many copies each stands for, and how many of them were stale. */
+  private readonly audits: { at: number; samples: number; found: number }[] = [];
   /** The first of `audits` within the last max age, as {@link auditInterval} last read them. */
   private auditFrom = 0;
+  /** The syncs of the plan (not the audit's draws, not first syncs): when, and whether each found a change. */
+  private readonly planned: { at: number; changed: boolean }[] = [];
   private nextSnapshot = 0;
   private readonly snapshots: Snapshot[] = [];
 
@@ -54,7 +57,7 @@ export class Figures {
   }
 
   /** A sync at `now`, before the copy is updated: the wallet's age, and its stale time if it `changed`. */
-  sync(id: number, now: number, changed: boolean, audit: boolean) {
+  sync(id: number, now: number, changed: boolean, audit: false | { samples: number; found: number }) {
     this.syncs += 1;
     this.largestAge = Math.max(this.largestAge, now - this.since(id));
     if (this.copies.lastSuccessAt(id) === null) {
@@ -66,33 +69,47 @@ export class Figures {
       const from = Math.max(this.world.nextChange[id]!, this.warmMs);
       if (now > from) this.staleMs += now - from;
     }
-    if (audit) this.audits.push({ at: now, changed });
+    if (audit) this.audits.push({ at: now, ...audit });
+    else if (this.copies.lastSuccessAt(id) !== null) this.planned.push({ at: now, changed });
   }
 
   /**
-   * The audit as the plan reads it at `now`: the share found changed among its draws of the last max
-   * age. `weight`: each simulated draw counts as that many (a fleet simulated smaller than it is
-   * draws that many more in production, at the same share).
+   * The plan's own syncs after `since` (first syncs apart, as production's count leaves them out):
+   * how many, and how many found the cards changed. Counted as they are, not as a larger fleet's:
+   * a simulated sync is one observation, and counting it as many would make the criterion surer
+   * than what it saw.
    */
-  auditInterval(now: number, weight = 1): (Interval & { samples: number }) | null {
+  syncsSince(since: number): { samples: number; changed: number } {
+    let from = this.planned.length;
+    while (from > 0 && this.planned[from - 1]!.at > since) from -= 1;
+    let changed = 0;
+    for (let k = from; k < this.planned.length; k++) if (this.planned[k]!.changed) changed += 1;
+    return { samples: this.planned.length - from, changed };
+  }
+
+  /** The audit as the plan reads it at `now`: the share found stale among its draws of the last max age. */
+  auditInterval(now: number): (Interval & { samples: number }) | null {
     while (this.auditFrom < this.audits.length && this.audits[this.auditFrom]!.at < now - this.maxAgeMs)
       this.auditFrom += 1;
-    return this.auditWindow(this.auditFrom, weight);
+    return this.auditWindow(this.auditFrom);
   }
 
-  /** The audit's draws after `since` (when the plan in force was made), weighted as {@link auditInterval}'s. */
-  auditSince(since: number, weight = 1): (Interval & { samples: number }) | null {
+  /** The audit's draws after `since` (when the plan in force was made). */
+  auditSince(since: number): (Interval & { samples: number }) | null {
     let from = this.audits.length;
     while (from > 0 && this.audits[from - 1]!.at > since) from -= 1;
-    return this.auditWindow(from, weight);
+    return this.auditWindow(from);
   }
 
-  private auditWindow(from: number, weight: number): (Interval & { samples: number }) | null {
-    const samples = this.audits.length - from;
+  private auditWindow(from: number): (Interval & { samples: number }) | null {
+    let samples = 0;
     let found = 0;
-    for (let k = from; k < this.audits.length; k++) if (this.audits[k]!.changed) found += 1;
-    const w = wilson(found * weight, samples * weight);
-    return w ? { ...w, samples: samples * weight } : null;
+    for (let k = from; k < this.audits.length; k++) {
+      samples += this.audits[k]!.samples;
+      found += this.audits[k]!.found;
+    }
+    const w = wilson(found, samples);
+    return w ? { ...w, samples } : null;
   }
 
   /** Since when the subscriber's copy has been what it is: its last sync, or its arrival while it has none. */
@@ -210,10 +227,14 @@ export class Figures {
       };
       // The audit as `status` reads it: the samples of the last max age.
       const recent = this.audits.filter((x) => x.at >= endMs - maxAgeMs);
-      const w = wilson(recent.filter((x) => x.changed).length, recent.length);
+      const samples = recent.reduce((sum, x) => sum + x.samples, 0);
+      const w = wilson(
+        recent.reduce((sum, x) => sum + x.found, 0),
+        samples,
+      );
       if (w) {
         result.audit = {
-          samples: recent.length,
+          samples,
           ...w,
           truthAtEnd: truthAtEnd / arrived,
           estimateAtEnd: estimatedStaleShare(this.copies.all(), endMs, params.prior.ratePerDay),

@@ -84,6 +84,8 @@ export interface Plan {
   readonly audit: AuditAction;
   /** False once a plan could not keep the max age within the budget. */
   readonly keepsMaxAge: boolean;
+  /** The share of its syncs the last plan expected to find changed (`Threshold.changedShare`). */
+  readonly changedShare: number;
   /** Plans anew with what the copies say at `at`. */
   replan(at: number): void;
   /** When the oracle syncs a wallet next, synced at `now`; the others: now. */
@@ -105,7 +107,7 @@ export function createPlan(
   // Read at each plan: a retune (SimOptions.retune) changes the budget and max age of `o` in place.
   let forgetDays = o.maxAgeDays * (o.forgetMaxAges ?? FORGET_MAX_AGES);
   let base = { maxAgeDays: o.maxAgeDays, minIntervalDays: 0 };
-  const budgetShare = policy === 'continuous' ? 1 - o.auditShare : 1;
+  const budgetShare = policy === 'continuous' && !o.auditOnTop ? 1 - o.auditShare : 1;
   let params: PolicyParams = {
     ...base,
     thresholdDays: Number.POSITIVE_INFINITY,
@@ -114,6 +116,7 @@ export function createPlan(
   let keepsMaxAge = true;
   let spend: Threshold['spend'] = { plan: 1, coverage: 0 };
   let audit: AuditAction = 'none';
+  let changedShare = 0;
   return {
     get params() {
       return params;
@@ -126,6 +129,9 @@ export function createPlan(
     },
     get keepsMaxAge() {
       return keepsMaxAge;
+    },
+    get changedShare() {
+      return changedShare;
     },
     replan(planAt) {
       // Round robin and the nightly sweep in id order read no plan.
@@ -190,6 +196,7 @@ export function createPlan(
       const t = solveThreshold(groupRates(rates), o.budgetPerDay * budgetShare * PLANNED_SHARE, base, audit);
       params = { ...base, ...coverage(t), thresholdDays: t.thresholdDays, prior };
       spend = t.spend;
+      changedShare = t.changedShare;
       keepsMaxAge &&= t.keepsMaxAge;
     },
     dueOf: (id, now) => (policy === 'oracle' ? now + intervalDays(trueRate[id]!, params) * MS_PER_DAY : now),

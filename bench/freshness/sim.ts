@@ -85,11 +85,18 @@ export function simulate(policy: PolicyName, given: SimOptions & RealRun): SimRe
           // ticks and sent the plan round in turn on a disagreement of the simulator's own making.
           planEstimate = estimatedStaleShare(copies.all(), Math.max(0, at - tickMs), prior);
           return auditAction(planEstimate, {
-            lastMaxAge: figures.auditInterval(at, auditWeight),
-            sincePlan: planMadeAt === null ? null : figures.auditSince(planMadeAt, auditWeight),
+            lastMaxAge: figures.auditInterval(at),
+            sincePlan: planMadeAt === null ? null : figures.auditSince(planMadeAt),
+            plansSyncs: plansSyncs(),
           });
         }
       : undefined;
+  // The plan's own syncs since it was made, against what it expected of them (as production reads
+  // them from the ledger between plans, jobs/refresh/policy.ts).
+  const plansSyncs = () =>
+    planMadeAt === null || o.plansSyncsIgnored
+      ? null
+      : { ...figures.syncsSince(planMadeAt), expected: plan.changedShare };
   const plan = createPlan(policy, o, world, copies, random, judge);
   const figures = new Figures(policy, o, world, copies);
   const version = new Int32Array(n);
@@ -104,9 +111,26 @@ export function simulate(policy: PolicyName, given: SimOptions & RealRun): SimRe
   // The plan the workers read last: none yet when they start, with the refresh.
   let workerParams = plan.params;
   let workerReadAt = Number.NEGATIVE_INFINITY;
+  // The audit's peeks at copies it does not sync (SimOptions.auditWeight): a stream of their own, so
+  // that the fleet's size moves nothing else of the run.
+  const peeks = rng(o.seed ^ 0x27d4eb2f);
+  const peekKnown = () => {
+    let j = Math.floor(peeks() * n);
+    while (!copies.known[j]) j = Math.floor(peeks() * n);
+    return j;
+  };
   const sync = (id: number, now: number, audit = false) => {
     const changed = world.nextChange[id]! <= now;
-    figures.sync(id, now, changed, audit);
+    let drawn: false | { samples: number; found: number } = false;
+    if (audit) {
+      // This draw and the (weight − 1) others production's larger share would make, at random
+      // (the weight's fraction by chance), each found stale or not as its copy is now.
+      const samples = Math.floor(auditWeight) + (peeks() < auditWeight % 1 ? 1 : 0);
+      let found = changed ? 1 : 0;
+      for (let k = 1; k < samples; k++) if (world.nextChange[peekKnown()]! <= now) found += 1;
+      drawn = { samples: Math.max(1, samples), found };
+    }
+    figures.sync(id, now, changed, drawn);
     o.onSync?.({ id, at: now, ratePerDay: world.trueRate[id]!, changed, audit });
     if (changed) world.advance(id, now);
     seenNewest[id] = world.newestCreated[id]!;
@@ -193,8 +217,11 @@ export function simulate(policy: PolicyName, given: SimOptions & RealRun): SimRe
       // Between plans, as the refresh does every AUDIT_CHECK_SECONDS: the draws since the plan
       // against the estimate it was made on; a disagreement plans again at once.
       nextAuditCheck = now + AUDIT_CHECK_SECONDS * 1000;
-      const sincePlan = figures.auditSince(planMadeAt, auditWeight);
-      if (auditAction(planEstimate, { lastMaxAge: null, sincePlan }) === 'round-robin') nextReplan = now;
+      const sincePlan = figures.auditSince(planMadeAt);
+      if (
+        auditAction(planEstimate, { lastMaxAge: null, sincePlan, plansSyncs: plansSyncs() }) === 'round-robin'
+      )
+        nextReplan = now;
     }
     if (now >= nextReplan) {
       const before = plan.params;
@@ -272,6 +299,7 @@ export function simulate(policy: PolicyName, given: SimOptions & RealRun): SimRe
           ? splitForAudit(count, o.auditShare, carry)
           : { scheduled: count, audit: 0, carry: 0 };
       carry = split.carry;
+      if (o.auditOnTop) split.scheduled = count;
       // One claim a tick, then its syncs, as the scheduler claims and the workers sync: a subscriber
       // is synced at most once a tick, however soon its sync plans the next (until then its claim
       // holds it). Popped and synced at once, one whose plan is shorter than the tick would be

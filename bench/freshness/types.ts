@@ -18,6 +18,13 @@ export interface SimOptions {
   warmupDays: number;
   maxAgeDays: number;
   auditShare: number;
+  /**
+   * The audit's draws made on top of the budget rather than out of it: not a policy, a measure of
+   * what the audit costs (bench:freshness-family `--audit-on-top`). Default false.
+   */
+  auditOnTop?: boolean;
+  /** The plan's own syncs not held to what it expected of them (`auditAction`'s `plansSyncs`): the code before them, for comparison. */
+  plansSyncsIgnored?: boolean;
   seed: number;
   /** Simulated seconds between two ticks of the scheduler. Default 60. */
   tickSeconds?: number;
@@ -78,7 +85,9 @@ export interface SimOptions {
   massChange?: { atDays: number };
   /**
    * Production subscribers each simulated one stands for (a fleet simulated smaller than it is):
-   * its audit draws count as that many, as production's share of the larger budget would draw.
+   * each audit draw looks at that many copies (the one it syncs, and others drawn at random, whose
+   * staleness it reads without syncing them), as production's share of the larger budget draws that
+   * many, each independent of the others.
    */
   auditWeight?: number;
 }

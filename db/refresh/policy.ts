@@ -33,6 +33,8 @@ export interface StoredPolicy {
   spend: { plan: number; coverage: number } | null;
   /** `round-robin` while the audit disagrees with the estimate; null in a plan stored before it. */
   auditAction: string | null;
+  /** The share of the plan's own syncs expected to find the cards changed; null in a plan stored before it. */
+  expectedChangedShare: number | null;
   computedAt: Date;
 }
 
@@ -52,6 +54,7 @@ export async function readPolicy(pool: pg.Pool): Promise<StoredPolicy | undefine
     spend_plan: number | null;
     spend_coverage: number | null;
     audit_action: string | null;
+    expected_changed_share: number | null;
     computed_at: Date;
   }>('select * from refresh_policy where id = 1');
   const r = rows[0];
@@ -74,20 +77,24 @@ export async function readPolicy(pool: pg.Pool): Promise<StoredPolicy | undefine
         ? null
         : { plan: r.spend_plan, coverage: r.spend_coverage },
     auditAction: r.audit_action,
+    expectedChangedShare: r.expected_changed_share,
     computedAt: r.computed_at,
   };
 }
 
 /** A plan to store: what a plan of an earlier release lacked may be left out (stored as null). */
-export type PolicyToSave = Omit<StoredPolicy, 'computedAt' | 'coverageDays' | 'spend' | 'auditAction'> &
-  Partial<Pick<StoredPolicy, 'coverageDays' | 'spend' | 'auditAction'>>;
+export type PolicyToSave = Omit<
+  StoredPolicy,
+  'computedAt' | 'coverageDays' | 'spend' | 'auditAction' | 'expectedChangedShare'
+> &
+  Partial<Pick<StoredPolicy, 'coverageDays' | 'spend' | 'auditAction' | 'expectedChangedShare'>>;
 
 export async function savePolicy(pool: pg.Pool, p: PolicyToSave): Promise<void> {
   await pool.query(
     `insert into refresh_policy (id, mode, threshold_days, prior_rate_per_day, max_age_seconds, budget_per_sec,
         audit_share, subscribers, keeps_max_age, max_age_needs_per_sec, prior_mixture, coverage_days,
-        spend_plan, spend_coverage, audit_action, computed_at)
-      values (1, $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, now())
+        spend_plan, spend_coverage, audit_action, expected_changed_share, computed_at)
+      values (1, $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, now())
       on conflict (id) do update set mode = excluded.mode, threshold_days = excluded.threshold_days,
         prior_rate_per_day = excluded.prior_rate_per_day, prior_mixture = excluded.prior_mixture,
         max_age_seconds = excluded.max_age_seconds,
@@ -95,7 +102,8 @@ export async function savePolicy(pool: pg.Pool, p: PolicyToSave): Promise<void> 
         subscribers = excluded.subscribers, keeps_max_age = excluded.keeps_max_age,
         max_age_needs_per_sec = excluded.max_age_needs_per_sec, coverage_days = excluded.coverage_days,
         spend_plan = excluded.spend_plan, spend_coverage = excluded.spend_coverage,
-        audit_action = excluded.audit_action, computed_at = excluded.computed_at`,
+        audit_action = excluded.audit_action, expected_changed_share = excluded.expected_changed_share,
+        computed_at = excluded.computed_at`,
     [
       p.mode,
       p.thresholdDays,
@@ -111,6 +119,7 @@ export async function savePolicy(pool: pg.Pool, p: PolicyToSave): Promise<void> 
       p.spend?.plan ?? null,
       p.spend?.coverage ?? null,
       p.auditAction ?? null,
+      p.expectedChangedShare ?? null,
     ],
   );
 }

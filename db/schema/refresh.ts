@@ -114,6 +114,11 @@ export const refreshPolicy = pgTable(
     spendCoverage: doublePrecision('spend_coverage'),
     /** How the plan acts on the audit: `none`, or `round-robin` when the audit disagrees with the estimate. */
     auditAction: text('audit_action'),
+    /**
+     * The share of the plan's own syncs expected to find the cards changed, were its rates right;
+     * between plans the refresh holds its syncs to it (docs/refresh.md). Null in a plan stored before it.
+     */
+    expectedChangedShare: doublePrecision('expected_changed_share'),
     computedAt: tz('computed_at').notNull(),
   },
   (t) => [check('refresh_policy_one_row', sql`${t.id} = 1`)],

@@ -26,7 +26,7 @@ import {
 } from '../../src/freshness/index.js';
 import type { Logger } from '../../src/logging/index.js';
 import { enqueueSyncs, type SyncJobData, type SyncJobResult } from '../sync/index.js';
-import { auditWindowSince, type RefreshPlanSettings, replan } from './policy.js';
+import { auditWindowSince, plansSyncsOf, type RefreshPlanSettings, replan } from './policy.js';
 
 // REFRESH_MODE=continuous: a refresh run that spends REFRESH_BUDGET_PER_SEC for a window (an
 // hour by default), taking the subscribers due first (src/freshness decides when each is due)
@@ -75,7 +75,7 @@ export async function replanAndPullIn(
   before: StoredPolicy | undefined,
   settings: RefreshPlanSettings,
 ): Promise<StoredPolicy & { estimatedStaleRatio: number | null }> {
-  const plan = await replan(deps.pool, settings, deps.logger, before?.computedAt);
+  const plan = await replan(deps.pool, settings, deps.logger, before);
   const stored = { ...plan, computedAt: new Date() };
   const pull = pullIn(
     before ? policyParams(before, settings.maxAgeMs) : undefined,
@@ -190,8 +190,9 @@ export async function continuousFanout(
 
   /**
    * Every AUDIT_CHECK_SECONDS, between plans: whether the audit's draws since the plan in force was
-   * made disagree with the estimate it was made on (src/freshness `auditAction`), so that the plan
-   * is made again at once rather than at its cadence. A plan already going round in turn, or one
+   * made disagree with the estimate it was made on, or its own syncs found far more changed than it
+   * expected (src/freshness `auditAction`), so that the plan is made again at once rather than at
+   * its cadence. A plan already going round in turn, or one
    * another process made (no estimate in hand), waits for its cadence.
    */
   async function auditDisagreesSincePlan(): Promise<boolean> {
@@ -200,11 +201,12 @@ export async function continuousFanout(
     const estimate = stored?.estimatedStaleRatio;
     if (stored === undefined || stored.auditAction === 'round-robin' || estimate == null) return false;
     const sincePlan = await auditWindowSince(pool, stored.computedAt);
-    const disagrees = auditAction(estimate, { lastMaxAge: null, sincePlan }) === 'round-robin';
+    const plansSyncs = await plansSyncsOf(pool, stored);
+    const disagrees = auditAction(estimate, { lastMaxAge: null, sincePlan, plansSyncs }) === 'round-robin';
     if (disagrees)
       deps.logger.info(
-        { samples: sincePlan?.samples },
-        "the audit's draws since the plan was made disagree with its estimate: planning again now",
+        { samples: sincePlan?.samples, plansSyncs: plansSyncs?.samples, foundChanged: plansSyncs?.changed },
+        "the audit's draws or the plan's own syncs since the plan was made disagree with it: planning again now",
       );
     return disagrees;
   }

@@ -2,6 +2,7 @@ import type pg from 'pg';
 import {
   auditSince,
   planEvidenceSample,
+  plansSyncsSince,
   readFreshness,
   type StoredPolicy,
   savePolicy,
@@ -16,6 +17,7 @@ import {
   groupRates,
   MS_PER_DAY,
   PLANNED_SHARE,
+  type PlansSyncs,
   PRIOR_WEIGHT,
   plannedRates,
   pooledRate,
@@ -40,15 +42,16 @@ export interface RefreshPlanSettings {
  * every interval within the max age. Saves it in `refresh_policy`, where every worker reads it,
  * and says (once, as a warning) when the budget cannot keep the max age at all: the smallest
  * REFRESH_MAX_AGE among the live workers, since each reschedules the subscribers it syncs within
- * its own (the fleet warns of the difference itself, SETTINGS DIFFER). `since`: when the plan in
- * force was made, whose audit draws are judged beside the last max age's. Returns the plan as saved
- * and the estimate of the stale share it was judged against (null in nightly mode).
+ * its own (the fleet warns of the difference itself, SETTINGS DIFFER). `before`: the plan in force,
+ * whose audit draws since it was made are judged beside the last max age's, and whose own syncs are
+ * held to what it expected of them. Returns the plan as saved and the estimate of the stale share it
+ * was judged against (null in nightly mode).
  */
 export async function replan(
   pool: pg.Pool,
   settings: RefreshPlanSettings,
   logger?: Logger,
-  since?: Date,
+  before?: PlanInForce,
 ): Promise<Omit<StoredPolicy, 'computedAt'> & { estimatedStaleRatio: number | null }> {
   const maxAgeDays = settings.maxAgeMs / MS_PER_DAY;
   const sample = await planEvidenceSample(pool);
@@ -78,7 +81,7 @@ export async function replan(
   // trusted: the plan goes round in turn until the two agree again (src/freshness `auditAction`).
   const judged =
     settings.mode === 'continuous'
-      ? await judgeAudit(pool, settings.maxAgeMs, since).catch(() => ({
+      ? await judgeAudit(pool, settings.maxAgeMs, before).catch(() => ({
           action: 'none' as const,
           estimate: null,
         }))
@@ -105,6 +108,7 @@ export async function replan(
     coverageDays: threshold.coverageDays ?? null,
     spend: threshold.spend,
     auditAction: audit,
+    expectedChangedShare: threshold.changedShare,
   };
   await savePolicy(pool, plan);
   if (audit === 'round-robin')
@@ -126,24 +130,37 @@ export async function replan(
   return { ...plan, estimatedStaleRatio: judged.estimate };
 }
 
+/** What the next plan reads of the plan in force: when it was made, and what it expected of its syncs. */
+export type PlanInForce = Pick<StoredPolicy, 'computedAt' | 'expectedChangedShare'>;
+
 /**
- * How the plan acts on the audit, of the last max age and since `since`, against the estimate
- * (src/freshness `auditAction`); and the estimate.
+ * How the plan acts on the audit, of the last max age and since the plan in force was made, and on
+ * that plan's own syncs, against the estimate (src/freshness `auditAction`); and the estimate.
  */
 async function judgeAudit(
   pool: pg.Pool,
   maxAgeMs: number,
-  since: Date | undefined,
+  before: PlanInForce | undefined,
 ): Promise<{ action: AuditAction; estimate: number }> {
   const f = await readFreshness(pool, maxAgeMs, wilson);
   const { samples, staleRatio, low, high } = f.audit;
   const lastMaxAge =
     staleRatio === null || low === null || high === null ? null : { ratio: staleRatio, low, high, samples };
-  const sincePlan = since === undefined ? null : await auditWindowSince(pool, since);
+  const sincePlan = before === undefined ? null : await auditWindowSince(pool, before.computedAt);
   return {
-    action: auditAction(f.estimatedStaleRatio, { lastMaxAge, sincePlan }),
+    action: auditAction(f.estimatedStaleRatio, {
+      lastMaxAge,
+      sincePlan,
+      plansSyncs: before === undefined ? null : await plansSyncsOf(pool, before),
+    }),
     estimate: f.estimatedStaleRatio,
   };
+}
+
+/** The plan in force's own syncs since it was made, with what it expected of them (null: it expected nothing, an earlier release's plan). */
+export async function plansSyncsOf(pool: pg.Pool, plan: PlanInForce): Promise<PlansSyncs | null> {
+  if (plan.expectedChangedShare === null) return null;
+  return { ...(await plansSyncsSince(pool, plan.computedAt)), expected: plan.expectedChangedShare };
 }
 
 /** The audit's draws since `since` as src/freshness `auditAction` reads a window (null: none yet). */

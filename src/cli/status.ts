@@ -209,7 +209,7 @@ function formatFreshness(f: Freshness): string[] {
   }
   if (f.budget?.auditAction === 'round-robin')
     lines.push(
-      "  MODEL DISAGREES, ACTED ON: the audit's interval is far from the estimate, so the plan no longer trusts the rates and goes round every subscriber in turn (round robin) until the two agree again (docs/refresh.md)",
+      "  MODEL DISAGREES, ACTED ON: the audit's interval is far from the estimate, or the plan's own syncs found far more changed than it expected (every token reissued, say), so the plan no longer trusts the rates and goes round every subscriber in turn (round robin) until the two agree again (docs/refresh.md)",
     );
   else if (auditDisagrees(f))
     lines.push(

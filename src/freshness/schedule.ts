@@ -226,6 +226,24 @@ function load(groups: readonly RateGroup[], params: IntervalParams): number {
   return perDay;
 }
 
+/**
+ * The share of the plan's syncs that should find the cards changed, were the rates right: each
+ * group's syncs a day, weighted by the chance that its copy changed in its interval. The refresh
+ * holds its own syncs to it between plans (staleness.ts `syncsDisagree`): far more found changed
+ * (every token reissued) says the rates are wrong long before the audit's few draws can.
+ */
+function changedShareOf(groups: readonly RateGroup[], params: IntervalParams): number {
+  let syncs = 0;
+  let changed = 0;
+  for (const g of groups) {
+    const days = intervalDays(g.ratePerDay, params);
+    if (!(days > 0) || !Number.isFinite(days)) continue;
+    syncs += g.count / days;
+    changed += (g.count / days) * -Math.expm1(-g.ratePerDay * days);
+  }
+  return syncs > 0 ? changed / syncs : 0;
+}
+
 export interface Threshold {
   thresholdDays: number;
   /** Whether the budget syncs everyone at least once per max age. */
@@ -239,6 +257,8 @@ export interface Threshold {
    * for; `coverage`, the rest, spent on shortening the longest intervals.
    */
   spend: { plan: number; coverage: number };
+  /** The share of the plan's syncs expected to find the cards changed ({@link changedShareOf}). */
+  changedShare: number;
 }
 
 /** How the plan acts on the audit: `round-robin` when the audit's interval excludes the estimate. */
@@ -261,6 +281,12 @@ export function solveThreshold(
   audit: AuditAction = 'none',
 ): Threshold {
   const total = groups.reduce((n, g) => n + g.count, 0);
+  const changedShare = (mu: number, coverageDays?: number) =>
+    changedShareOf(groups, {
+      ...base,
+      thresholdDays: mu,
+      ...(coverageDays !== undefined ? { coverageDays } : {}),
+    });
   const maxAgeNeedsPerDay = total / (base.maxAgeDays * MAX_AGE_PLANNED);
   if (maxAgeNeedsPerDay >= budgetPerDay) {
     return {
@@ -268,6 +294,7 @@ export function solveThreshold(
       keepsMaxAge: maxAgeNeedsPerDay <= budgetPerDay,
       maxAgeNeedsPerDay,
       spend: { plan: 1, coverage: 0 },
+      changedShare: changedShare(Number.POSITIVE_INFINITY),
     };
   }
   if (audit === 'round-robin') {
@@ -277,6 +304,7 @@ export function solveThreshold(
       maxAgeNeedsPerDay,
       coverageDays: total / budgetPerDay,
       spend: { plan: maxAgeNeedsPerDay / budgetPerDay, coverage: 1 - maxAgeNeedsPerDay / budgetPerDay },
+      changedShare: changedShare(Number.POSITIVE_INFINITY, total / budgetPerDay),
     };
   }
   const at = (mu: number, coverageDays?: number) =>
@@ -297,12 +325,19 @@ export function solveThreshold(
       maxAgeNeedsPerDay,
       coverageDays: Math.exp(hi),
       spend: { plan: needs / budgetPerDay, coverage: 1 - needs / budgetPerDay },
+      changedShare: changedShare(0, Math.exp(hi)),
     };
   }
   let lo = Math.log(1e-12);
   let hi = Math.log(1e6);
   if (at(Math.exp(lo)) <= budgetPerDay)
-    return { thresholdDays: 0, keepsMaxAge: true, maxAgeNeedsPerDay, spend: { plan: 1, coverage: 0 } };
+    return {
+      thresholdDays: 0,
+      keepsMaxAge: true,
+      maxAgeNeedsPerDay,
+      spend: { plan: 1, coverage: 0 },
+      changedShare: changedShare(0),
+    };
   for (let i = 0; i < 60; i++) {
     const mid = (lo + hi) / 2;
     if (at(Math.exp(mid)) > budgetPerDay) lo = mid;
@@ -313,6 +348,7 @@ export function solveThreshold(
     keepsMaxAge: true,
     maxAgeNeedsPerDay,
     spend: { plan: 1, coverage: 0 },
+    changedShare: changedShare(Math.exp(hi)),
   };
 }
 

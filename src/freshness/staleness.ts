@@ -166,15 +166,45 @@ export type AuditWindow = Interval & { samples: number };
  * trusted and the plan goes round in turn (src/freshness/schedule.ts `solveThreshold`), which no
  * wrong rate can make worse; the syncs go on teaching each subscriber's rate, and once the two
  * agree again the plan uses them. Two windows are read: the last max age (the steady measure), and
- * the draws since the plan in force was made (`sincePlan`), which see a sudden change at once.
+ * the draws since the plan in force was made (`sincePlan`), which see a sudden change at once. The
+ * plan's own syncs since it was made (`plansSyncs`) count too, where they found far more changed than
+ * it expected ({@link syncsDisagree}): every token reissued, seen in seconds.
  */
 export function auditAction(
   estimate: number,
-  audit: { lastMaxAge: AuditWindow | null; sincePlan?: AuditWindow | null },
+  audit: { lastMaxAge: AuditWindow | null; sincePlan?: AuditWindow | null; plansSyncs?: PlansSyncs | null },
 ): AuditAction {
-  return disagrees(estimate, audit.lastMaxAge) || disagrees(estimate, audit.sincePlan ?? null)
+  return disagrees(estimate, audit.lastMaxAge) ||
+    disagrees(estimate, audit.sincePlan ?? null) ||
+    (audit.plansSyncs != null && syncsDisagree(audit.plansSyncs.expected, audit.plansSyncs))
     ? 'round-robin'
     : 'none';
+}
+
+/** The refresh's own syncs since the plan in force was made, and the share of them it expected to find changed. */
+export interface PlansSyncs {
+  samples: number;
+  changed: number;
+  /** `Threshold.changedShare` of the plan in force. */
+  expected: number;
+}
+
+/**
+ * Whether the refresh's own syncs since the plan was made found the cards changed far more often than
+ * the plan expected of them (`Threshold.changedShare`): the lower end of their 95% interval above twice
+ * the expectation plus 5 points, over at least {@link AUDIT_ACTS_FROM} syncs (first syncs apart, which
+ * have nothing to compare with). Every token reissued shows here within the first few dozen syncs;
+ * the audit, a small share of the budget, needs a share of a max age to draw as many. Only a gross
+ * miss counts: the plan's syncs are chosen by the rates, so a model a little wrong moves their share
+ * a little, which the audit alone judges.
+ */
+export function syncsDisagree(
+  expectedChangedShare: number,
+  sincePlan: { samples: number; changed: number } | null,
+): boolean {
+  if (sincePlan === null || sincePlan.samples < AUDIT_ACTS_FROM) return false;
+  const seen = wilson(sincePlan.changed, sincePlan.samples);
+  return seen !== null && seen.low > 2 * expectedChangedShare + 0.05;
 }
 
 /** Whether one window of the audit, of enough draws, excludes the estimate beyond the model's usual error. */

@@ -201,6 +201,7 @@ const DOCUMENTED_COLUMNS: Record<string, string[]> = {
     'spend_plan',
     'spend_coverage',
     'audit_action',
+    'expected_changed_share',
     'computed_at',
   ],
   refresh_runs: [

@@ -12,6 +12,7 @@ import {
   solveThreshold,
   staleEstimate,
   staleProbability,
+  syncsDisagree,
 } from '../../src/freshness/index.js';
 
 // What the continuous refresh promises in every fleet (docs/refresh.md, "What the refresh
@@ -77,6 +78,49 @@ describe('the audit, acted on', () => {
     expect(auditAction(0.02, { lastMaxAge, sincePlan: { ...sincePlan, samples: AUDIT_ACTS_FROM - 1 } })).toBe(
       'none',
     );
+  });
+
+  it('the plan’s own syncs, finding far more changed than it expected, act before the audit has drawn enough', () => {
+    // 2% of a small budget: the audit has drawn 4 since the plan; the plan's 200 syncs since then
+    // found 190 changed where it expected a tenth of them to.
+    const sincePlan = { ratio: 1, low: 0.51, high: 1, samples: 4 };
+    const plansSyncs = { samples: 200, changed: 190, expected: 0.1 };
+    expect(auditAction(0.05, { lastMaxAge: null, sincePlan })).toBe('none');
+    expect(auditAction(0.05, { lastMaxAge: null, sincePlan, plansSyncs })).toBe('round-robin');
+    // A model a little wrong moves its syncs' share a little: the audit alone judges that.
+    expect(syncsDisagree(0.1, { samples: 5000, changed: 1200 })).toBe(false);
+    expect(syncsDisagree(0.1, { samples: 5000, changed: 1400 })).toBe(true);
+    // Too few syncs, or a plan that expected nothing (an earlier release's), act on nothing.
+    expect(syncsDisagree(0.1, { samples: AUDIT_ACTS_FROM - 1, changed: AUDIT_ACTS_FROM - 1 })).toBe(false);
+    expect(auditAction(0.05, { lastMaxAge: null, plansSyncs: null })).toBe('none');
+  });
+
+  it('a plan says what share of its syncs should find a change: its rates and intervals, weighted by its syncs', () => {
+    // Half never change, half change once a max age, a budget of three syncs per subscriber per max age.
+    const rates = [
+      ...Array.from({ length: 500 }, () => 0),
+      ...Array.from({ length: 500 }, () => 1 / base.maxAgeDays),
+    ];
+    const t = solveThreshold(groupRates(rates), (3 * rates.length) / base.maxAgeDays, base);
+    const p: PolicyParams = {
+      ...base,
+      thresholdDays: t.thresholdDays,
+      prior,
+      ...(t.coverageDays ? { coverageDays: t.coverageDays } : {}),
+    };
+    // Each group at its rate as the plan groups it (60 groups a decade).
+    let syncs = 0;
+    let changed = 0;
+    for (const g of groupRates(rates)) {
+      const days = intervalDays(g.ratePerDay, p);
+      syncs += g.count / days;
+      changed += (g.count / days) * staleProbability(g.ratePerDay, days);
+    }
+    const expected = changed / syncs;
+    expect(t.changedShare).toBeGreaterThan(0);
+    expect(t.changedShare).toBeCloseTo(expected, 9);
+    // Nobody changes: nothing to find.
+    expect(solveThreshold(groupRates(rates.map(() => 0)), 1000, base).changedShare).toBe(0);
   });
 
   it('round robin: everyone at the interval the budget allows, whatever the rates say', () => {
