@@ -4,8 +4,16 @@ import { QUERY_TIMEOUT, rootCause } from './errors.js';
 import { declareKnownMigration } from './fence.js';
 import * as schema from './schema/index.js';
 
-/** The Drizzle handle; `$client` is its pool, for the write path's own connection handling. */
+/** The Drizzle handle; `$client` is its pool, which only db/ reaches (`poolOf`). */
 export type Db = NodePgDatabase<typeof schema> & { $client: pg.Pool };
+
+/**
+ * The pool under a Drizzle handle, for the statements of db/ that take one (a read model, a unit of
+ * work: db/transaction.ts). Code above db/ asks here rather than reaching into the handle.
+ */
+export function poolOf(db: Db): pg.Pool {
+  return db.$client;
+}
 
 /** Thrown when Postgres hands back a bigint outside JavaScript's safe-integer range. */
 export class UnsafeBigintError extends Error {

@@ -16,12 +16,19 @@ export function pingPool(pool: pg.Pool): Promise<unknown> {
 }
 
 /**
- * A client of its own for `doctor` (not connected yet: the caller connects and ends it), apart
- * from any pool, so that a check that hangs holds nothing of the product's.
+ * A client of its own for `doctor`, connected (the caller ends it; one that cannot connect is
+ * ended here and the error thrown), apart from any pool, so that a check that hangs holds nothing
+ * of the product's.
  */
-export function checkClient(databaseUrl: string): pg.Client {
+export async function checkClient(databaseUrl: string): Promise<pg.Client> {
   const client = new pg.Client({ connectionString: databaseUrl, connectionTimeoutMillis: 5000 });
   client.on('error', () => {});
+  try {
+    await client.connect();
+  } catch (error) {
+    await client.end().catch(() => {});
+    throw error;
+  }
   return client;
 }
 

@@ -3,7 +3,6 @@
 
 export { countEventsAfter } from './after-cursor.js';
 export { cursorAhead, feedHeadRow, feedHeldBackAfter, readFeedRows } from './feed.js';
-export { listenForChanges, unlistenChanges } from './listen.js';
 export {
   type EventCounts,
   eventsCommitted,
@@ -11,5 +10,5 @@ export {
   writeChangeEvents,
   writeChangeEventsIn,
 } from './outbox.js';
-export { CHANGES_CHANNEL } from './outbox-sql.js';
 export { addEventPartitions, dropExpiredEvents, eventsTableExists } from './partitions.js';
+export { type ChangeSignal, createChangeSignal } from './signal.js';

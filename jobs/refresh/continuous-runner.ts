@@ -1,5 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Queue } from 'bullmq';
+import { poolOf } from '../../db/client.js';
 import {
   closeRefreshRun,
   inProgressRun,
@@ -51,7 +52,7 @@ export function startContinuousRefresh(
   const o = options.continuous;
   const windowMs = o.windowMs ?? 3_600_000;
   const pollMs = options.pollMs ?? 1000;
-  const lease: Lease = createLease(deps.db.$client);
+  const lease: Lease = createLease(poolOf(deps.db));
   const checks = createRunChecks(deps, options);
   const claimShare = createFairShare(deps.syncQueue, deps.redis, options.floorShare);
   let closing = false;

@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Queue } from 'bullmq';
 import type pg from 'pg';
-import type { Db } from '../../db/client.js';
+import { type Db, poolOf } from '../../db/client.js';
 import {
   capDueTimes,
   claimDue,
@@ -105,7 +105,7 @@ export async function continuousFanout(
   o: ContinuousOptions,
   step: ContinuousStep,
 ): Promise<RefreshRun> {
-  const pool = deps.db.$client;
+  const pool = poolOf(deps.db);
   const claims = deps.claims ?? deps.db;
   const windowMs = o.windowMs ?? 3_600_000;
   const tickMs = o.tickMs ?? 1000;
@@ -142,13 +142,13 @@ export async function continuousFanout(
       continue;
     }
     if (!fresh() || (await auditDisagreesSincePlan()))
-      stored = await replanAndPullIn({ pool, claims: claims.$client, logger: deps.logger }, stored, settings);
+      stored = await replanAndPullIn({ pool, claims: poolOf(claims), logger: deps.logger }, stored, settings);
     const params = policyParams(stored, o.maxAgeMs);
     const allowed = allowance(markedAt, Date.now(), o.budgetPerSec);
     markedAt = allowed.markedAt;
     const split = splitForAudit(allowed.count, o.auditShare, carry);
     carry = split.carry;
-    const due = await claimDue(claims.$client, split.scheduled, (s, now) => afterClaim(s, now, params), {
+    const due = await claimDue(poolOf(claims), split.scheduled, (s, now) => afterClaim(s, now, params), {
       choose: chooseAhead,
       window: aheadWindow,
     });

@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { DelayedError, type Job, type Queue } from 'bullmq';
-import type { Db } from '../../db/client.js';
+import { type Db, poolOf } from '../../db/client.js';
 import {
   closeRefreshRun,
   loadRefreshRun,
@@ -138,7 +138,7 @@ export function createRefreshProcessor(deps: RefreshDeps, options: RefreshOption
     }
     if (run.plannedSubscribers === null) {
       // The nightly sweep goes most-likely-changed first: the order is the plan's due times.
-      if (options.plan) await replan(deps.db.$client, { ...options.plan, mode: 'nightly' }, log);
+      if (options.plan) await replan(poolOf(deps.db), { ...options.plan, mode: 'nightly' }, log);
       run = await planRun({ ...deps, logger: log }, run, options.rateLimitPerSec ?? 0);
     }
     const claimShare = createFairShare(deps.syncQueue, deps.redis, options.floorShare);

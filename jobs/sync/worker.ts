@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type Queue, Worker } from 'bullmq';
-import type { Db } from '../../db/client.js';
+import { type Db, poolOf } from '../../db/client.js';
 import { onEventsCommitted } from '../../db/events/index.js';
 import { policyCache } from '../../db/refresh/index.js';
 import type { ApiClient } from '../../src/api/index.js';
@@ -71,7 +71,7 @@ export async function startSyncWorker(
   const rate = options.rateLimitPerSec ?? 0;
   // Answers of the jobs running here at once are committed together (one transaction a batch).
   // The refresh's shared plan, read now and every 30 s: each success schedules by it.
-  const plan = policyCache(deps.db.$client, options.maxAgeMs ?? 7 * 86_400_000, {
+  const plan = policyCache(poolOf(deps.db), options.maxAgeMs ?? 7 * 86_400_000, {
     params: policyParams,
     detached: (fn) => tracing().detached(fn),
   });

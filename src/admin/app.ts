@@ -4,6 +4,7 @@ import { Hono } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import { freshnessBuckets, readDataStatus } from '../../db/admin/index.js';
 import { recentAdminActions } from '../../db/audit/index.js';
+import { poolOf } from '../../db/client.js';
 import { countDue, lastRefreshRun, readFreshness } from '../../db/refresh/index.js';
 import { ping } from '../../db/server.js';
 import { continuousStatus, isContinuous, queueStatusOf, readLeaseHolder } from '../../jobs/refresh/index.js';
@@ -99,16 +100,16 @@ export function createAdminApp(deps: AdminDeps) {
       lastRefreshRun(deps.db),
       recentAdminActions(deps.db, RECENT_ACTIONS),
       // REFRESH_MAX_AGE as the plan recorded it, or this process's before there is one (as status reads it).
-      readFreshness(deps.db.$client, maxAgeOf(deps), wilson),
-      liveFleet(deps.db.$client).catch(() => []),
+      readFreshness(poolOf(deps.db), maxAgeOf(deps), wilson),
+      liveFleet(poolOf(deps.db)).catch(() => []),
     ]);
     const continuous = isContinuous(queue, lastRefresh ?? null)
       ? continuousStatus({
           lastRefresh: lastRefresh ?? null,
           freshness: model,
           oldestSuccessAt: data.oldestSuccessAt,
-          dueNow: await countDue(deps.db.$client),
-          leaseHolder: await readLeaseHolder(deps.db.$client, deps.redis, deps.prefix),
+          dueNow: await countDue(poolOf(deps.db)),
+          leaseHolder: await readLeaseHolder(poolOf(deps.db), deps.redis, deps.prefix),
         })
       : null;
     return c.html(

@@ -1,4 +1,5 @@
 import type { Hono } from 'hono';
+import { poolOf } from '../../db/client.js';
 import {
   CursorAheadError,
   checkCursor,
@@ -19,7 +20,7 @@ import type { AdminDeps } from './deps.js';
  */
 export function registerChangesRoute(app: Hono<AdminEnv>, deps: AdminDeps): void {
   const guard = requireToken({ operator: deps.adminToken, reader: deps.adminReadToken });
-  const signal = createChangeSignal(deps.db.$client);
+  const signal = createChangeSignal(poolOf(deps.db));
   app.get('/api/changes', guard, async (c) => {
     let params: ReturnType<typeof parseFeedParams>;
     try {
@@ -33,12 +34,12 @@ export function registerChangesRoute(app: Hono<AdminEnv>, deps: AdminDeps): void
       return c.json({ error: error.message }, 400);
     }
     try {
-      await checkCursor(deps.db.$client, params.after);
+      await checkCursor(poolOf(deps.db), params.after);
     } catch (error) {
       if (!(error instanceof CursorAheadError)) throw error;
       return c.json({ error: error.message, head: error.head }, 400);
     }
-    const page = await pollFeed(deps.db.$client, signal, { ...params, abort: c.req.raw.signal });
+    const page = await pollFeed(poolOf(deps.db), signal, { ...params, abort: c.req.raw.signal });
     return c.json(page, 200, { 'cache-control': 'no-store' });
   });
 }

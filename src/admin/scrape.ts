@@ -1,4 +1,5 @@
 import { freshnessBuckets, lastRefreshCompletedAt } from '../../db/admin/index.js';
+import { poolOf } from '../../db/client.js';
 import { inProgressRun, type RefreshRun, readFreshness } from '../../db/refresh/index.js';
 import { conflictSummary } from '../../db/sync/index.js';
 import { AUTO_DISABLED_REASON } from '../../db/webhooks/index.js';
@@ -37,9 +38,9 @@ export async function collectGauges(
       conflictSummary(deps.db).catch(() => undefined),
       deps.redis.exists(bulkPauseKey(prefix)).catch(() => undefined),
       // REFRESH_MAX_AGE as the refresh's plan recorded it (this process's before there is one, as status reads it).
-      readFreshness(deps.db.$client, maxAgeOf(deps), wilson).catch(() => undefined),
-      liveFleet(deps.db.$client).catch(() => undefined),
-      readWebhooksStatus(deps.db.$client, retentionDays).catch(() => undefined),
+      readFreshness(poolOf(deps.db), maxAgeOf(deps), wilson).catch(() => undefined),
+      liveFleet(poolOf(deps.db)).catch(() => undefined),
+      readWebhooksStatus(poolOf(deps.db), retentionDays).catch(() => undefined),
     ]);
   if (fleet) {
     // Reset first: a release or role that left must not linger at its last count.

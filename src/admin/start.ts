@@ -49,7 +49,7 @@ export async function startAdmin(
     throw new CliError(`the admin server cannot listen on ${host}:${port}: ${(error as Error).message}`, 1);
   }
   const fleet = joinsFleet
-    ? await joinFleet(handle.db.$client, thisProcess(config, 'admin', null), {
+    ? await joinFleet(handle.pool, thisProcess(config, 'admin', null), {
         onError: (error) =>
           shared.logger.warn({ err: error.message }, 'fleet heartbeat failed; retrying at the next beat'),
       })

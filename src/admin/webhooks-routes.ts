@@ -1,4 +1,5 @@
 import type { Context, Hono } from 'hono';
+import { poolOf } from '../../db/client.js';
 import {
   listEndpoints,
   oldestDeadLetterAt,
@@ -36,7 +37,7 @@ const UNDEFINED_TABLE = '42P01';
 export function registerWebhooksRoutes(app: Hono<AdminEnv>, deps: AdminDeps): void {
   const guard = requireToken({ operator: deps.adminToken, reader: deps.adminReadToken });
   const form = requireForm(deps.adminToken);
-  const pool = deps.db.$client;
+  const pool = poolOf(deps.db);
 
   async function readViews(): Promise<EndpointView[] | null> {
     let endpoints: Awaited<ReturnType<typeof listEndpoints>>;

@@ -46,7 +46,7 @@ export async function cmdChanges(
   o: { after: string | undefined; follow: boolean; json: boolean },
 ): Promise<number> {
   const handle = createDb(config.databaseUrl, { max: 2, timeoutMs: config.databaseTimeoutMs });
-  const signal = createChangeSignal(handle.db.$client);
+  const signal = createChangeSignal(handle.pool);
   const stop = new AbortController();
   const onSignal = () => stop.abort();
   process.once('SIGINT', onSignal);
@@ -54,20 +54,20 @@ export async function cmdChanges(
   let after = o.after ?? FEED_START;
   let printed = 0;
   try {
-    await checkCursor(handle.db.$client, after);
+    await checkCursor(handle.pool, after);
     // An empty feed is not always a quiet one: say so when the workers write no events.
-    const events = await changeEventsInEffect(handle.db.$client, config.changeEvents);
+    const events = await changeEventsInEffect(handle.pool, config.changeEvents);
     const why = `change events are ${events.says}: syncs write no events; ${TURN_EVENTS_ON}`;
     if (o.follow && events.state !== 'on') io.err(`changes: ${why}`);
     for (;;) {
       const page = o.follow
-        ? await pollFeed(handle.db.$client, signal, {
+        ? await pollFeed(handle.pool, signal, {
             after,
             limit: MAX_LIMIT,
             waitMs: FOLLOW_WAIT_MS,
             abort: stop.signal,
           })
-        : await readFeed(handle.db.$client, { after, limit: MAX_LIMIT });
+        : await readFeed(handle.pool, { after, limit: MAX_LIMIT });
       for (const e of page.events) io.out(o.json ? JSON.stringify(e) : formatEvent(e));
       printed += page.events.length;
       after = page.next;

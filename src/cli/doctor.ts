@@ -35,10 +35,10 @@ function where(url: string): string {
 }
 
 async function postgresChecks(config: Config): Promise<Check[]> {
-  const client = checkClient(config.databaseUrl);
   const at = `Postgres at ${where(config.databaseUrl)}`;
+  let client: Awaited<ReturnType<typeof checkClient>>;
   try {
-    await client.connect();
+    client = await checkClient(config.databaseUrl);
   } catch (error) {
     const fix = describeDbError(error, config.databaseUrl) ?? `cannot connect: ${rootCause(error).message}`;
     return [

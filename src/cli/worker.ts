@@ -189,7 +189,7 @@ async function shutDown(w: Worker, reason: string): Promise<number> {
 async function enterFleet(w: Worker): Promise<FleetMembership> {
   try {
     w.fleet = await joinFleet(
-      w.handle.db.$client,
+      w.handle.pool,
       thisProcess(w.config, w.opts.admin ? 'worker+admin' : 'worker', w.concurrency),
       {
         onError: (error) =>

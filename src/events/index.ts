@@ -1,6 +1,7 @@
 // Change events (docs/events.md): the pull feed and its cursor, long polls and their wake-ups,
 // whether events are written, and the partitions' upkeep.
 
+export { type ChangeSignal, createChangeSignal } from '../../db/events/index.js';
 export { FEED_START, parseCursor } from './cursor.js';
 export {
   type ChangeEvent,
@@ -16,4 +17,3 @@ export { changeEventsInEffect, TURN_EVENTS_ON } from './in-effect.js';
 export { pollFeed } from './long-poll.js';
 export { startChangeEventsMaintenance } from './maintenance.js';
 export { FeedParamError, parseFeedParams } from './params.js';
-export { type ChangeSignal, createChangeSignal } from './signal.js';

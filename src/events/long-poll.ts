@@ -1,6 +1,6 @@
 import type pg from 'pg';
+import type { ChangeSignal } from '../../db/events/index.js';
 import { type FeedPage, feedHeldBack, readFeed } from './feed.js';
-import type { ChangeSignal } from './signal.js';
 
 /** Longest wait a long poll may ask for, seconds. */
 export const MAX_WAIT_SECONDS = 60;

@@ -1,4 +1,4 @@
-import type { Db } from '../../db/client.js';
+import { type Db, poolOf } from '../../db/client.js';
 import { isConnectionError, rootCause } from '../../db/errors.js';
 import type { SyncTrigger } from '../../db/schema/index.js';
 import { type ClockOptions, dbClock, findSubscriberIdByEmail, type SavedCard } from '../../db/sync/index.js';
@@ -71,7 +71,7 @@ const CLOCK_OPTIONS: ClockOptions = { detached: (fn) => tracing().detached(fn) }
 export async function syncSubscriber(deps: SyncDeps, request: SyncRequest): Promise<SyncResult> {
   const { db, api } = deps;
   // Asked of Postgres before the fetch: answers are ordered by one clock, not by each host's.
-  const startedAt = await dbClock(db.$client, CLOCK_OPTIONS).now();
+  const startedAt = await dbClock(poolOf(db), CLOCK_OPTIONS).now();
   const t0 = performance.now();
   const email = 'email' in request.target ? request.target.email : undefined;
   // Made on first use: a child logger costs a serialisation of its bindings, per sync.

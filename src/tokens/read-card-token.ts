@@ -1,5 +1,5 @@
 import { recordAdminAction } from '../../db/audit/index.js';
-import { createDb, type Db } from '../../db/client.js';
+import { createDb, type Db, poolOf } from '../../db/client.js';
 import type { AdminSource } from '../../db/schema/index.js';
 import { type OpenConflict, openConflictsOf } from '../../db/sync/index.js';
 import { readStoredToken } from '../../db/tokens/index.js';
@@ -48,7 +48,7 @@ export async function readCardToken(
   cardId: number,
   who: { actor: string; source: AdminSource },
 ): Promise<string> {
-  const stored = await readStoredToken(db.$client, cardId);
+  const stored = await readStoredToken(poolOf(db), cardId);
   if (stored === undefined) throw new CardNotFoundError(cardId);
   const conflicts = await openConflictsOf(db, cardId);
   if (conflicts.length > 0) {

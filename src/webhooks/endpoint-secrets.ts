@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { begin, commit, rollback } from '../../db/transaction.js';
+import { withTransaction } from '../../db/transaction.js';
 import {
   endpointSecretsRow,
   insertEndpointRow,
@@ -29,21 +29,13 @@ export async function insertEndpoint(
   ring: KeyRing,
   o: { url: string; description: string; eventTypes: string[] | null; feedCursor: string },
 ): Promise<{ id: number; secret: string }> {
-  const client = await pool.connect();
-  try {
-    await begin(client);
+  return withTransaction(pool, async (client) => {
     // The sealed secret names its endpoint: the id comes first, the secret right after.
     const id = await insertEndpointRow(client, o);
     const secret = newWebhookSecret();
     await setEndpointSecret(client, id, ring.sealSecret(context(id), secret));
-    await commit(client);
     return { id, secret };
-  } catch (error) {
-    await rollback(client).catch(() => {});
-    throw error;
-  } finally {
-    client.release();
-  }
+  });
 }
 
 /**
@@ -87,11 +79,9 @@ export async function resealEndpointSecrets(
   pool: pg.Pool,
   ring: KeyRing,
 ): Promise<{ resealed: number; unreadable: string[] }> {
-  const client = await pool.connect();
-  const unreadable: string[] = [];
-  let resealed = 0;
-  try {
-    await begin(client);
+  return withTransaction(pool, async (client) => {
+    const unreadable: string[] = [];
+    let resealed = 0;
     const rows = await lockEndpointSecrets(client);
     const current = (v: string | null) => v === null || v.startsWith(`ct1:${ring.primaryId}:`);
     for (const r of rows) {
@@ -109,12 +99,6 @@ export async function resealEndpointSecrets(
       await setEndpointSecrets(client, id, values);
       resealed++;
     }
-    await commit(client);
     return { resealed, unreadable };
-  } catch (error) {
-    await rollback(client).catch(() => {});
-    throw error;
-  } finally {
-    client.release();
-  }
+  });
 }

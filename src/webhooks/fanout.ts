@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { begin, commit, rollback } from '../../db/transaction.js';
+import { withTransaction } from '../../db/transaction.js';
 import {
   insertDeliveryRows,
   lastCursorBefore,
@@ -58,14 +58,10 @@ export async function takeEvents(
   endpointId: number,
   limit = FANOUT_PAGE,
 ): Promise<Take | undefined> {
-  const client = await pool.connect();
-  try {
-    await begin(client);
+  // Not holding the endpoint ends the transaction with nothing done (it took no lock).
+  return withTransaction(pool, async (client) => {
     const endpoint = await lockEnabledEndpoint(client, endpointId);
-    if (endpoint === undefined) {
-      await rollback(client);
-      return undefined;
-    }
+    if (endpoint === undefined) return undefined;
     const page = await readFeedEntries(client, { after: endpoint.feed_cursor, limit });
     const wanted = page.entries.filter(
       (e) => endpoint.event_types === null || endpoint.event_types.includes(e.event.type),
@@ -77,14 +73,8 @@ export async function takeEvents(
     // A page short of the limit may have stopped at the horizon: the loop looks again soon if so,
     // as a transaction that holds events back may end without a notification (it wrote none).
     const heldBack = page.entries.length < limit && (await feedHeldBack(client, page.next));
-    await commit(client);
     return { read: page.entries.length, heldBack };
-  } catch (error) {
-    await rollback(client).catch(() => {});
-    throw error;
-  } finally {
-    client.release();
-  }
+  });
 }
 
 /**

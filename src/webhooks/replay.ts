@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { begin, commit, rollback } from '../../db/transaction.js';
+import { withTransaction } from '../../db/transaction.js';
 import { lockLiveEndpoint, pendingEventIds, setFeedCursor } from '../../db/webhooks/index.js';
 import { readFeedEntries } from '../events/index.js';
 import { compareCursors, FANOUT_PAGE, insertDeliveries } from './fanout.js';
@@ -25,14 +25,10 @@ export async function replayEndpoint(
   endpointId: number,
   since: string,
 ): Promise<ReplayOutcome | undefined> {
-  const client = await pool.connect();
-  try {
-    await begin(client);
+  // No such live endpoint: the transaction ends with nothing done.
+  return withTransaction(pool, async (client) => {
     const endpoint = await lockLiveEndpoint(client, endpointId);
-    if (endpoint === undefined) {
-      await rollback(client);
-      return undefined;
-    }
+    if (endpoint === undefined) return undefined;
     const from = compareCursors(since, endpoint.feed_cursor) > 0 ? endpoint.feed_cursor : since;
     let after = from;
     let replayed = 0;
@@ -61,12 +57,6 @@ export async function replayEndpoint(
     }
     const to = compareCursors(after, endpoint.feed_cursor) > 0 ? after : endpoint.feed_cursor;
     await setFeedCursor(client, endpointId, to);
-    await commit(client);
     return { replayed, from, to, firstEventId, lastEventId };
-  } catch (error) {
-    await rollback(client).catch(() => {});
-    throw error;
-  } finally {
-    client.release();
-  }
+  });
 }

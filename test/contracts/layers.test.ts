@@ -3,7 +3,8 @@ import { join, relative } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 // What the layer rules of .dependency-cruiser.cjs cannot see, because it is text rather than an
-// import: the freshness policy reading the clock, and SQL written outside db/.
+// import: the freshness policy reading the clock, SQL written outside db/, and a unit of work
+// (a client checked out, a transaction, the pool under a Drizzle handle) handled outside it.
 
 const root = join(import.meta.dirname, '..', '..');
 
@@ -37,6 +38,10 @@ const SQL =
 // go into db/<concept>/ (the sql-only-in-db rule of .dependency-cruiser.cjs says the same of imports).
 const SQL_OUTSIDE_DB_KNOWN: string[] = [];
 
+// The unit of work is db/'s (db/transaction.ts `withClient`, `withTransaction`; db/client.ts
+// `poolOf`): above it, no client is checked out of a pool and no handle is reached into.
+const UNIT_OF_WORK = /\.connect\s*\(\s*\)|\.\$client\b/;
+
 describe('layers', () => {
   it('the freshness policy reads no clock of its own', () => {
     const reading = sources('src/freshness').filter((f) => CLOCK.test(code(f)));
@@ -50,7 +55,17 @@ describe('layers', () => {
     expect(SQL_OUTSIDE_DB_KNOWN.filter((f) => !writing.includes(f))).toEqual([]);
   });
 
+  it('the unit of work is in db/: no client checked out, no transaction opened, no $client above it', () => {
+    const handling = [...sources('src'), ...sources('jobs'), ...sources('bin')].filter((f) =>
+      UNIT_OF_WORK.test(code(f)),
+    );
+    expect(handling).toEqual([]);
+  });
+
   it('the checks see what they look for', () => {
+    expect(UNIT_OF_WORK.test('const client = await pool.connect();')).toBe(true);
+    expect(UNIT_OF_WORK.test('readFreshness(deps.db.$client, ms)')).toBe(true);
+    expect(UNIT_OF_WORK.test('await redis.connect(opts)')).toBe(false);
     expect(CLOCK.test('const t = Date.now();')).toBe(true);
     expect(CLOCK.test('new Date(ms)')).toBe(false);
     expect(SQL.test("pool.query('select 1')")).toBe(true);

@@ -1,7 +1,7 @@
 import { Webhook } from 'standardwebhooks';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { createChangeSignal } from '../../db/events/index.js';
 import { type ClaimedDelivery, finishAttempt, pruneDeliveries } from '../../db/webhooks/delivery.js';
-import { createChangeSignal } from '../../src/events/signal.js';
 import { parseKeyRing } from '../../src/tokens/keyring.js';
 import type { RetrySchedule } from '../../src/webhooks/backoff.js';
 import { createWebhookSender } from '../../src/webhooks/deliver-http.js';

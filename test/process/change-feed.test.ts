@@ -1,9 +1,9 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createChangeSignal } from '../../db/events/index.js';
 import { type ApiClient, createApiClient } from '../../src/api/client.js';
 import { FEED_START, readFeed } from '../../src/events/index.js';
 import { pollFeed } from '../../src/events/long-poll.js';
-import { createChangeSignal } from '../../src/events/signal.js';
 import { syncSubscriber } from '../../src/sync/sync-subscriber.js';
 import { READ_TOKEN, useAdminApp } from '../support/admin-client.js';
 import { API_KEY, makeCard, ok, testTokens, useScriptedApi } from '../support/fixtures.js';

@@ -1,5 +1,6 @@
 import type pg from 'pg';
-import { CHANGES_CHANNEL, listenForChanges, unlistenChanges } from '../../db/events/index.js';
+import { listenForChanges, unlistenChanges } from './listen.js';
+import { CHANGES_CHANNEL } from './outbox-sql.js';
 
 // Wake-ups for long polls: one LISTEN connection per process, held only while someone waits. The
 // outbox statement NOTIFYs in the writer's transaction, so the notification arrives at its commit.
