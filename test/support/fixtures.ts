@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { afterAll, beforeAll } from 'vitest';
+import type { StoredCard } from '../../db/sync/index.js';
 import type { SavedCard } from '../../src/api/schema.js';
 import {
   createMockApi,
@@ -109,5 +110,22 @@ export function workerEnv(
     CARDS_API_KEY: API_KEY,
     CARD_TOKEN_KEYS,
     ...extra,
+  };
+}
+
+/** The stored row of `card` as a sync last wrote it (its token plain), with any field overridden. */
+export function storedCardOf(card: SavedCard, over: Partial<StoredCard> = {}): StoredCard {
+  return {
+    id: card.id,
+    subscriberId: card.subscriberId,
+    token: { value: card.cardToken, fingerprint: null },
+    binNumber: card.binNumber,
+    cardFamily: card.cardFamily,
+    cardBankCode: card.cardBankCode,
+    cardBankName: card.cardBankName,
+    companyId: card.companyId,
+    createDate: new Date(card.createDate),
+    removedAt: null,
+    ...over,
   };
 }

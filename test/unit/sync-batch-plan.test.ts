@@ -2,29 +2,13 @@ import { describe, expect, it } from 'vitest';
 import type { BatchRead, SavedCard, StoredCard } from '../../db/sync/index.js';
 import { indexStored, plan, runRow, SUPERSEDED, toWrite } from '../../src/sync/batch-plan.js';
 import { cardTokens } from '../../src/tokens/index.js';
-import { answerOf, makeCard, testTokens } from '../support/fixtures.js';
+import { answerOf, makeCard, storedCardOf, testTokens } from '../support/fixtures.js';
 
 // How a batch's answers turn into rows once the stored ones are read (src/sync/batch-plan.ts), as
 // pure code: an answer older than one applied, an answer the digest says is unchanged, a card
 // another subscriber holds (a conflict) or has let go (a move), and the token as it is written.
 
 const plain = cardTokens(false, undefined);
-
-function storedOf(card: SavedCard, over: Partial<StoredCard> = {}): StoredCard {
-  return {
-    id: card.id,
-    subscriberId: card.subscriberId,
-    token: { value: card.cardToken, fingerprint: null },
-    binNumber: card.binNumber,
-    cardFamily: card.cardFamily,
-    cardBankCode: card.cardBankCode,
-    cardBankName: card.cardBankName,
-    companyId: card.companyId,
-    createDate: new Date(card.createDate),
-    removedAt: null,
-    ...over,
-  };
-}
 
 function read(stored: StoredCard[], over: Partial<BatchRead> = {}): BatchRead {
   return { now: new Date(), newest: new Map(), unchanged: new Set(), schedules: new Map(), stored, ...over };
@@ -63,7 +47,7 @@ describe('a batch plan', () => {
   it('a card another subscriber still holds is a claim (a conflict), not taken; it still counts as seen', () => {
     const theirs = makeCard(8);
     const mine = makeCard(7);
-    const stored = indexStored(read([storedOf(theirs), storedOf(mine)]));
+    const stored = indexStored(read([storedCardOf(theirs), storedCardOf(mine)]));
     const p = plan(answerOf(7, [mine, { ...theirs, subscriberId: 7 }]), 'd', stored, plain, new Set([7]));
     expect(p.claims).toEqual([{ cardId: theirs.id, holderSubscriberId: 8, claimantSubscriberId: 7 }]);
     expect(p.plan!.updates).toEqual([]);
@@ -72,7 +56,7 @@ describe('a batch plan', () => {
 
   it('a card held by a subscriber whose own answer this batch writes moves, rather than conflicting', () => {
     const card = makeCard(8);
-    const stored = indexStored(read([storedOf(card)]));
+    const stored = indexStored(read([storedCardOf(card)]));
     const p = plan(answerOf(7, [{ ...card, subscriberId: 7 }]), 'd', stored, plain, new Set([7, 8]));
     expect(p.claims).toEqual([]);
     expect(p.plan!.updates[0]).toMatchObject({ previousSubscriberId: 8 });
@@ -88,9 +72,9 @@ describe('a batch plan', () => {
     const sealedNew = toWrite(card, undefined, testTokens);
     expect(sealedNew.token.fingerprint).not.toBeNull();
     expect(sealedNew.token.value).not.toContain(card.cardToken);
-    const stored = storedOf(card, { token: sealedNew.token });
+    const stored = storedCardOf(card, { token: sealedNew.token });
     expect(toWrite(card, stored, testTokens).token).toEqual(sealedNew.token);
-    const fromPlain = toWrite(card, storedOf(card), testTokens);
+    const fromPlain = toWrite(card, storedCardOf(card), testTokens);
     expect(fromPlain.token.fingerprint).not.toBeNull();
     expect(toWrite(card, undefined, plain).token).toEqual({ value: card.cardToken, fingerprint: null });
   });

@@ -1,27 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import type { SavedCard } from '../../db/sync/index.js';
 import { reconcile, type StoredCard } from '../../src/sync/reconcile.js';
-import { makeCard } from '../support/fixtures.js';
+import { makeCard, storedCardOf } from '../support/fixtures.js';
 
 // What one upstream answer means for the stored rows (src/sync/reconcile.ts), as pure code: the
 // inserts, updates, restores, removals and unchanged cards a sync writes, and the history each keeps.
-
-/** The stored row of `card` as the sync last wrote it (plain token), optionally removed. */
-function storedOf(card: SavedCard, over: Partial<StoredCard> = {}): StoredCard {
-  return {
-    id: card.id,
-    subscriberId: card.subscriberId,
-    token: { value: card.cardToken, fingerprint: null },
-    binNumber: card.binNumber,
-    cardFamily: card.cardFamily,
-    cardBankCode: card.cardBankCode,
-    cardBankName: card.cardBankName,
-    companyId: card.companyId,
-    createDate: new Date(card.createDate),
-    removedAt: null,
-    ...over,
-  };
-}
 
 const sameToken = (stored: StoredCard, token: string) => stored.token.value === token;
 
@@ -31,7 +14,7 @@ describe('reconcile', () => {
     const plan = reconcile(
       7,
       cards,
-      cards.map((c) => storedOf(c)),
+      cards.map((c) => storedCardOf(c)),
       sameToken,
     );
     expect(plan.inserts).toEqual([]);
@@ -52,7 +35,7 @@ describe('reconcile', () => {
     const kept = makeCard(7);
     const gone = makeCard(7);
     const added = makeCard(7);
-    const plan = reconcile(7, [kept, added], [storedOf(kept), storedOf(gone)], sameToken);
+    const plan = reconcile(7, [kept, added], [storedCardOf(kept), storedCardOf(gone)], sameToken);
     expect(plan.inserts).toEqual([added]);
     expect(plan.removedIds).toEqual([gone.id]);
     expect(plan.counts).toMatchObject({ cardsSeen: 2, inserted: 1, unchanged: 1, removed: 1 });
@@ -61,7 +44,7 @@ describe('reconcile', () => {
   it('a changed field is an update that names the columns and keeps what they held, never the token', () => {
     const card = makeCard(7, { cardFamily: 'Bonus' });
     const answered = { ...card, cardFamily: 'World', cardToken: 'tok-reissued-000000000000000000000' };
-    const plan = reconcile(7, [answered], [storedOf(card)], sameToken);
+    const plan = reconcile(7, [answered], [storedCardOf(card)], sameToken);
     expect(plan.updates).toHaveLength(1);
     const [u] = plan.updates;
     expect(u!.changedFields.sort()).toEqual(['card_family', 'card_token']);
@@ -74,13 +57,18 @@ describe('reconcile', () => {
   it('a create date is compared as an instant, whatever offset the answer writes it in', () => {
     const card = makeCard(7, { createDate: '2021-02-28T14:01:35+03:00' });
     const sameInstant = { ...card, createDate: '2021-02-28T11:01:35Z' };
-    expect(reconcile(7, [sameInstant], [storedOf(card)], sameToken).unchangedIds).toEqual([card.id]);
+    expect(reconcile(7, [sameInstant], [storedCardOf(card)], sameToken).unchangedIds).toEqual([card.id]);
   });
 
   it('a removed card answered again is restored, keeping when it was removed, with any change beside it', () => {
     const card = makeCard(7);
     const removedAt = new Date('2026-11-01T00:00:00Z');
-    const plan = reconcile(7, [{ ...card, cardBankName: 'YKB' }], [storedOf(card, { removedAt })], sameToken);
+    const plan = reconcile(
+      7,
+      [{ ...card, cardBankName: 'YKB' }],
+      [storedCardOf(card, { removedAt })],
+      sameToken,
+    );
     expect(plan.updates).toHaveLength(1);
     expect(plan.updates[0]).toMatchObject({
       restored: true,
@@ -89,24 +77,24 @@ describe('reconcile', () => {
     });
     expect(plan.counts).toMatchObject({ restored: 1, updated: 0 });
     // An unchanged restore is a restore, not an unchanged card.
-    const plain = reconcile(7, [card], [storedOf(card, { removedAt })], sameToken);
+    const plain = reconcile(7, [card], [storedCardOf(card, { removedAt })], sameToken);
     expect(plain.updates[0]).toMatchObject({ restored: true, changedFields: [] });
     expect(plain.unchangedIds).toEqual([]);
   });
 
   it('a card stored for another subscriber moves here, saying whose it was; it is not that subscriber’s removal here', () => {
     const theirs = makeCard(8);
-    const plan = reconcile(7, [{ ...theirs, subscriberId: 7 }], [storedOf(theirs)], sameToken);
+    const plan = reconcile(7, [{ ...theirs, subscriberId: 7 }], [storedCardOf(theirs)], sameToken);
     expect(plan.updates[0]).toMatchObject({ previousSubscriberId: 8, changedFields: ['subscriber_id'] });
     expect(plan.updates[0]!.previous).toMatchObject({ subscriber_id: 8 });
     // Another subscriber's row the answer does not list is not removed by this sync.
     const other = makeCard(8);
-    expect(reconcile(7, [], [storedOf(other)], sameToken).removedIds).toEqual([]);
+    expect(reconcile(7, [], [storedCardOf(other)], sameToken).removedIds).toEqual([]);
   });
 
   it('a removed card not answered stays removed: it is not removed again', () => {
     const card = makeCard(7);
-    const plan = reconcile(7, [], [storedOf(card, { removedAt: new Date() })], sameToken);
+    const plan = reconcile(7, [], [storedCardOf(card, { removedAt: new Date() })], sameToken);
     expect(plan.removedIds).toEqual([]);
     expect(plan.counts.removed).toBe(0);
   });
