@@ -1,4 +1,5 @@
-// A small SVG line chart for bench/RESULTS.md: no dependency, one file a browser or GitHub shows.
+// A small SVG line chart for the benchmarks' reports (bench/curve.svg, bench/freshness-*.svg): no
+// dependency, one file a browser or GitHub shows.
 
 export interface Series {
   name: string;

@@ -46,7 +46,7 @@ export const CLAIM_DELIVERIES = `with due as (
          -- read from webhook_deliveries_order_idx by one probe. Written as 'no earlier pending one'
          -- (NOT EXISTS), the planner, on statistics taken while nothing was pending, ran the
          -- anti-join against every pending row of the endpoint for each candidate: 6.6 s a claim
-         -- at 9,000 pending, 30 ms this way (bench/RESULTS.md).
+         -- at 9,000 pending, 30 ms this way (docs/benchmarks.md, "npm run bench:changes").
          and d.id = (
            select p.id from webhook_deliveries p
            where p.endpoint_id = d.endpoint_id and p.subscriber_id = d.subscriber_id
@@ -54,7 +54,7 @@ export const CLAIM_DELIVERIES = `with due as (
            order by p.id limit 1)
        -- By the due index's own order, so the scan stops at the limit: with a tie-break on id
        -- as well, every pending row of the endpoint was read and sorted first (37 ms a claim at
-       -- 20,000 pending, 0.3 ms this way; bench/RESULTS.md). Ties keep insertion order.
+       -- 20,000 pending, 0.3 ms this way; docs/benchmarks.md). Ties keep insertion order.
        order by d.next_attempt_at
        limit $2
        for update of d skip locked)

@@ -11,7 +11,8 @@ import type { Observation } from './observation.js';
 
 /**
  * The prior chance of a break before each observation ({@link RatePrior.changePointHazard}'s
- * default): 0, off, until the simulator shows it pays (bench/RESULTS.md).
+ * default): 0, off, until the simulator shows it pays (docs/benchmarks.md,
+ * "npm run bench:freshness").
  */
 export const CHANGE_POINT_HAZARD = 0;
 

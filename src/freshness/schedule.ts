@@ -55,7 +55,7 @@ export interface PolicyParams {
 
 /**
  * No subscriber is synced again before its copy is this likely to have changed, at its estimated
- * rate: about ten syncs per expected change at most. Without it a budget larger than the plan needs
+ * rate: about a hundred syncs per expected change at most. Without it a budget larger than the plan needs
  * (a small fleet, a long max age) drove the threshold to 0 and every interval with it, and the
  * budget circled the few subscribers with a rate, one sync a second each (docs/refresh.md).
  */

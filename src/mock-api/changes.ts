@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 
-// Wallets that change over wall time (the end-to-end freshness run, bench/RESULTS.md): each subscriber belongs to a
+// Wallets that change over wall time (the end-to-end freshness run, docs/benchmarks.md): each subscriber belongs to a
 // class with a stated change rate, and its wallet changes as a Poisson process at that rate. The
 // process is drawn lazily and deterministically from the subscriber id and a seed, so two sandboxes
 // given the same spec, seed and start see the same changes at the same moments, and any moment's

@@ -14,7 +14,8 @@ import { useTestDatabase } from '../support/helpers.js';
 // the claim of a worker draining a backlog. A receiver back after an outage finds
 // thousands of deliveries pending, on statistics taken while none was, with the heads of many
 // subscribers' queues waiting for a retry. Each claim must read a handful of pages, not the backlog:
-// the plans this replaced read every pending row of the endpoint at every claim (bench/RESULTS.md).
+// the plans this replaced read every pending row of the endpoint at every claim (docs/benchmarks.md,
+// "npm run bench:changes").
 // Pages read, not time, so the test says the same on a loaded machine.
 
 const database = useTestDatabase();

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { BatchRead, SavedCard, StoredCard } from '../../db/sync/index.js';
+import type { BatchRead, StoredCard } from '../../db/sync/index.js';
 import { indexStored, plan, runRow, SUPERSEDED, toWrite } from '../../src/sync/batch-plan.js';
 import { cardTokens } from '../../src/tokens/index.js';
 import { answerOf, makeCard, storedCardOf, testTokens } from '../support/fixtures.js';

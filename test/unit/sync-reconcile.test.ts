@@ -1,5 +1,4 @@
 import { describe, expect, it } from 'vitest';
-import type { SavedCard } from '../../db/sync/index.js';
 import { reconcile, type StoredCard } from '../../src/sync/reconcile.js';
 import { makeCard, storedCardOf } from '../support/fixtures.js';
 
