@@ -7,11 +7,8 @@ export {
   LEASE_APPLICATION_NAME,
   type LeaseHolder,
   leaseHolderSession,
-  leaseStillHeld,
-  openLeaseSession,
-  releaseLease,
-  tryTakeLease,
 } from './lease.js';
+export { createLease, type Lease } from './lease-session.js';
 export { policyCache, readPolicy, type StoredPolicy, savePolicy } from './policy.js';
 export {
   abandonRefreshRun,

@@ -4,7 +4,7 @@ import type { Db } from '../client.js';
 import { declareKnownMigration } from '../fence.js';
 import * as schema from '../schema/index.js';
 
-// The statements of the continuous refresh's lease (jobs/refresh/lease.ts holds it): a
+// The statements of the continuous refresh's lease (db/refresh/lease-session.ts holds it): a
 // session-level advisory lock on a connection of its own, the session it lives on, and who holds
 // it as pg_locks beside pg_stat_activity tell.
 

@@ -3,7 +3,9 @@ import type { Queue } from 'bullmq';
 import { poolOf } from '../../db/client.js';
 import {
   closeRefreshRun,
+  createLease,
   inProgressRun,
+  type Lease,
   markFanoutFinished,
   type RefreshRun,
   savePlan,
@@ -15,13 +17,12 @@ import { createFairShare } from '../sync/index.js';
 import { refreshBacklog } from './backlog.js';
 import { createRunChecks } from './checks.js';
 import { type ContinuousOptions, continuousFanout } from './continuous.js';
-import { createLease, type Lease } from './lease.js';
 import { recordLeaseHolder } from './lease-holder.js';
 import type { RefreshDeps, RefreshOptions } from './nightly.js';
 import { REFRESH_PAYLOAD_VERSION, type RefreshJobData, runIsAlive } from './queue.js';
 
 // REFRESH_MODE=continuous: every worker runs this loop; the one holding the lease
-// (jobs/refresh/lease.ts) runs the current window (adopting the run a dead holder left, or
+// (db/refresh/lease-session.ts) runs the current window (adopting the run a dead holder left, or
 // opening the next), the others try to take the lease about once a second. A SIGKILL of the
 // holder costs the second or two until another takes it, not a job lock's timeout.
 

@@ -33,7 +33,7 @@ import { auditWindowSince, plansSyncsOf, type RefreshPlanSettings, replan } from
 // and REFRESH_AUDIT_SHARE of the budget on subscribers drawn uniformly at random. The window is an
 // ordinary refresh run: the wipe breaker, pause/resume, the ops lane's priority, handing back on
 // shutdown and its closing counts work as for a nightly one. When it closes, the next begins.
-// Whoever holds the continuous refresh's lease runs it (jobs/refresh/lease.ts); its claims go
+// Whoever holds the continuous refresh's lease runs it (db/refresh/lease-session.ts); its claims go
 // over the lease's own session, so a process that lost the lease can no longer hand out budget.
 
 export interface ContinuousOptions {

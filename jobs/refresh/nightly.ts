@@ -97,7 +97,7 @@ export function createRefreshProcessor(deps: RefreshDeps, options: RefreshOption
     }
     const data = refreshJobSchema.parse(job.data);
     if (data.trigger === 'continuous' && options.continuous) {
-      // Here the continuous refresh is carried by a lease in Postgres (jobs/refresh/lease.ts),
+      // Here the continuous refresh is carried by a lease in Postgres (db/refresh/lease-session.ts),
       // not by a job: its jobs (the minute scheduler's, for older workers) have nothing to do.
       return { skipped: 'the continuous refresh runs under its lease' };
     }

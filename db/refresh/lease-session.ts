@@ -1,6 +1,6 @@
 import type pg from 'pg';
-import type { Db } from '../../db/client.js';
-import { leaseStillHeld, openLeaseSession, releaseLease, tryTakeLease } from '../../db/refresh/index.js';
+import type { Db } from '../client.js';
+import { leaseStillHeld, openLeaseSession, releaseLease, tryTakeLease } from './lease.js';
 
 // The lease of the continuous refresh: a Postgres session-level advisory lock held on a
 // connection of its own. Postgres lets it go the moment that session ends, so a worker killed
