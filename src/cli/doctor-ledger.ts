@@ -9,7 +9,7 @@ import {
 
 // `cards-sync doctor`'s ledger check: days ready ahead of the clock, nothing stranded in
 // the default partition, and no day kept past the retention. Each is the workers' hourly upkeep
-// (src/ledger/maintenance.ts) not running, which costs nothing at once: a warning, not a failure.
+// (jobs/upkeep/ledger.ts) not running, which costs nothing at once: a warning, not a failure.
 
 export interface LedgerCheck {
   verdict: 'ok' | 'WARN';

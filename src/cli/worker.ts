@@ -9,12 +9,11 @@ import {
   startRefreshWorker,
 } from '../../jobs/refresh/index.js';
 import { createSyncQueue, type SyncWorker, startSyncWorker } from '../../jobs/sync/index.js';
+import { startChangeEventsMaintenance, startLedgerMaintenance } from '../../jobs/upkeep/index.js';
 import { startAdmin } from '../admin/index.js';
 import { type ApiClient, createApiClient } from '../api/index.js';
 import { type ApiConfig, type Config, requireApi, requireCardTokens } from '../config/index.js';
-import { startChangeEventsMaintenance } from '../events/index.js';
 import { type FleetMembership, joinFleet, liveFleet, thisProcess } from '../fleet/index.js';
-import { startLedgerMaintenance } from '../ledger/index.js';
 import { createLogger, type Logger } from '../logging/index.js';
 import { createMetrics, type Metrics } from '../metrics/index.js';
 import { CliError, onShutdown, packageVersion } from '../shared/index.js';

@@ -15,5 +15,4 @@ export {
 } from './feed.js';
 export { changeEventsInEffect, TURN_EVENTS_ON } from './in-effect.js';
 export { pollFeed } from './long-poll.js';
-export { startChangeEventsMaintenance } from './maintenance.js';
 export { FeedParamError, parseFeedParams } from './params.js';

@@ -1,4 +1,4 @@
-// What every concept of src/ uses: errors, time, redaction, card numbers, lines, shutdown, upkeep
+// What every concept of src/ uses: errors, time, redaction, card numbers, lines, shutdown
 // and the version. It loads no package, so the tracing preload may import it (src/tracing/preload.ts).
 
 export { containsCardNumber, maskCardNumbers } from './card-number.js';
@@ -15,5 +15,4 @@ export {
   type Moment,
   toDate,
 } from './time.js';
-export { startUpkeep, type Upkeep } from './upkeep.js';
 export { packageVersion } from './version.js';

@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { onEventsCommitted } from '../../db/events/outbox.js';
+import { maintainChangeEvents } from '../../jobs/upkeep/events.js';
 import { type ApiClient, createApiClient } from '../../src/api/client.js';
 import { type ChangeEvent, FEED_START, readFeed } from '../../src/events/index.js';
-import { maintainChangeEvents } from '../../src/events/maintenance.js';
 import { applyCardsBatch } from '../../src/sync/apply-cards.js';
 import { syncSubscriber } from '../../src/sync/sync-subscriber.js';
 import { API_KEY, makeCard, ok, testTokens, useScriptedApi } from '../support/fixtures.js';

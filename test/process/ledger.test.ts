@@ -7,8 +7,8 @@ import { declareKnownMigration } from '../../db/fence.js';
 import { compactClosedDays, dropExpiredPartitions, ledgerPartitions } from '../../db/ledger/partitions.js';
 import { migrationsFolder, runMigrations } from '../../db/migrate.js';
 import { LEASE_LOCK_KEY } from '../../db/refresh/lease.js';
+import { maintainLedger, startLedgerMaintenance } from '../../jobs/upkeep/ledger.js';
 import { judgeLedger } from '../../src/cli/doctor-ledger.js';
-import { maintainLedger, startLedgerMaintenance } from '../../src/ledger/maintenance.js';
 import { captureLogger, createTestDatabase, useCleanups, useTestDatabase } from '../support/helpers.js';
 import { runCli, waitFor } from '../support/queue-helpers.js';
 

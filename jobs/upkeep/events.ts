@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import type { Logger } from 'pino';
 import { addEventPartitions, dropExpiredEvents, eventsTableExists } from '../../db/events/index.js';
-import { startUpkeep, type Upkeep } from '../shared/index.js';
+import { startUpkeep, type Upkeep } from './loop.js';
 
 /** Days of event partitions kept ready ahead of the clock. */
 const AHEAD_DAYS = 7;

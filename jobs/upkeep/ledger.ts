@@ -9,7 +9,7 @@ import {
   ledgerIsPartitioned,
   rehomeDefaultRows,
 } from '../../db/ledger/index.js';
-import { startUpkeep, type Upkeep } from '../shared/index.js';
+import { startUpkeep, type Upkeep } from './loop.js';
 
 /** Days of partitions kept ready ahead of the clock. */
 const AHEAD_DAYS = 7;
