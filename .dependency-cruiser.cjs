@@ -93,6 +93,14 @@ module.exports = {
       to: { path: JOBS },
     },
     {
+      name: 'work-does-not-import-entry-points',
+      comment:
+        'The work (jobs/: queues, workers, the refresh, webhook delivery, upkeep) is started by the entry points (src/cli, src/admin, src/demo) and imports none of them: the arrows run entry points -> work -> domain -> storage (docs/architecture.md).',
+      severity: 'error',
+      from: { path: JOBS },
+      to: { path: SRC_ENTRY_POINTS },
+    },
+    {
       name: 'enter-a-folder-by-its-front-file',
       comment:
         "A folder of src/, db/ or jobs/ is entered by its front file (index.ts), which says what it offers; the rest is the folder's own business. Within a folder, modules import each other directly. Tests and benchmarks may reach inside.",

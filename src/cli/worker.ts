@@ -10,6 +10,7 @@ import {
 } from '../../jobs/refresh/index.js';
 import { createSyncQueue, type SyncWorker, startSyncWorker } from '../../jobs/sync/index.js';
 import { startChangeEventsMaintenance, startLedgerMaintenance } from '../../jobs/upkeep/index.js';
+import { startWebhookDelivery, type WebhookDelivery } from '../../jobs/webhooks/index.js';
 import { startAdmin } from '../admin/index.js';
 import { type ApiClient, createApiClient } from '../api/index.js';
 import { type ApiConfig, type Config, requireApi, requireCardTokens } from '../config/index.js';
@@ -18,7 +19,7 @@ import { createLogger, type Logger } from '../logging/index.js';
 import { createMetrics, type Metrics } from '../metrics/index.js';
 import { CliError, onShutdown, packageVersion } from '../shared/index.js';
 import { endpointProblems, tracingWanted } from '../tracing/index.js';
-import { type RetrySchedule, startWebhookDelivery, type WebhookDelivery } from '../webhooks/index.js';
+import type { RetrySchedule } from '../webhooks/index.js';
 import { ensureRedis, type Io } from './common.js';
 import { checkBeforeStart } from './worker-checks.js';
 import { untilIdle } from './worker-idle.js';

@@ -2,11 +2,12 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type pg from 'pg';
 import { countEventsAfter } from '../../db/events/index.js';
 import { deleteEndpoint } from '../../db/webhooks/index.js';
+import { startWebhookDelivery, type WebhookDelivery } from '../../jobs/webhooks/index.js';
 import type { Config } from '../config/index.js';
 import { parseCursor } from '../events/index.js';
 import type { Logger } from '../logging/index.js';
 import type { KeyRing } from '../tokens/index.js';
-import { feedHead, insertEndpoint, startWebhookDelivery, type WebhookDelivery } from '../webhooks/index.js';
+import { feedHead, insertEndpoint } from '../webhooks/index.js';
 import { type DemoReceiver, startDemoReceiver } from './receiver.js';
 
 // The demo's webhooks: a receiver on loopback, registered as an endpoint from the feed's head (so

@@ -11,7 +11,7 @@ import { type RetrySchedule, retryWaitMs } from './backoff.js';
 import type { WebhookSender } from './deliver-http.js';
 import { signedHeaders } from './signing.js';
 
-// One delivery attempt of the loop (src/webhooks/delivery.ts): signed, sent, recorded, logged.
+// One delivery attempt of the loop (jobs/webhooks/delivery-loop.ts): signed, sent, recorded, logged.
 
 /** Where an endpoint's deliveries go, and the secrets that sign them. */
 export type Target = { url: string; secrets: string[] };

@@ -1,11 +1,18 @@
-// Webhooks (docs/webhooks.md): the delivery loop a worker runs, endpoints' secrets, the fan-out and
-// replays, the parameters the commands and the admin routes take, and what `status` shows.
+// Webhooks (docs/webhooks.md): a delivery's attempt (signed, sent, its backoff), endpoints'
+// secrets, the fan-out and replays, the parameters the commands and the admin routes take, and
+// what `status` shows. The loop a worker runs over them is jobs/webhooks/.
 
-export type { RetrySchedule } from './backoff.js';
+export { DEFAULT_SCHEDULE, type RetrySchedule } from './backoff.js';
+export { createWebhookSender, type WebhookSender } from './deliver-http.js';
 export { type DeliveryReport, listDeliveries } from './deliveries-report.js';
-export { startWebhookDelivery, type WebhookDelivery } from './delivery-worker.js';
-export { insertEndpoint, resealEndpointSecrets, rotateEndpointSecret } from './endpoint-secrets.js';
-export { feedCursorAt, feedHead } from './fanout.js';
+export { attemptSender, type Target } from './delivery-attempt.js';
+export {
+  endpointTarget,
+  insertEndpoint,
+  resealEndpointSecrets,
+  rotateEndpointSecret,
+} from './endpoint-secrets.js';
+export { FANOUT_PAGE, feedCursorAt, feedHead, takeEvents } from './fanout.js';
 export {
   parseEndpointId,
   parseSince,

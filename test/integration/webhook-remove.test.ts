@@ -1,11 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { claimDeliveries, pruneRemovedEndpoints } from '../../db/webhooks/delivery.js';
 import { listEndpoints, removeEndpoint, setEndpointEnabled } from '../../db/webhooks/endpoints.js';
+import { startDeliveryLoop } from '../../jobs/webhooks/delivery-loop.js';
 import { parseKeyRing } from '../../src/tokens/keyring.js';
 import { DEFAULT_SCHEDULE } from '../../src/webhooks/backoff.js';
 import { createWebhookSender } from '../../src/webhooks/deliver-http.js';
 import { listDeliveries } from '../../src/webhooks/deliveries-report.js';
-import { startDeliveryLoop } from '../../src/webhooks/delivery.js';
 import { attemptSender } from '../../src/webhooks/delivery-attempt.js';
 import {
   endpointTarget,

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
+import { startDeliveryLoop } from '../../jobs/webhooks/delivery-loop.js';
 import { parseKeyRing } from '../../src/tokens/keyring.js';
 import { createWebhookSender } from '../../src/webhooks/deliver-http.js';
-import { startDeliveryLoop } from '../../src/webhooks/delivery.js';
 import { insertEndpoint } from '../../src/webhooks/endpoint-secrets.js';
 import { CARD_TOKEN_KEYS } from '../support/fixtures.js';
 import { captureLogger, useTestDatabase } from '../support/helpers.js';

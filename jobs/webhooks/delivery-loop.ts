@@ -7,14 +7,19 @@ import {
   pruneDeliveries,
   pruneRemovedEndpoints,
 } from '../../db/webhooks/index.js';
-import type { ChangeSignal } from '../events/index.js';
-import type { Logger } from '../logging/index.js';
-import type { KeyRing } from '../tokens/index.js';
-import { DEFAULT_SCHEDULE, type RetrySchedule } from './backoff.js';
-import type { WebhookSender } from './deliver-http.js';
-import { attemptSender, type Target } from './delivery-attempt.js';
-import { endpointTarget } from './endpoint-secrets.js';
-import { FANOUT_PAGE, takeEvents } from './fanout.js';
+import type { ChangeSignal } from '../../src/events/index.js';
+import type { Logger } from '../../src/logging/index.js';
+import type { KeyRing } from '../../src/tokens/index.js';
+import {
+  attemptSender,
+  DEFAULT_SCHEDULE,
+  endpointTarget,
+  FANOUT_PAGE,
+  type RetrySchedule,
+  type Target,
+  takeEvents,
+  type WebhookSender,
+} from '../../src/webhooks/index.js';
 
 // The delivery loop each worker runs beside its sync jobs (docs/webhooks.md). It shares nothing with the
 // sync queue: no BullMQ slot, no API rate limiter, its own Postgres pool, so an ops re-sync never

@@ -1,9 +1,9 @@
 import { createDb } from '../../db/client.js';
-import type { Config } from '../config/index.js';
-import { createChangeSignal } from '../events/index.js';
-import type { Logger } from '../logging/index.js';
-import { createWebhookSender } from './deliver-http.js';
-import { type DeliveryLoop, type DeliveryOptions, startDeliveryLoop } from './delivery.js';
+import type { Config } from '../../src/config/index.js';
+import { createChangeSignal } from '../../src/events/index.js';
+import type { Logger } from '../../src/logging/index.js';
+import { createWebhookSender } from '../../src/webhooks/index.js';
+import { type DeliveryLoop, type DeliveryOptions, startDeliveryLoop } from './delivery-loop.js';
 
 // Webhook delivery as the worker command runs it: its own Postgres pool and HTTP agent beside the
 // sync worker's, so neither waits for the other's connections.
