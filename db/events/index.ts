@@ -1,8 +1,7 @@
 // Change events' statements (docs/events.md): the outbox written in a sync's transaction, the
 // pull feed's pages, the notifications long polls wait on, and the daily partitions.
 
-export { countEventsAfter } from './after-cursor.js';
-export { cursorAhead, feedHeadRow, feedHeldBackAfter, readFeedRows } from './feed.js';
+export { countEventsAfter, cursorAhead, feedHeadRow, feedHeldBackAfter, readFeedRows } from './feed.js';
 export {
   type EventCounts,
   eventsCommitted,

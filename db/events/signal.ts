@@ -1,9 +1,19 @@
 import type pg from 'pg';
-import { listenForChanges, unlistenChanges } from './listen.js';
 import { CHANGES_CHANNEL } from './outbox-sql.js';
 
 // Wake-ups for long polls: one LISTEN connection per process, held only while someone waits. The
-// outbox statement NOTIFYs in the writer's transaction, so the notification arrives at its commit.
+// outbox statement NOTIFYs CHANGES_CHANNEL in the writer's transaction, so the notification
+// arrives at its commit.
+
+/** LISTEN on CHANGES_CHANNEL on `client`. */
+async function listenForChanges(client: Pick<pg.ClientBase, 'query'>): Promise<void> {
+  await client.query(`listen ${CHANGES_CHANNEL}`);
+}
+
+/** UNLISTEN CHANGES_CHANNEL on `client`, before it goes back to the pool. */
+async function unlistenChanges(client: Pick<pg.ClientBase, 'query'>): Promise<void> {
+  await client.query(`unlisten ${CHANGES_CHANNEL}`);
+}
 
 export interface ChangeSignal {
   /**

@@ -7,6 +7,7 @@ export { bulkPauseKey, heldCount, readBulkPause, resumeBulkLane } from './bulk-b
 export { type HoldCause, readHoldCause } from './hold.js';
 export { requestSyncs } from './intake.js';
 export type { SyncJobData, SyncJobResult } from './job.js';
+export { NEWER_PAYLOAD_HOLD_MS, newerPayload, QUEUE_NAME } from './job.js';
 export { type LaneWait, laneWaitsLine, readLaneHeads } from './lane-heads.js';
 export { BULK_THRESHOLD, createFairShare, LANE_PRIORITY, type Lane } from './lanes.js';
 export { describeRejection, pauseDetailLines, rejectedKeyLines } from './pause-lines.js';
@@ -17,8 +18,6 @@ export {
   restatePauseReason,
   resumeQueue,
 } from './pause-record.js';
-export { NEWER_PAYLOAD_HOLD_MS, newerPayload } from './payload-version.js';
 export { createSyncQueue, type EnqueueCounts, enqueueSyncs } from './queue.js';
-export { QUEUE_NAME } from './queue-name.js';
 export { readTally } from './refresh-tally.js';
 export { queueIsIdle, type SyncWorker, startSyncWorker } from './worker.js';

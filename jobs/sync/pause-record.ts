@@ -1,6 +1,6 @@
 import type { Queue } from 'bullmq';
 import type { RedisClient } from '../redis.js';
-import { QUEUE_NAME } from './queue-name.js';
+import { QUEUE_NAME } from './job.js';
 
 // Why the queue is paused, kept in Redis beside BullMQ's own paused flag: what paused it, when and
 // who; the reason as last said, with the reasons it replaced; and, for a rejected key, which process

@@ -19,10 +19,10 @@ import {
   isBulkJob,
 } from './bulk-breaker.js';
 import { holdWorkers } from './hold.js';
+import { NEWER_PAYLOAD_HOLD_MS, newerPayload } from './job.js';
 import { traceJobResult, traceJobStart } from './job-trace.js';
 import { type KeyRejectionDeps, keyRejectionHandler } from './key-rejected.js';
 import { isOpsJob, opsServedCounter } from './lanes.js';
-import { NEWER_PAYLOAD_HOLD_MS, newerPayload } from './payload-version.js';
 import { SYNC_PAYLOAD_VERSION, type SyncJobData, type SyncJobResult, syncJobSchema } from './queue.js';
 import { countOutcome } from './refresh-tally.js';
 

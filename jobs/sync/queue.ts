@@ -4,9 +4,9 @@ import type { Target } from '../../src/api/index.js';
 import { tracing } from '../../src/tracing/index.js';
 import type { RedisClient } from '../redis.js';
 import type { SyncJobData, SyncJobResult } from './job.js';
+import { QUEUE_NAME } from './job.js';
 import { dedupKey, emailIdKey } from './job-ids.js';
 import { LANE_PRIORITY, type Lane, promoteRefreshJob } from './lanes.js';
-import { QUEUE_NAME } from './queue-name.js';
 
 export { type SyncJobData, type SyncJobResult, syncJobSchema } from './job.js';
 // Why the queue is paused lives in its own module; these names stay importable from here.
@@ -20,7 +20,7 @@ export const JOB_NAME = 'sync';
 
 /**
  * The version of the payload this release writes (`v`). A worker meeting a newer one hands the job
- * back unused (jobs/sync/payload-version.ts); a payload without `v` is from a release before versions.
+ * back unused (jobs/sync/job.ts); a payload without `v` is from a release before versions.
  */
 export const SYNC_PAYLOAD_VERSION = 1;
 

@@ -1,6 +1,6 @@
 import { describe, expect, inject, it } from 'vitest';
+import { newerPayload } from '../../jobs/sync/job.js';
 import { isOpsJob } from '../../jobs/sync/lanes.js';
-import { newerPayload } from '../../jobs/sync/payload-version.js';
 import { JOB_NAME } from '../../jobs/sync/queue.js';
 import { makeCard, ok, useScriptedApi, workerEnv } from '../support/fixtures.js';
 import { useCleanups, useTestDatabase } from '../support/helpers.js';
