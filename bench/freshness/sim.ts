@@ -125,7 +125,8 @@ export function simulate(policy: PolicyName, given: SimOptions & RealRun): SimRe
     if (audit) {
       // This draw and the (weight − 1) others production's larger share would make, at random
       // (the weight's fraction by chance), each found stale or not as its copy is now.
-      const samples = Math.floor(auditWeight) + (peeks() < auditWeight % 1 ? 1 : 0);
+      const fraction = auditWeight % 1;
+      const samples = Math.floor(auditWeight) + (fraction > 0 && peeks() < fraction ? 1 : 0);
       let found = changed ? 1 : 0;
       for (let k = 1; k < samples; k++) if (world.nextChange[peekKnown()]! <= now) found += 1;
       drawn = { samples: Math.max(1, samples), found };

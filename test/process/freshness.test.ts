@@ -16,6 +16,14 @@ import { adminFor } from '../support/admin-helpers.js';
 import { useTestDatabase } from '../support/helpers.js';
 import { runCli, testQueue } from '../support/queue-helpers.js';
 
+/** The refresh settings the plan tests make their plans under: continuous, 1/s, a week's max age. */
+const CONTINUOUS = {
+  mode: 'continuous' as const,
+  budgetPerSec: 1,
+  maxAgeMs: 7 * MS_PER_DAY,
+  auditShare: 0.02,
+};
+
 describe('the freshness figures', () => {
   const database = useTestDatabase();
   const cleanups: (() => Promise<unknown>)[] = [];
@@ -156,12 +164,7 @@ describe('the freshness figures', () => {
         select g, now(), case when g <= 70 then array[7, 7]::real[] else array[-1, -1, -1]::real[] end
         from generate_series(1, 100) g`,
     );
-    const settings = {
-      mode: 'continuous' as const,
-      budgetPerSec: 1,
-      maxAgeMs: 7 * MS_PER_DAY,
-      auditShare: 0.02,
-    };
+    const settings = CONTINUOUS;
     const plan = await replan(pool(), settings);
     expect(plan.priorMixture).not.toBeNull();
     const stored = await readPolicy(pool());
@@ -186,12 +189,7 @@ describe('the freshness figures', () => {
   });
 
   it('a worker that found no plan reads it again within a second; once it has one, at its usual pace', async () => {
-    const settings = {
-      mode: 'continuous' as const,
-      budgetPerSec: 1,
-      maxAgeMs: 7 * MS_PER_DAY,
-      auditShare: 0.02,
-    };
+    const settings = CONTINUOUS;
     const cache = policyCache(pool(), 7 * MS_PER_DAY, {
       params: policyParams,
       detached: (fn) => fn(),
@@ -222,12 +220,7 @@ describe('the freshness figures', () => {
       `insert into subscribers (subscriber_id, last_success_at, change_observations)
         select g, now() - interval '1 hour', array[1]::real[] from generate_series(1, 100) g`,
     );
-    const settings = {
-      mode: 'continuous' as const,
-      budgetPerSec: 1,
-      maxAgeMs: 7 * MS_PER_DAY,
-      auditShare: 0.02,
-    };
+    const settings = CONTINUOUS;
     const first = await replan(pool(), settings);
     expect(first.auditAction).toBe('none');
     expect(first.expectedChangedShare).toBeGreaterThanOrEqual(0);
