@@ -9,8 +9,10 @@ export interface Freshness {
   /** The model's expected share of subscribers whose stored cards differ from upstream now. */
   estimatedStaleRatio: number;
   /**
-   * What the estimate covers and how sure it is (src/freshness/staleness.ts `StaleEstimate`): its
-   * 95% interval if every rate is right, and the subscribers it covers by what it knows of each.
+   * What the estimate covers and how sure it is (src/freshness/staleness.ts `StaleEstimate`, less
+   * its share; neither layer may import the other, so test/contracts/layers.test.ts holds the two
+   * alike): its 95% interval if every rate is right, and the subscribers it covers by what it knows
+   * of each.
    */
   estimate: EstimateBasis;
   /** The share found changed among the audit's uniform random re-syncs of the last max age. */

@@ -21,6 +21,7 @@ export {
   loadRefreshRun,
   markFanoutFinished,
   type RefreshRun,
+  type RefreshTally,
   recordFanoutPage,
   resumeHaltedRun,
   type SweepCursor,

@@ -168,21 +168,25 @@ export async function markFanoutFinished(db: Db, id: number): Promise<void> {
   await db.update(refreshRuns).set({ fanoutFinishedAt: new Date() }).where(eq(refreshRuns.id, id));
 }
 
+/**
+ * The live counts of a refresh run: the sync processor keeps them in Redis as each job reaches its
+ * final outcome (jobs/sync/refresh-tally.ts), and the refresh writes them onto the run. Declared
+ * here, below both.
+ */
+export interface RefreshTally {
+  finished: number;
+  succeeded: number;
+  failed: number;
+  notFound: number;
+  invalid: number;
+  wiped: number;
+  cardsAdded: number;
+  cardsRemoved: number;
+  cardsRestored: number;
+}
+
 /** Writes the live counts (kept in Redis while the run goes) onto the run; returns the run. */
-export async function applyTally(
-  db: Db,
-  id: number,
-  t: {
-    succeeded: number;
-    failed: number;
-    notFound: number;
-    invalid: number;
-    wiped: number;
-    cardsAdded: number;
-    cardsRemoved: number;
-    cardsRestored: number;
-  },
-): Promise<RefreshRun> {
+export async function applyTally(db: Db, id: number, t: RefreshTally): Promise<RefreshRun> {
   const [run] = await db
     .update(refreshRuns)
     .set({

@@ -1,23 +1,12 @@
+import type { RefreshTally } from '../../db/refresh/index.js';
 import type { RedisClient } from '../redis.js';
 
-/**
- * Live counts of a refresh run, kept in Redis by the sync processor as each job reaches its final
- * outcome. Atomic increments cost nothing under any concurrency and, unlike a watermark over
- * `sync_runs` ids, never miss a transaction that commits out of order. The run is closed with
- * exact counts from Postgres; these drive progress, the breaker and the end of the run. The sync
- * processor writes them, so they live here; the refresh (jobs/refresh/checks.ts) reads them.
- */
-export interface RefreshTally {
-  finished: number;
-  succeeded: number;
-  failed: number;
-  notFound: number;
-  invalid: number;
-  wiped: number;
-  cardsAdded: number;
-  cardsRemoved: number;
-  cardsRestored: number;
-}
+// Live counts of a refresh run (db/refresh/runs.ts `RefreshTally`), kept in Redis by the sync
+// processor as each job reaches its final outcome. Atomic increments cost nothing under any
+// concurrency and, unlike a watermark over `sync_runs` ids, never miss a transaction that commits
+// out of order. The run is closed with exact counts from Postgres; these drive progress, the breaker
+// and the end of the run. The sync processor writes them, so they live here; the refresh
+// (jobs/refresh/checks.ts) reads them and writes them onto the run (db/refresh `applyTally`).
 
 function tallyKey(prefix: string, runId: number): string {
   return `${prefix}:saved-cards-refresh:cards-sync:tally:${runId}`;

@@ -1,6 +1,8 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, expectTypeOf, it } from 'vitest';
+import type { Freshness } from '../../db/refresh/index.js';
+import type { StaleEstimate } from '../../src/freshness/index.js';
 
 // What the layer rules of .dependency-cruiser.cjs cannot see, because it is text rather than an
 // import: the freshness policy reading the clock, SQL written outside db/, and a unit of work
@@ -60,6 +62,13 @@ describe('layers', () => {
       UNIT_OF_WORK.test(code(f)),
     );
     expect(handling).toEqual([]);
+  });
+
+  it("the stored estimate's basis is the policy's estimate less its share", () => {
+    // One shape on both sides of the layer line, declared twice because neither side may import the
+    // other (db-is-the-bottom, freshness-imports-only-itself): db/refresh/freshness.ts computes in
+    // SQL what src/freshness/staleness.ts computes in code. `npm run typecheck` fails if they part.
+    expectTypeOf<Freshness['estimate']>().toEqualTypeOf<Omit<StaleEstimate, 'share'>>();
   });
 
   it('the checks see what they look for', () => {
