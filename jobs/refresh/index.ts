@@ -4,9 +4,7 @@
 // import circle.
 
 export { refreshBacklog } from './backlog.js';
-export { type ContinuousStatus, continuousStatus, isContinuous } from './continuous-status.js';
 export { pauseProcessing, resumeProcessing } from './control.js';
-export { estimateBasis } from './estimate-basis.js';
 export { readLeaseHolder } from './lease-holder.js';
 export type { RefreshOptions } from './nightly.js';
 export { progressOf } from './plan.js';

@@ -1,6 +1,6 @@
 // The sync queue (BullMQ): enqueueing into its lanes, the worker, pausing with a reason, holds,
-// the bulk lane's breaker, the API key's verdicts, and how a pause is told to people. The refresh
-// (jobs/refresh/) enqueues into it and reads the tally its processor keeps.
+// the bulk lane's breaker and the API key's verdicts (how a pause is told to people is src/status/'s).
+// The refresh (jobs/refresh/) enqueues into it and reads the tally its processor keeps.
 
 export { type KeyRejection, readKeyVerdicts, standingRejections } from './api-key-verdicts.js';
 export { bulkPauseKey, heldCount, readBulkPause, resumeBulkLane } from './bulk-breaker.js';
@@ -10,8 +10,8 @@ export type { SyncJobData, SyncJobResult } from './job.js';
 export { NEWER_PAYLOAD_HOLD_MS, newerPayload, QUEUE_NAME } from './job.js';
 export { type LaneWait, laneWaitsLine, readLaneHeads } from './lane-heads.js';
 export { BULK_THRESHOLD, createFairShare, LANE_PRIORITY, type Lane } from './lanes.js';
-export { describeRejection, pauseDetailLines, rejectedKeyLines } from './pause-lines.js';
 export {
+  describeRejectedKey,
   type PauseReason,
   pauseQueue,
   readPauseReason,

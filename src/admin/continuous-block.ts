@@ -1,6 +1,6 @@
-import type { ContinuousStatus } from '../../jobs/refresh/index.js';
 import { leaseLine } from '../fleet/index.js';
 import { formatDuration } from '../shared/index.js';
+import type { ContinuousStatus } from '../status/index.js';
 import { esc, time } from './html.js';
 
 /** The continuous refresh: the window's budget spent, who is due now, the oldest copy. */

@@ -1,16 +1,17 @@
 import type { DataStatus, FreshnessBuckets } from '../../db/admin/index.js';
 import type { AdminActionRow } from '../../db/audit/index.js';
 import { auditDisagrees, type Freshness, type RefreshRun } from '../../db/refresh/index.js';
-import {
-  type ContinuousStatus,
-  estimateBasis,
-  progressOf,
-  type QueueStatus,
-} from '../../jobs/refresh/index.js';
-import { describeRejection, laneWaitsLine, pauseDetailLines } from '../../jobs/sync/index.js';
+import { progressOf, type QueueStatus } from '../../jobs/refresh/index.js';
+import { laneWaitsLine } from '../../jobs/sync/index.js';
 import { summarizeDetail } from '../audit/index.js';
 import type { FleetEntry } from '../fleet/index.js';
 import { formatDuration } from '../shared/index.js';
+import {
+  type ContinuousStatus,
+  describeRejection,
+  estimateBasis,
+  pauseDetailLines,
+} from '../status/index.js';
 import { continuousBlock } from './continuous-block.js';
 import { csrfField } from './csrf.js';
 import { fleetBlock } from './fleet-block.js';

@@ -1,6 +1,6 @@
-import type { ContinuousStatus } from '../../jobs/refresh/index.js';
 import { leaseLine } from '../fleet/index.js';
 import { formatDuration, formatTime } from '../shared/index.js';
+import type { ContinuousStatus } from '../status/index.js';
 
 /**
  * The refresh lines of `status` in REFRESH_MODE=continuous, in place of the nightly schedule and

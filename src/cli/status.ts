@@ -11,28 +11,21 @@ import {
   readFreshness,
 } from '../../db/refresh/index.js';
 import { createRedis } from '../../jobs/redis.js';
-import {
-  type ContinuousStatus,
-  continuousStatus,
-  estimateBasis,
-  isContinuous,
-  progressOf,
-  type QueueStatus,
-  queueStatusOf,
-  readLeaseHolder,
-} from '../../jobs/refresh/index.js';
-import {
-  createSyncQueue,
-  type HoldCause,
-  laneWaitsLine,
-  pauseDetailLines,
-  rejectedKeyLines,
-} from '../../jobs/sync/index.js';
+import { progressOf, type QueueStatus, queueStatusOf, readLeaseHolder } from '../../jobs/refresh/index.js';
+import { createSyncQueue, type HoldCause, laneWaitsLine } from '../../jobs/sync/index.js';
 import { actionJson, describeAction } from '../audit/index.js';
 import type { Config } from '../config/index.js';
 import { type FleetEntry, fleetRateLimit, formatFleet, liveFleet } from '../fleet/index.js';
 import { wilson } from '../freshness/index.js';
 import { formatDuration, formatTime } from '../shared/index.js';
+import {
+  type ContinuousStatus,
+  continuousStatus,
+  estimateBasis,
+  isContinuous,
+  pauseDetailLines,
+  rejectedKeyLines,
+} from '../status/index.js';
 import { formatWebhooks, readWebhooksStatus, type WebhookStatus } from '../webhooks/index.js';
 import { ensureRedis, type Io } from './common.js';
 import { describeDbError } from './db-problem.js';

@@ -1,6 +1,5 @@
-import { formatTime } from '../../src/shared/index.js';
-import type { KeyRejection } from './api-key-verdicts.js';
-import { describeRejectedKey, type PauseReason } from './pause-record.js';
+import { describeRejectedKey, type KeyRejection, type PauseReason } from '../../jobs/sync/index.js';
+import { formatTime } from '../shared/index.js';
 
 // How a pause and a rejected API key are told to people, by `status` and the admin overview alike:
 // what paused the queue and who, the reason now and the ones it replaced, and which process holds

@@ -1,11 +1,28 @@
-import type { Freshness, RefreshRun } from '../../db/refresh/index.js';
-import type { LeaseHolder } from './lease-holder.js';
-import type { QueueStatus } from './queue-status.js';
+import type { Freshness, LeaseHolder, RefreshRun } from '../../db/refresh/index.js';
+import type { QueueStatus } from '../../jobs/refresh/index.js';
 
-// What REFRESH_MODE=continuous is doing, in its own terms: a window (a refresh run) spends a
-// request budget, so its figures are requests spent of that budget, not "subscribers done" with
-// an ETA; what matters beside it is who is due now and how old the oldest copy is. `status`,
-// `status --json` and the overview read this one shape.
+// What `status` and the overview tell of the refresh from what they read: how far the stale
+// estimate can be trusted, and what REFRESH_MODE=continuous is doing, in its own terms: a window (a
+// refresh run) spends a request budget, so its figures are requests spent of that budget, not
+// "subscribers done" with an ETA; what matters beside it is who is due now and how old the oldest
+// copy is. `status`, `status --json` and the overview read this one shape.
+
+const pct = (x: number) => `${(x * 100).toFixed(2)}%`;
+
+/**
+ * What the stale estimate covers and how sure it is, in one sentence: its interval if every rate is
+ * right, and how many subscribers it knows by their own syncs, by the population's rate alone
+ * (synced once) or not at all (never synced: stale for sure). `status` and the overview say this.
+ */
+export function estimateBasis(f: Pick<Freshness, 'estimate'>): string {
+  const e = f.estimate;
+  return (
+    `the estimate's 95% interval if the rates are right: ${pct(e.low)} – ${pct(e.high)}; it covers ${e.covers} subscribers: ` +
+    `${e.learned} by their own syncs, ${e.syncedOnce} synced once (at the population's rate: ` +
+    `${(e.fromPopulationRate * 100).toFixed(2)} points of the estimate), ${e.neverSynced} never synced (stale for sure)` +
+    (e.notUpstream > 0 ? `; ${e.notUpstream} never synced and not found upstream are left out` : '')
+  );
+}
 
 /** The continuous refresh as `status --json` carries it (`continuous`), and the overview shows it. */
 export interface ContinuousStatus {
@@ -87,7 +104,7 @@ export function continuousStatus(
 
 function windowOf(r: RefreshRun, now: Date): NonNullable<ContinuousStatus['window']> {
   const endsAt = r.expectedFinishAt;
-  // The window's budget is planned as budget × length (jobs/refresh/index.ts planWindow).
+  // The window's budget is planned as budget × length (jobs/refresh/continuous-runner.ts).
   const lengthMs = endsAt ? endsAt.getTime() - r.startedAt.getTime() : null;
   const perSec =
     r.plannedSubscribers !== null && lengthMs !== null && lengthMs > 0
