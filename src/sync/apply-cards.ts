@@ -25,9 +25,19 @@ import type { CardTokens } from '../tokens/index.js';
 import { conflictsOf } from './batch-conflicts.js';
 import { indexStored, isSuperseded, knownChanges, plan, runRow, toWrite } from './batch-plan.js';
 import { type AppliedCards, type CardsToApply, lockKey } from './cards-to-apply.js';
-import { CommittedUnreadError } from './committed-unread-error.js';
 import { answerDigest } from './digest.js';
 import { emptyCounts, type ReconcilePlan } from './reconcile.js';
+
+/**
+ * The batch was committed, but a reply to one of its statements could not be read: its rows are
+ * stored, its results are unknown. Not to be written again answer by answer.
+ */
+export class CommittedUnreadError extends Error {
+  override readonly name = 'CommittedUnreadError';
+  constructor(cause: unknown) {
+    super('the batch was committed, but a reply to it could not be read', { cause });
+  }
+}
 
 const DEFAULT_POLICY = defaultPolicy();
 const NEVER_SYNCED: SubscriberSchedule = { lastSuccessAt: null, observations: null, ratePerDay: null };

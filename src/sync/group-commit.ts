@@ -2,9 +2,8 @@ import type { Db } from '../../db/client.js';
 import { isConnectionError, rootCause } from '../../db/errors.js';
 import type { CardTokens } from '../tokens/index.js';
 import { type ActiveSpan, tracing } from '../tracing/index.js';
-import { applyCardsBatch, type WriteOptions } from './apply-cards.js';
+import { applyCardsBatch, CommittedUnreadError, type WriteOptions } from './apply-cards.js';
 import { type AppliedCards, type CardsToApply, lockKey } from './cards-to-apply.js';
-import { CommittedUnreadError } from './committed-unread-error.js';
 
 /** Writes validated answers; resolves once the answer's rows are committed. */
 export interface CardWriter {
