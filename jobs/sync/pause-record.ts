@@ -8,7 +8,7 @@ import { QUEUE_NAME } from './job.js';
 
 /** The process that held a key the API rejected: what a pause, `status` and the logs name. */
 export interface RejectedKey {
-  /** The key's fingerprint (src/api/key-fingerprint.ts), never the key. */
+  /** The key's fingerprint (src/api/client.ts `apiKeyFingerprint`), never the key. */
   fingerprint: string;
   /** The API's answer: 401 or 403. */
   httpStatus: number;

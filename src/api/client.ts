@@ -1,12 +1,11 @@
 import { isUtf8 } from 'node:buffer';
+import { createHash } from 'node:crypto';
 import { Agent, type Dispatcher } from 'undici';
 import type { ApiConfig } from '../config/index.js';
 import { redactExcerpt } from '../shared/index.js';
 import { tracing } from '../tracing/index.js';
-import { apiKeyFingerprint } from './key-fingerprint.js';
 import type { FetchOutcome, Target } from './lookup.js';
 import { classifyNetworkError } from './network-error.js';
-import { parseRetryAfter } from './retry-after.js';
 import { InvalidResponse, parseCards } from './schema.js';
 
 /** The largest body accepted from the API (docs/architecture.md). */
@@ -27,7 +26,7 @@ export interface ApiClient {
   fetchCards(target: Target, options?: { signal?: AbortSignal }): Promise<FetchOutcome>;
   /** The request path for a target (for logs: it holds no secret). */
   pathFor(target: Target): string;
-  /** The key's fingerprint (src/api/key-fingerprint.ts): which key this client sends, never the key. */
+  /** The key's fingerprint (apiKeyFingerprint below): which key this client sends, never the key. */
   keyFingerprint: string;
   close(): Promise<void>;
 }
@@ -263,4 +262,39 @@ function failure(
 function excerpt(text: string, secrets: readonly string[]): string {
   const e = redactExcerpt(text, secrets);
   return e === '' ? '' : `: ${e}`;
+}
+
+// Which API key a process holds, told without the key: a fleet paused by a rejected key must be able
+// to name the process that holds it, and to tell it from the key the rest of the fleet uses.
+
+/**
+ * A short fingerprint of an API key: the first 12 hex digits (48 bits) of a SHA-256 over a fixed
+ * label and the key. It tells keys apart and cannot give the key back: a key is a UUID (122 random
+ * bits), of which 48 bits of a one-way hash leave some 2^74 candidates each. The label keeps it from
+ * matching a plain SHA-256 of the key that some other system may publish.
+ */
+export function apiKeyFingerprint(apiKey: string): string {
+  return createHash('sha256')
+    .update('cards-sync api key fingerprint\u0000')
+    .update(apiKey)
+    .digest('hex')
+    .slice(0, 12);
+}
+
+// `Retry-After`, as a 429 of the API and a webhook receiver send it.
+
+/** `Retry-After` as milliseconds: delta-seconds or an HTTP date; 1 s when absent or unreadable. */
+export function parseRetryAfter(value: string | string[] | undefined, now = Date.now()): number {
+  const raw = Array.isArray(value) ? value[0] : value;
+  if (raw === undefined || raw.trim() === '') return 1000;
+  const text = raw.trim();
+  if (/^\d+$/.test(text)) return Math.min(Number(text), 86_400) * 1000;
+  // Only an IMF-fixdate (`Wed, 21 Oct 2015 07:28:00 GMT`) or its obsolete cousins: Date.parse reads
+  // junk such as "-1" or "retry 2030" as dates.
+  const imf = /^[A-Za-z]{3,9},? +\d{1,2}[ -][A-Za-z]{3}[ -]\d{2,4} \d{2}:\d{2}:\d{2} GMT$/;
+  const asctime = /^[A-Za-z]{3} [A-Za-z]{3} +\d{1,2} \d{2}:\d{2}:\d{2} \d{4}$/;
+  if (!imf.test(text) && !asctime.test(text)) return 1000;
+  const date = Date.parse(asctime.test(text) ? `${text} GMT` : text);
+  if (Number.isNaN(date)) return 1000;
+  return Math.min(Math.max(date - now, 0), 86_400_000);
 }

@@ -3,7 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, inject, it } from 'vitest';
 import { enqueueSyncs } from '../../jobs/sync/queue.js';
 import { queueIsIdle } from '../../jobs/sync/worker.js';
-import { apiKeyFingerprint } from '../../src/api/key-fingerprint.js';
+import { apiKeyFingerprint } from '../../src/api/client.js';
 import { liveFleet } from '../../src/fleet/registry.js';
 import { packageVersion } from '../../src/shared/version.js';
 import { adminFor } from '../support/admin-helpers.js';

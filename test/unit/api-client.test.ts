@@ -7,9 +7,9 @@ import {
   type ApiClientOptions,
   createApiClient,
   MAX_BODY_BYTES,
+  parseRetryAfter,
 } from '../../src/api/client.js';
 import type { FetchOutcome } from '../../src/api/lookup.js';
-import { parseRetryAfter } from '../../src/api/retry-after.js';
 import type { ApiConfig } from '../../src/config/index.js';
 import { createMockApi, type MockApi, type MockLookup } from '../../src/mock-api/server.js';
 import { API_KEY, makeCard } from '../support/fixtures.js';
