@@ -24,5 +24,9 @@ export {
 export { forgetDigestsOfTakenCards, recountActiveCards } from './digests.js';
 export { recordNotFound } from './not-found.js';
 export { sentTogether } from './pipeline.js';
-export { findSubscriberIdByEmail, recordSubscriberFailure, registerSubscribers } from './subscribers.js';
-export { insertSyncRun } from './sync-runs.js';
+export {
+  findSubscriberIdByEmail,
+  insertSyncRun,
+  recordSubscriberFailure,
+  registerSubscribers,
+} from './subscribers.js';

@@ -1,8 +1,7 @@
 import { sql } from 'drizzle-orm';
 import type { Db, Tx } from '../client.js';
 import { type EventCounts, eventsCommitted, writeChangeEventsIn } from '../events/index.js';
-import { recordSubscriberFailure } from './subscribers.js';
-import { insertSyncRun, type NewSyncRun } from './sync-runs.js';
+import { insertSyncRun, type NewSyncRun, recordSubscriberFailure } from './subscribers.js';
 
 /** The `sync_runs` row of the answer; its subscriber and `removed` are filled in here. */
 type RunToWrite = Omit<NewSyncRun, 'subscriberId' | 'removed'> & { finishedAt: Date };

@@ -1,6 +1,6 @@
 import { eq, sql } from 'drizzle-orm';
 import type { Db, Executor } from '../client.js';
-import { subscribers } from '../schema/index.js';
+import { subscribers, syncRuns } from '../schema/index.js';
 
 /** The subscriber an e-mail was last seen with, if any (case-insensitive). */
 export async function findSubscriberIdByEmail(db: Executor, email: string): Promise<number | undefined> {
@@ -10,6 +10,14 @@ export async function findSubscriberIdByEmail(db: Executor, email: string): Prom
     .where(sql`lower(${subscribers.email}) = lower(${email})`)
     .limit(1);
   return row?.id;
+}
+
+export type NewSyncRun = typeof syncRuns.$inferInsert;
+
+/** Writes one `sync_runs` row and returns its id. */
+export async function insertSyncRun(db: Executor, run: NewSyncRun): Promise<number> {
+  const [row] = await db.insert(syncRuns).values(run).returning({ id: syncRuns.id });
+  return row!.id;
 }
 
 /** Records a failed sync on a subscriber that is already known; an unknown one is not created. */
