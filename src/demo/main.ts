@@ -5,7 +5,7 @@ import cliProgress from 'cli-progress';
 import { createDb } from '../../db/client.js';
 import { databaseName, dropDatabase, withDatabase } from '../../db/databases.js';
 import { runMigrations } from '../../db/migrate.js';
-import { createRedis } from '../../jobs/redis.js';
+import { createRedis, type RedisClient } from '../../jobs/redis.js';
 import { createSyncQueue, enqueueSyncs, queueIsIdle, startSyncWorker } from '../../jobs/sync/index.js';
 import { startAdmin } from '../admin/index.js';
 import { createApiClient } from '../api/index.js';
@@ -15,7 +15,6 @@ import { createMetrics } from '../metrics/index.js';
 import { createMockApi } from '../mock-api/index.js';
 import { ConfigError, onShutdown } from '../shared/index.js';
 import { cardTokens, newKeyMaterial, parseKeyRing } from '../tokens/index.js';
-import { deleteKeysUnder } from './cleanup.js';
 import { FIX, findServices, ServicesMissing } from './services.js';
 import { summarize } from './summary.js';
 import { type DemoWebhooks, startDemoWebhooks } from './webhooks.js';
@@ -254,6 +253,23 @@ function cleanedUp(ownPrefix: boolean, droppedDatabase: boolean, privateServers:
   if (droppedDatabase) what.push('dropped its database');
   if (privateServers) what.push('stopped and removed its private servers');
   return `\ncleaned up: ${what.join(', ')}`;
+}
+
+/** Deletes every key that starts with `prefix:` (on each master of a Cluster). Returns how many. */
+async function deleteKeysUnder(redis: RedisClient, prefix: string): Promise<number> {
+  const match = `${prefix.replace(/[*?[\]\\]/g, '\\$&')}:*`;
+  const nodes = 'nodes' in redis && typeof redis.nodes === 'function' ? redis.nodes('master') : [redis];
+  let deleted = 0;
+  for (const node of nodes) {
+    let cursor = '0';
+    do {
+      const [next, keys] = await node.scan(cursor, 'MATCH', match, 'COUNT', 1000);
+      cursor = next;
+      // One key at a time: a Cluster refuses a multi-key DEL across slots.
+      for (const key of keys) deleted += await node.del(key);
+    } while (cursor !== '0');
+  }
+  return deleted;
 }
 
 /** Set once the demo has started something: what an error must stop before the process exits. */
