@@ -105,6 +105,17 @@ module.exports = {
       to: { path: SRC_ENTRY_POINTS },
     },
     {
+      name: 'status-queries-nothing',
+      comment:
+        'src/status/ says what the entry points have read (status, the admin overview): it takes db/ for its shapes only (import type) and talks to neither Redis nor a queue nor Postgres; the reading is the entry points\' (docs/architecture.md).',
+      severity: 'error',
+      from: { path: '^src/status/' },
+      to: {
+        path: [DB, '^jobs/redis[.]ts$', 'node_modules/(bullmq|ioredis|pg|drizzle-orm)/'],
+        dependencyTypesNot: ['type-only'],
+      },
+    },
+    {
       name: 'enter-a-folder-by-its-front-file',
       comment:
         "A folder of src/, db/ or jobs/ is entered by its front file (index.ts), which says what it offers; the rest is the folder's own business. Within a folder, modules import each other directly. Tests and benchmarks may reach inside.",
