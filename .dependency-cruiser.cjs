@@ -107,7 +107,7 @@ module.exports = {
     {
       name: 'status-queries-nothing',
       comment:
-        'src/status/ says what the entry points have read (status, the admin overview): it takes db/ for its shapes only (import type) and talks to neither Redis nor a queue nor Postgres; the reading is the entry points\' (docs/architecture.md).',
+        "src/status/ says what the entry points have read (status, the admin overview): it takes db/ for its shapes only (import type) and talks to neither Redis nor a queue nor Postgres; the reading is the entry points' (docs/architecture.md).",
       severity: 'error',
       from: { path: '^src/status/' },
       to: {
