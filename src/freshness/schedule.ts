@@ -61,6 +61,14 @@ export interface PolicyParams {
  */
 export const MIN_STALE_CHANCE = 0.01;
 
+/**
+ * Where the budget cannot sync everyone once per max age, how many of the budget's rounds of the
+ * fleet the longest interval is: a wallet that never changes is synced every other round, and the
+ * half of the budget that frees goes to the wallets that do change, by their rates. Round robin
+ * (everyone once a round) would keep no copy within the max age either, and spends the same on both.
+ */
+export const STRETCH_CYCLES = 1.5;
+
 /** h(x) = 1 − e^{−x}(1+x): g(λ, I)·λ with x = λI; increasing from 0 to 1. */
 function h(x: number): number {
   return -Math.expm1(-x) - x * Math.exp(-x);
@@ -84,9 +92,13 @@ type IntervalParams = Pick<
   'thresholdDays' | 'maxAgeDays' | 'minIntervalDays' | 'coverageDays' | 'minStaleChance'
 >;
 
-/** The longest interval the plan gives anyone, days: the max age's margin, or coverage's. */
+/**
+ * The longest interval the plan gives anyone, days: coverage's when the plan sets one (shorter than
+ * the max age's margin, or longer where the budget cannot keep the max age: {@link STRETCH_CYCLES}),
+ * otherwise the max age's margin.
+ */
 function longestIntervalDays(params: Pick<PolicyParams, 'maxAgeDays' | 'coverageDays'>): number {
-  return Math.min(params.maxAgeDays * MAX_AGE_PLANNED, params.coverageDays ?? Number.POSITIVE_INFINITY);
+  return params.coverageDays ?? params.maxAgeDays * MAX_AGE_PLANNED;
 }
 
 /** The shortest interval a rate warrants: until the copy is {@link MIN_STALE_CHANCE} likely to have changed. */
@@ -288,6 +300,20 @@ export function solveThreshold(
       ...(coverageDays !== undefined ? { coverageDays } : {}),
     });
   const maxAgeNeedsPerDay = total / (base.maxAgeDays * MAX_AGE_PLANNED);
+  if (maxAgeNeedsPerDay >= budgetPerDay && audit !== 'round-robin' && budgetPerDay > 0 && total > 0) {
+    // The budget cannot go round everyone within the max age: everyone at the max age would be
+    // round robin, and round robin spends as much on a wallet that never changes as on one that
+    // does. The longest interval becomes STRETCH_CYCLES of the budget's round, and the rest of the
+    // budget goes by the rates, under the same threshold.
+    const longest = (STRETCH_CYCLES * total) / budgetPerDay;
+    const t = solveThreshold(groups, budgetPerDay, { ...base, maxAgeDays: longest / MAX_AGE_PLANNED });
+    return {
+      ...t,
+      keepsMaxAge: maxAgeNeedsPerDay <= budgetPerDay,
+      maxAgeNeedsPerDay,
+      coverageDays: t.coverageDays ?? longest,
+    };
+  }
   if (maxAgeNeedsPerDay >= budgetPerDay) {
     return {
       thresholdDays: Number.POSITIVE_INFINITY,

@@ -17,6 +17,7 @@ import {
   plannedRates,
   pooledRate,
   posteriorMeanRate,
+  STRETCH_CYCLES,
   solveThreshold,
   splitForAudit,
   wilson,
@@ -141,7 +142,17 @@ describe('the schedule', () => {
     expect(spent / 400).toBeCloseTo(1, 2);
     const short = solveThreshold(groups, 100, base);
     expect(short.keepsMaxAge).toBe(false);
-    expect(short.thresholdDays).toBe(Number.POSITIVE_INFINITY);
+    // 1,000 subscribers at 100 syncs a day cannot keep 7 days: round robin would take 10. The
+    // quiet wait STRETCH_CYCLES rounds, the budget the plan spends is still the budget, and the
+    // wallets that change are synced sooner than round robin's 10 days.
+    const stretched = { ...base, thresholdDays: short.thresholdDays, coverageDays: short.coverageDays! };
+    expect(short.coverageDays).toBeCloseTo(STRETCH_CYCLES * 10, 6);
+    expect(intervalDays(0.001, stretched)).toBeCloseTo(STRETCH_CYCLES * 10, 6);
+    expect(intervalDays(0.1, stretched)).toBeLessThan(10);
+    const spentShort = groups.reduce((n, g) => n + g.count / intervalDays(g.ratePerDay, stretched), 0);
+    expect(spentShort / 100).toBeCloseTo(1, 2);
+    // When the audit disagrees, the rates are not trusted: everyone at the max age, in turn.
+    expect(solveThreshold(groups, 100, base, 'round-robin').thresholdDays).toBe(Number.POSITIVE_INFINITY);
   });
 
   it('after a success the next due follows the new estimate; a claim leases the subscriber within its max age', () => {
