@@ -79,7 +79,7 @@ module.exports = {
       comment: 'The freshness policy is a leaf of src/: it imports nothing else of the product.',
       severity: 'error',
       from: { path: FRESHNESS },
-      to: { path: ['^(src|db|jobs|bench|bin)/'], pathNot: FRESHNESS },
+      to: { path: ['^(src|db|jobs|bench|bin|test)/'], pathNot: FRESHNESS },
     },
     {
       name: 'only-tracing-knows-opentelemetry',
@@ -129,6 +129,22 @@ module.exports = {
       severity: 'error',
       from: { path: [SRC, DB, JOBS] },
       to: { path: '^(bench|test)/' },
+    },
+    {
+      name: 'bench-enters-the-simulator-by-its-front-file',
+      comment:
+        'The benchmarks take the freshness simulator from test/support/freshness-sim/index.ts, what it offers, and nothing else of test/ (docs/benchmarks.md).',
+      severity: 'error',
+      from: { path: '^bench/' },
+      to: { path: '^test/', pathNot: '^test/support/freshness-sim/index[.]ts$' },
+    },
+    {
+      name: 'the-simulator-stands-alone',
+      comment:
+        'The freshness simulator (test/support/freshness-sim/), which the tests and the benchmarks both run, imports neither the benchmarks nor the rest of test/: the product and itself only.',
+      severity: 'error',
+      from: { path: '^test/support/freshness-sim/' },
+      to: { path: '^(bench|test)/', pathNot: '^test/support/freshness-sim/' },
     },
     {
       name: 'no-unresolvable',

@@ -15,8 +15,8 @@ import { parseFlags } from './harness.js';
 // (this harness enqueues every subscriber in id order, over and over, for a worker in nightly mode
 // whose cron does not fire). Every `--sample` the stored cards are compared with the sandbox's
 // truth; the stale share is the share of subscribers whose copy differs. What an oracle that knew
-// every rate would reach comes from the simulator (bench/freshness/sim.ts) on the same population.
-// `--world` names a world of bench/freshness/worlds.ts (bench:freshness-worlds runs them all);
+// every rate would reach comes from the simulator (test/support/freshness-sim/sim.ts) on the same population.
+// `--world` names a world of test/support/freshness-sim/worlds.ts (bench:freshness-worlds runs them all);
 // `--family SEED:I` makes world I of bench:freshness-family's family of SEED, compressed in time.
 //
 // This file reads the flags and prints; the flags are checked in bench/freshness-e2e/settings.ts,

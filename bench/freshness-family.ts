@@ -1,12 +1,17 @@
 import { availableParallelism } from 'node:os';
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
-import { describeWorld, drawWorld, formatMaxAge, SIMULATED_AT_MOST } from './freshness/family.js';
-import { simulate } from './freshness/sim.js';
-import type { SimResult } from './freshness/types.js';
+import {
+  describeWorld,
+  drawWorld,
+  formatMaxAge,
+  SIMULATED_AT_MOST,
+  type SimResult,
+  simulate,
+} from '../test/support/freshness-sim/index.js';
 import { parseFlags } from './harness.js';
 
 // npm run bench:freshness-family [-- --worlds 200 --seed S --jobs 2 --world I --audit-on-top]
-// Draws worlds from the family (bench/freshness/family.ts) and runs round robin, the continuous
+// Draws worlds from the family (test/support/freshness-sim/family.ts) and runs round robin, the continuous
 // policy (the product's code, src/freshness/) and the oracle on each, in the simulator; prints the
 // distribution of the policy against both, the contract's checks (docs/refresh.md, "What the
 // refresh promises") and the worst worlds with the command that reruns each. Without --seed it

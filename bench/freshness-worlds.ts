@@ -1,5 +1,5 @@
 import { writeFileSync } from 'node:fs';
-import { WORLDS } from './freshness/worlds.js';
+import { WORLDS } from '../test/support/freshness-sim/index.js';
 import {
   printReport,
   type WorldSummary,
@@ -15,7 +15,7 @@ import { parseFlags } from './harness.js';
 //   --subscribers 10000 --budget 150 --max-age 5m --intake-at 7m --retune-at 10m --out bench/freshness-worlds.md
 //   --chart bench/freshness-worlds.svg --kill-every 1m]
 //
-// bench:freshness-e2e in every world of bench/freshness/worlds.ts (or those of `--worlds`), one
+// bench:freshness-e2e in every world of test/support/freshness-sim/worlds.ts (or those of `--worlds`), one
 // after the other, each against its own sandbox and databases, then ONE table (written to `--out`
 // and printed last) and ONE chart: continuous against round robin by window, real against the
 // simulator's forecast for the same world, so that a change to the policy is judged in one run.
@@ -35,7 +35,7 @@ const { values } = parseFlags({
     seed,
     'redis-url': E2E_OPTIONS['redis-url'],
     'kill-every': E2E_OPTIONS['kill-every'],
-    /** The worlds to run, in this order (default: all, in the order of bench/freshness/worlds.ts). */
+    /** The worlds to run, in this order (default: all, in the order of test/support/freshness-sim/worlds.ts). */
     worlds: { type: 'string', default: Object.keys(WORLDS).join(',') },
     /** When the intake world's subscribers arrive, instead of its own minute 7 (for shorter runs). */
     'intake-at': { type: 'string' },

@@ -1,29 +1,32 @@
 import { writeFileSync } from 'node:fs';
 import { parseChanges, parseWakeUp } from '../src/mock-api/changes.js';
 import { parseCreatedDates } from '../src/mock-api/created-dates.js';
-import { lineChart } from './chart.js';
-import { runAs } from './freshness/plan.js';
-import { simulate } from './freshness/sim.js';
-import type { BenchPolicy, RateClass, SimOptions, SimResult } from './freshness/types.js';
 import {
+  type BenchPolicy,
   parseIntake,
   parseRetune,
+  type RateClass,
   readWallets,
+  runAs,
+  type SimOptions,
+  type SimResult,
   simRetune,
+  simulate,
   type WorldFlags,
   worldFlags,
-} from './freshness/worlds.js';
+} from '../test/support/freshness-sim/index.js';
+import { lineChart } from './chart.js';
 import { rateClasses } from './freshness-e2e/forecast.js';
 import { parseFlags } from './harness.js';
 
 // npm run bench:freshness [-- --subscribers 20000 --days 30 --budget-share 0.25 --max-age 7]
 // Four policies on one population at one budget, 30 simulated days, through the real policy code.
 // --policies adds the class learner (`class-learner`: the continuous policy given the world's
-// true mixture of rates, a bound between it and the oracle; bench/freshness/plan.ts).
+// true mixture of rates, a bound between it and the oracle; test/support/freshness-sim/plan.ts).
 // npm run bench:freshness -- --preset e2e: the population, budget and max age of
 // bench:freshness-e2e (10,000 subscribers, 150/s, max age 5 min, 20 min, figures after minute 5).
 // The world flags are bench:freshness-e2e's, so that a forecast and a real run model the same
-// world: --world NAME (bench/freshness/worlds.ts), or --changes, --created-dates, --wake-up,
+// world: --world NAME (test/support/freshness-sim/worlds.ts), or --changes, --created-dates, --wake-up,
 // --change-kinds, --wallet-cards, --intake (a flag given beside --world wins). The e2e preset
 // sets the class learner beside the oracle.
 
@@ -39,7 +42,7 @@ const { values } = parseFlags({
     'max-age': { type: 'string', default: '7' },
     'audit-share': { type: 'string', default: '0.02' },
     seed: { type: 'string', default: '7' },
-    /** A world of bench/freshness/worlds.ts: its flags, unless given beside it. */
+    /** A world of test/support/freshness-sim/worlds.ts: its flags, unless given beside it. */
     world: { type: 'string' },
     /** Classes and rates as bench:freshness-e2e takes them; default the population below (or E2E_POPULATION). */
     changes: { type: 'string' },

@@ -1,10 +1,13 @@
 import type { ChangeClass } from '../../src/mock-api/changes.js';
-import { simulate } from '../freshness/sim.js';
-import type { RateClass, SimResult } from '../freshness/types.js';
-import { simRetune } from '../freshness/worlds.js';
+import {
+  type RateClass,
+  type SimResult,
+  simRetune,
+  simulate,
+} from '../../test/support/freshness-sim/index.js';
 import type { Settings } from './settings.js';
 
-// What the simulator (bench/freshness/sim.ts) forecasts for the run's population, budget and
+// What the simulator (test/support/freshness-sim/sim.ts) forecasts for the run's population, budget and
 // max age, in the run's world (createDates, wake-up, kinds of change, intake): the two set-ups,
 // and an oracle that knows every rate, for the report to set beside what the sandbox measured.
 // Its windows are the run's: the minutes after the warm-up in thirds (learning, middle, end).

@@ -1,7 +1,7 @@
 import { writeFileSync } from 'node:fs';
 import { wilson } from '../../src/freshness/index.js';
+import type { SimResult } from '../../test/support/freshness-sim/index.js';
 import { lineChart } from '../chart.js';
-import type { SimResult } from '../freshness/types.js';
 import type { Forecast } from './forecast.js';
 import type { Running, Sample } from './measure.js';
 import type { Settings } from './settings.js';

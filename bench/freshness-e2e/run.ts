@@ -8,7 +8,7 @@ import { closeRedis, createRedis } from '../../jobs/redis.js';
 import { readLeaseHolder } from '../../jobs/refresh/lease-holder.js';
 import { createSyncQueue, enqueueSyncs } from '../../jobs/sync/queue.js';
 import { createMockApi } from '../../src/mock-api/server.js';
-import { intakeIds } from '../freshness/world.js';
+import { intakeIds } from '../../test/support/freshness-sim/index.js';
 import { benchRedis, CLI, cliEnv, resetDatabase, seedingPool } from '../harness.js';
 import { type Forecast, forecast } from './forecast.js';
 import { type Running, type Setup, sampler, syncCounts } from './measure.js';

@@ -2,8 +2,14 @@ import { type ChangeClass, parseChanges, parseWakeUp, type WakeUp } from '../../
 import { type CreatedDates, parseCreatedDates } from '../../src/mock-api/created-dates.js';
 import type { WalletRules } from '../../src/mock-api/wallets.js';
 import { durationMs } from '../../src/shared/time.js';
-import { familyE2eFlags } from '../freshness/family.js';
-import { parseIntake, parseRetune, readWallets, type WorldFlags, worldFlags } from '../freshness/worlds.js';
+import {
+  familyE2eFlags,
+  parseIntake,
+  parseRetune,
+  readWallets,
+  type WorldFlags,
+  worldFlags,
+} from '../../test/support/freshness-sim/index.js';
 import { wholeNumber } from '../harness.js';
 
 // bench:freshness-e2e's flags, checked and turned into the run's settings.
@@ -22,11 +28,11 @@ export const E2E_OPTIONS = {
   budget: { type: 'string' },
   'max-age': { type: 'string', default: '5m' },
   'audit-share': { type: 'string', default: '0.02' },
-  /** A world of bench/freshness/worlds.ts: its flags, unless given beside it. */
+  /** A world of test/support/freshness-sim/worlds.ts: its flags, unless given beside it. */
   world: { type: 'string' },
   /**
    * `SEED:I`: world I of the family of SEED (bench:freshness-family), compressed to a 2-minute max
-   * age and run whole (bench/freshness/family.ts familyE2eFlags); it sets the run's shape too.
+   * age and run whole (test/support/freshness-sim/family.ts familyE2eFlags); it sets the run's shape too.
    */
   family: { type: 'string' },
   /** Classes of wallets and their change rates (default {@link DEFAULT_CHANGES}). */

@@ -89,7 +89,7 @@ interface Wallet {
   cards: Card[];
 }
 
-/** What one change of a wallet did (for tests and the simulator's twin, bench/freshness/world.ts). */
+/** What one change of a wallet did (for tests and the simulator's twin, test/support/freshness-sim/world.ts). */
 type ChangeKind = keyof ChangeKinds;
 
 /** The wallets of a `--change-kinds` world: each one's cards after a given number of changes. */

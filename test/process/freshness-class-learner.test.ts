@@ -1,11 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { runAs } from '../../bench/freshness/plan.js';
-import { simulate } from '../../bench/freshness/sim.js';
-import type { SimOptions } from '../../bench/freshness/types.js';
 import type { PolicyParams, RateMixture } from '../../src/freshness/index.js';
+import { runAs, type SimOptions, simulate } from '../support/freshness-sim/index.js';
 import { e2eSimOptions } from '../support/sim-options.js';
 
-// The class learner of bench/freshness/plan.ts: the continuous policy whose prior is the world's
+// The class learner of test/support/freshness-sim/plan.ts: the continuous policy whose prior is the world's
 // true mixture of rates (and, once quiet wallets wake, the woken rate), each wallet's class still
 // learnt from its own syncs.
 

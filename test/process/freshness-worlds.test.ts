@@ -1,15 +1,18 @@
 import { describe, expect, it } from 'vitest';
-import { mulberry32 as rng } from '../../bench/freshness/rng.js';
-import { simulate } from '../../bench/freshness/sim.js';
-import { createWorld, intakeIds } from '../../bench/freshness/world.js';
-import { WORLDS } from '../../bench/freshness/worlds.js';
 import { E2E_OPTIONS, readSettings } from '../../bench/freshness-e2e/settings.js';
 import { MS_PER_DAY } from '../../src/freshness/index.js';
+import {
+  createWorld,
+  intakeIds,
+  mulberry32 as rng,
+  simulate,
+  WORLDS,
+} from '../support/freshness-sim/index.js';
 import { startCli } from '../support/queue-helpers.js';
 import { e2eSimOptions } from '../support/sim-options.js';
 
-// The worlds of the freshness benchmarks (bench/freshness/worlds.ts): the simulator's side of each
-// (bench/freshness/world.ts; the sandbox's side is in mock-changes.test.ts), and the flags that
+// The worlds of the freshness benchmarks (test/support/freshness-sim/worlds.ts): the simulator's side of each
+// (test/support/freshness-sim/world.ts; the sandbox's side is in mock-changes.test.ts), and the flags that
 // choose them, refused with exit 2 when bad. Benchmarks run from dist/: build first.
 
 const YEAR = 365 * MS_PER_DAY;

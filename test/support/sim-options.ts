@@ -1,4 +1,4 @@
-import type { SimOptions } from '../../bench/freshness/types.js';
+import type { SimOptions } from './freshness-sim/index.js';
 
 /**
  * The population of `bench:freshness-e2e` in the simulator at a tenth of its size, minutes as days

@@ -1,6 +1,4 @@
 import { describe, expect, it } from 'vitest';
-import { drawWorld } from '../../bench/freshness/family.js';
-import { simulate } from '../../bench/freshness/sim.js';
 import { isMixture } from '../../db/refresh/policy.js';
 import {
   afterClaim,
@@ -22,9 +20,10 @@ import {
   splitForAudit,
   wilson,
 } from '../../src/freshness/index.js';
+import { drawWorld, simulate } from '../support/freshness-sim/index.js';
 
 // The freshness policy as pure code (src/freshness/): the change-rate estimate, the schedule, the
-// budget and the audit's interval, and the simulator that runs that code (bench/freshness/sim.ts).
+// budget and the audit's interval, and the simulator that runs that code (test/support/freshness-sim/sim.ts).
 // What the refresh promises in every fleet is in freshness-promises.test.ts; the policy against the
 // database (the figures, the stored plan) in test/process/freshness.test.ts.
 

@@ -13,7 +13,7 @@ import {
   type PolicyParams,
   pullIn,
   splitForAudit,
-} from '../../src/freshness/index.js';
+} from '../../../src/freshness/index.js';
 import { type Copies, createCopies } from './copies.js';
 import { DueHeap } from './due-heap.js';
 import { Figures } from './figures.js';
@@ -29,8 +29,8 @@ import { createWorld, type World } from './world.js';
 // its index is a heap here. Nothing sleeps: a 30-day run takes seconds.
 //
 // This file holds the clock: each tick's budget spent as the policy chooses, and the syncs. The
-// world it syncs against is bench/freshness/world.ts, the plan bench/freshness/plan.ts, what it
-// measures bench/freshness/figures.ts; the options and results are in bench/freshness/types.ts.
+// world it syncs against is world.ts, the plan plan.ts, what it measures figures.ts; the options
+// and results are in types.ts (all beside it, in test/support/freshness-sim/).
 
 /** What the simulated refresh does as the real one does, beside the world of {@link SimOptions}. */
 export interface RealRun {

@@ -1,5 +1,5 @@
 // The simulator's inputs and outputs: the population's rate classes, the options of a run, the
-// policies it compares and the figures it returns (bench/freshness/sim.ts runs them).
+// policies it compares and the figures it returns (sim.ts runs them).
 
 export interface RateClass {
   label: string;
@@ -68,7 +68,7 @@ export interface SimOptions {
   windowsFromDays?: number;
   /**
    * The continuous policy with the world's true mixture of rates as its prior: the class learner
-   * (bench/freshness/plan.ts), a bound between the continuous policy and the oracle. `classes`: one
+   * (plan.ts), a bound between the continuous policy and the oracle. `classes`: one
    * mixture for everyone (no createDate evidence); `by-evidence`: besides, each evidence group's
    * true mixture, as the continuous policy fits one per group.
    */
@@ -112,7 +112,7 @@ interface WindowShare {
 
 export type PolicyName = 'nightly-id-order' | 'round-robin' | 'continuous' | 'oracle' | 'nightly-by-estimate';
 
-/** The policies bench/freshness.ts compares: the simulator's, and the class learner (bench/freshness/plan.ts `runAs`). */
+/** The policies bench/freshness.ts compares: the simulator's, and the class learner (plan.ts `runAs`). */
 export type BenchPolicy = PolicyName | 'class-learner' | 'class-learner-evidence';
 
 export interface SimResult {

@@ -4,7 +4,7 @@ import {
   MS_PER_DAY,
   type PolicyParams,
   wilson,
-} from '../../src/freshness/index.js';
+} from '../../../src/freshness/index.js';
 import type { Copies } from './copies.js';
 import type { PolicyName, SimOptions, SimResult } from './types.js';
 import type { World } from './world.js';

@@ -1,4 +1,4 @@
-import { MS_PER_DAY } from '../../src/freshness/index.js';
+import { MS_PER_DAY } from '../../../src/freshness/index.js';
 import { mulberry32 as rng } from './rng.js';
 import type { RateClass, SimOptions } from './types.js';
 

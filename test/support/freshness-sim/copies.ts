@@ -1,4 +1,4 @@
-import { type Copy, type Evidence, MS_PER_DAY, type Observation } from '../../src/freshness/index.js';
+import { type Copy, type Evidence, MS_PER_DAY, type Observation } from '../../../src/freshness/index.js';
 import type { SimOptions } from './types.js';
 import { intakeIds } from './world.js';
 

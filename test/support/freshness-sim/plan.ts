@@ -16,7 +16,7 @@ import {
   type RateMixture,
   solveThreshold,
   type Threshold,
-} from '../../src/freshness/index.js';
+} from '../../../src/freshness/index.js';
 import type { Copies } from './copies.js';
 import type { BenchPolicy, PolicyName, SimOptions } from './types.js';
 import type { World } from './world.js';

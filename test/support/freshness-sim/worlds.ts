@@ -1,5 +1,6 @@
-import { parseChangeKinds, parseWalletCards, type WalletRules } from '../../src/mock-api/wallets.js';
-import { durationMs } from '../../src/shared/time.js';
+import { parseChangeKinds, parseWalletCards } from '../../../src/mock-api/parse.js';
+import type { WalletRules } from '../../../src/mock-api/wallets.js';
+import { durationMs } from '../../../src/shared/index.js';
 import type { SimOptions } from './types.js';
 
 // The worlds the freshness benchmarks run in, by short name: each is a set of the world flags

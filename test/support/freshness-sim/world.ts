@@ -1,11 +1,11 @@
-import { MS_PER_DAY } from '../../src/freshness/index.js';
+import { MS_PER_DAY } from '../../../src/freshness/index.js';
 import { mulberry32 as rng } from './rng.js';
 import type { SimOptions } from './types.js';
 
 // The simulated upstream: each wallet's true rate of change, the moment of its next change (a
 // Poisson process), the createDate of its newest card, the quiet wallets that wake up and the
 // subscribers that arrive later (`intake`). The policy never reads it; it learns it only through
-// syncs (bench/freshness/sim.ts). The sandbox's twin of each world is in src/mock-api/.
+// syncs (sim.ts). The sandbox's twin of each world is in src/mock-api/.
 
 /** The share of changes that add a card (the sandbox: 1 to 4 cards drawn afresh at each change). */
 const ADD_SHARE = 3 / 8;
