@@ -92,7 +92,7 @@ const freeString = (v: unknown): v is string => plainString(v) && !containsCardN
 /**
  * The common case checked by hand: true only when {@link recordSchema} would accept every field.
  * It decides nothing else: a record it does not pass goes field by field through the schema, which
- * names the problem (test/unit/record-validation.test.ts holds the two to the same verdict). Zod's
+ * names the problem (test/unit/api-record-validation.test.ts holds the two to the same verdict). Zod's
  * per-field parse, with its issue objects, cost more than the fetch around it on a 5-card answer.
  */
 function passesFastCheck(r: Record<string, unknown>): boolean {

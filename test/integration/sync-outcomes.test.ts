@@ -400,7 +400,7 @@ describe('a card that moves', () => {
     upstream.script.set('id:170', ok([moving, kept]));
     await sync({ subscriberId: 170 });
     // While the old owner still lists it, another subscriber's answer cannot take it (a conflict:
-    // test/process/card-conflict.test.ts). Its old owner drops it first, then the new one lists it.
+    // test/process/sync-card-conflict.test.ts). Its old owner drops it first, then the new one lists it.
     upstream.script.set('id:170', ok([kept]));
     expect((await sync({ subscriberId: 170 })).counts.removed).toBe(1);
     upstream.script.set('id:171', ok([{ ...moving, subscriberId: 171 }]));

@@ -12,7 +12,7 @@ import { startCli } from '../support/queue-helpers.js';
 import { e2eSimOptions } from '../support/sim-options.js';
 
 // The worlds of the freshness benchmarks (test/support/freshness-sim/worlds.ts): the simulator's side of each
-// (test/support/freshness-sim/world.ts; the sandbox's side is in mock-changes.test.ts), and the flags that
+// (test/support/freshness-sim/world.ts; the sandbox's side is in mock-api-changes.test.ts), and the flags that
 // choose them, refused with exit 2 when bad. Benchmarks run from dist/: build first.
 
 const YEAR = 365 * MS_PER_DAY;

@@ -169,7 +169,7 @@ describe('an identical answer', () => {
     const digest = await digestOf(7003);
     upstream.script.set('id:7004', ok([{ ...shared, subscriberId: 7004 }]));
     await sync(7004);
-    // A conflict (test/process/card-conflict.test.ts): the holder's cards are what its answer listed.
+    // A conflict (test/process/sync-card-conflict.test.ts): the holder's cards are what its answer listed.
     expect(await digestOf(7003)).toBe(digest);
     const back = await sync(7003);
     expect(back.counts).toMatchObject({ unchanged: 2, updated: 0 });
