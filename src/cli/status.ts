@@ -213,10 +213,17 @@ function formatFreshness(f: Freshness): string[] {
     lines.push(
       `  MAX AGE NOT KEPT: ${f.pastMaxAge} subscribers past REFRESH_MAX_AGE although the budget suffices; a lowered max age is caught up at the next replan, failing syncs are not (see their errors)`,
     );
-  if (f.budgetKeepsMaxAge === false)
+  if (f.budgetKeepsMaxAge === false) {
+    // Where the budget cannot keep the max age the plan's longest interval is longer than it
+    // (src/freshness STRETCH_CYCLES): say what the wallets that never change wait instead.
+    const longest = f.budget?.coverageSeconds;
     lines.push(
-      '  CANNOT KEEP MAX AGE: the refresh budget cannot sync every subscriber once per REFRESH_MAX_AGE; raise REFRESH_BUDGET_PER_SEC or lengthen REFRESH_MAX_AGE',
+      '  CANNOT KEEP MAX AGE: the refresh budget cannot sync every subscriber once per REFRESH_MAX_AGE; raise REFRESH_BUDGET_PER_SEC or lengthen REFRESH_MAX_AGE' +
+        (longest != null && longest > f.maxAgeSeconds
+          ? `. Until then a wallet that never changes waits up to ${formatDuration(longest)}, and the budget that frees goes to those that change, by their rates (round robin would keep nobody within the max age either)`
+          : ''),
     );
+  }
   return lines;
 }
 
