@@ -118,7 +118,7 @@ module.exports = {
     {
       name: 'enter-a-folder-by-its-front-file',
       comment:
-        "A folder of src/, db/ or jobs/ is entered by its front file (index.ts), which says what it offers; the rest is the folder's own business. Within a folder, modules import each other directly. Tests and benchmarks may reach inside.",
+        "A folder of src/, db/ or jobs/ is entered by its front file (index.ts), which says what it offers; the rest is the folder's own business. Within a folder, modules import each other directly. Tests and benchmarks may reach inside, for what the front file does not offer (docs/architecture.md).",
       severity: 'error',
       from: { path: PRODUCT_FILE_IN_FOLDER },
       to: { path: '^(src|db|jobs)/[^/]+/', pathNot: ['^$1/', FRONT_FILE] },

@@ -11,7 +11,6 @@ import { LANE_PRIORITY, type Lane, promoteRefreshJob } from './lanes.js';
 export { type SyncJobData, type SyncJobResult, syncJobSchema } from './job.js';
 // Why the queue is paused lives in its own module; these names stay importable from here.
 export {
-  pauseQueue,
   readPauseReason,
   resumeQueue,
 } from './pause-record.js';

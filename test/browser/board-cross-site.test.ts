@@ -2,7 +2,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { QUEUE_NAME } from '../../jobs/sync/queue.js';
+import { QUEUE_NAME } from '../../jobs/sync/index.js';
 import { servedAdmin, testAdminApp } from '../support/admin-helpers.js';
 import { launchChromium } from '../support/chromium.js';
 import { ADMIN_TOKEN } from '../support/fixtures.js';

@@ -2,8 +2,8 @@ import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type ApiClient, createApiClient } from '../../src/api/client.js';
-import { syncSubscriber } from '../../src/sync/sync-subscriber.js';
+import { type ApiClient, createApiClient } from '../../src/api/index.js';
+import { syncSubscriber } from '../../src/sync/index.js';
 import { API_KEY, makeCard, ok, testTokens, useScriptedApi } from '../support/fixtures.js';
 import { captureLogger, useTestDatabase } from '../support/helpers.js';
 

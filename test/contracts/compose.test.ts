@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { buildProgram } from '../../src/cli/program.js';
 import { CONFIG_VARIABLES } from '../../src/config/index.js';
-import { isOtelVariable, tracingWanted } from '../../src/tracing/wanted.js';
+import { isOtelVariable, tracingWanted } from '../../src/tracing/index.js';
 
 // No Docker engine runs here, so the stack is checked by reading it: every cards-sync service
 // runs a real command with real flags, and every variable it sets is one cards-sync reads.

@@ -1,10 +1,9 @@
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { describe, expect, inject, it } from 'vitest';
-import { liveFleet } from '../../src/fleet/registry.js';
+import { liveFleet } from '../../src/fleet/index.js';
 import { cardsFor } from '../../src/mock-api/data.js';
-import { cardTokens } from '../../src/tokens/card-tokens.js';
-import { parseKeyRing } from '../../src/tokens/keyring.js';
+import { cardTokens, parseKeyRing } from '../../src/tokens/index.js';
 import { TEST_TOKEN_KEY, useScriptedApi, workerEnv } from '../support/fixtures.js';
 import { useCleanups, useTestDatabase } from '../support/helpers.js';
 import { type CliProcess, runCli, startCli, testQueue, waitFor } from '../support/queue-helpers.js';

@@ -9,7 +9,7 @@ import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { buildProgram } from '../../src/cli/program.js';
 import { CONFIG_VARIABLES } from '../../src/config/index.js';
-import { isOtelVariable, tracingWanted } from '../../src/tracing/wanted.js';
+import { isOtelVariable, tracingWanted } from '../../src/tracing/index.js';
 
 // deploy/kubernetes. No cluster runs here, so the manifests are checked by reading them:
 // every file is in the kustomization, every cards-sync container runs a real command with real

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { refreshRuns } from '../../db/schema/index.js';
-import { pauseProcessing } from '../../jobs/refresh/control.js';
-import { readPauseReason } from '../../jobs/sync/queue.js';
+import { pauseProcessing } from '../../jobs/refresh/index.js';
+import { readPauseReason } from '../../jobs/sync/index.js';
 import { CSRF, useAdminApp } from '../support/admin-client.js';
 import { ADMIN_TOKEN } from '../support/fixtures.js';
 import { useTestDatabase } from '../support/helpers.js';

@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { latestRunId } from '../../db/admin/subscriber-page.js';
-import { startRefreshRun } from '../../db/refresh/runs.js';
-import { createApiClient } from '../../src/api/client.js';
-import { syncSubscriber } from '../../src/sync/sync-subscriber.js';
+import { latestRunId } from '../../db/admin/index.js';
+import { startRefreshRun } from '../../db/refresh/index.js';
+import { createApiClient } from '../../src/api/index.js';
+import { syncSubscriber } from '../../src/sync/index.js';
 import { CSRF, useAdminApp } from '../support/admin-client.js';
 import { ADMIN_TOKEN, API_KEY, makeCard, ok, testTokens, useScriptedApi } from '../support/fixtures.js';
 import { useTestDatabase } from '../support/helpers.js';

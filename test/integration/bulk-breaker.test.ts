@@ -1,12 +1,13 @@
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { resumeProcessing } from '../../jobs/refresh/control.js';
-import { createRefreshQueue, refreshBacklog } from '../../jobs/refresh/index.js';
-import { queueStatusOf } from '../../jobs/refresh/queue-status.js';
-import { heldCount, readBulkPause } from '../../jobs/sync/bulk-breaker.js';
-import { enqueueSyncs } from '../../jobs/sync/queue.js';
-import { startSyncWorker } from '../../jobs/sync/worker.js';
-import { createApiClient } from '../../src/api/client.js';
+import {
+  createRefreshQueue,
+  queueStatusOf,
+  refreshBacklog,
+  resumeProcessing,
+} from '../../jobs/refresh/index.js';
+import { enqueueSyncs, heldCount, readBulkPause, startSyncWorker } from '../../jobs/sync/index.js';
+import { createApiClient } from '../../src/api/index.js';
 import { applyCardsBatch } from '../../src/sync/apply-cards.js';
 import { API_KEY, makeCard, ok, testTokens, useScriptedApi } from '../support/fixtures.js';
 import { captureLogger, useCleanups, useTestDatabase } from '../support/helpers.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { containsCardNumber } from '../../src/shared/card-number.js';
+import { containsCardNumber } from '../../src/shared/index.js';
 import { luhnNumber, notLuhn, otherScript, prng, written } from '../support/card-numbers.js';
 import { makeCard } from '../support/fixtures.js';
 import { useTestDatabase } from '../support/helpers.js';

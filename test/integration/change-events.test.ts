@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { onEventsCommitted } from '../../db/events/outbox.js';
+import { onEventsCommitted } from '../../db/events/index.js';
 import { maintainChangeEvents } from '../../jobs/upkeep/events.js';
-import { type ApiClient, createApiClient } from '../../src/api/client.js';
+import { type ApiClient, createApiClient } from '../../src/api/index.js';
 import { type ChangeEvent, FEED_START, readFeed } from '../../src/events/index.js';
 import { applyCardsBatch } from '../../src/sync/apply-cards.js';
-import { syncSubscriber } from '../../src/sync/sync-subscriber.js';
+import { syncSubscriber } from '../../src/sync/index.js';
 import { API_KEY, makeCard, ok, testTokens, useScriptedApi } from '../support/fixtures.js';
 import { captureLogger, useTestDatabase } from '../support/helpers.js';
 

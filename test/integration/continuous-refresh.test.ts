@@ -1,13 +1,10 @@
 import { sql } from 'drizzle-orm';
 import { afterEach, describe, expect, inject, it } from 'vitest';
-import { loadRefreshRun } from '../../db/refresh/runs.js';
-import { claimDue } from '../../db/refresh/schedule.js';
-import { capDueTimes } from '../../db/refresh/schedule-cap.js';
+import { capDueTimes, claimDue, loadRefreshRun } from '../../db/refresh/index.js';
 import { subscribers } from '../../db/schema/index.js';
 import { createRefreshQueue, type RefreshOptions, startRefreshWorker } from '../../jobs/refresh/index.js';
-import { pauseQueue, resumeQueue } from '../../jobs/sync/queue.js';
-import { startSyncWorker } from '../../jobs/sync/worker.js';
-import { createApiClient } from '../../src/api/client.js';
+import { pauseQueue, resumeQueue, startSyncWorker } from '../../jobs/sync/index.js';
+import { createApiClient } from '../../src/api/index.js';
 import { afterClaim, defaultPolicy, MS_PER_DAY, type PolicyParams } from '../../src/freshness/index.js';
 import { API_KEY, makeCard, ok, testTokens, useScriptedApi } from '../support/fixtures.js';
 import { captureLogger, useTestDatabase } from '../support/helpers.js';

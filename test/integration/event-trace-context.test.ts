@@ -1,8 +1,8 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { type ApiClient, createApiClient } from '../../src/api/client.js';
+import { type ApiClient, createApiClient } from '../../src/api/index.js';
 import { applyCardsBatch } from '../../src/sync/apply-cards.js';
 import type { CardsToApply } from '../../src/sync/cards-to-apply.js';
-import { syncSubscriber } from '../../src/sync/sync-subscriber.js';
+import { syncSubscriber } from '../../src/sync/index.js';
 import { type ActiveSpan, installTracing, type TraceContext, type Tracing } from '../../src/tracing/index.js';
 import { API_KEY, makeCard, ok, testTokens, useScriptedApi } from '../support/fixtures.js';
 import { captureLogger, useTestDatabase } from '../support/helpers.js';

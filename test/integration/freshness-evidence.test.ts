@@ -1,7 +1,7 @@
 import { sql } from 'drizzle-orm';
 import { afterEach, describe, expect, it } from 'vitest';
 import { replan } from '../../jobs/refresh/policy.js';
-import type { SavedCard } from '../../src/api/schema.js';
+import type { SavedCard } from '../../src/api/index.js';
 import {
   afterSuccess,
   changePointMeanRate,

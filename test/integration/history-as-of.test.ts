@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { SavedCard } from '../../db/sync/cards.js';
+import type { SavedCard } from '../../db/sync/index.js';
 import { applyCardsBatch } from '../../src/sync/apply-cards.js';
 import type { CardsToApply } from '../../src/sync/cards-to-apply.js';
 import { testTokens } from '../support/fixtures.js';

@@ -1,7 +1,6 @@
 import { sql } from 'drizzle-orm';
 import { afterEach, describe, expect, it } from 'vitest';
-import { readPolicy } from '../../db/refresh/policy.js';
-import { claimDue } from '../../db/refresh/schedule.js';
+import { claimDue, readPolicy } from '../../db/refresh/index.js';
 import { replanAndPullIn } from '../../jobs/refresh/continuous.js';
 import {
   afterClaim,

@@ -2,9 +2,9 @@ import { Job } from 'bullmq';
 import { eq, sql } from 'drizzle-orm';
 import { afterEach, describe, expect, inject, it } from 'vitest';
 import { createDb } from '../../db/client.js';
-import { loadRefreshRun, type SweepCursor, startRefreshRun, subscriberPage } from '../../db/refresh/runs.js';
+import { loadRefreshRun, type SweepCursor, startRefreshRun, subscriberPage } from '../../db/refresh/index.js';
 import { refreshRuns, subscribers, syncRuns } from '../../db/schema/index.js';
-import { registerSubscribers } from '../../db/sync/subscribers.js';
+import { registerSubscribers } from '../../db/sync/index.js';
 import {
   createRefreshQueue,
   openRefreshRun,
@@ -14,9 +14,8 @@ import {
   SCHEDULER_ID,
   startRefreshWorker,
 } from '../../jobs/refresh/index.js';
-import { readPauseReason } from '../../jobs/sync/queue.js';
-import { startSyncWorker } from '../../jobs/sync/worker.js';
-import { createApiClient } from '../../src/api/client.js';
+import { readPauseReason, startSyncWorker } from '../../jobs/sync/index.js';
+import { createApiClient } from '../../src/api/index.js';
 import { cardsFor } from '../../src/mock-api/data.js';
 import { API_KEY, ok, testTokens, useScriptedApi } from '../support/fixtures.js';
 import { captureLogger, useTestDatabase } from '../support/helpers.js';

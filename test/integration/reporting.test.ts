@@ -3,9 +3,9 @@ import { readFileSync } from 'node:fs';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { declareKnownMigration } from '../../db/fence.js';
-import { startRefreshRun } from '../../db/refresh/runs.js';
-import { createApiClient } from '../../src/api/client.js';
-import { syncSubscriber } from '../../src/sync/sync-subscriber.js';
+import { startRefreshRun } from '../../db/refresh/index.js';
+import { createApiClient } from '../../src/api/index.js';
+import { syncSubscriber } from '../../src/sync/index.js';
 import { API_KEY, makeCard, ok, testTokens, useScriptedApi } from '../support/fixtures.js';
 import { captureLogger, useTestDatabase } from '../support/helpers.js';
 

@@ -1,9 +1,8 @@
 import { and, eq, isNull } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { savedCards, subscribers, syncRuns } from '../../db/schema/index.js';
-import { savedCardChanges } from '../../db/schema/views.js';
+import { savedCardChanges, savedCards, subscribers, syncRuns } from '../../db/schema/index.js';
 import { registerSubscribers } from '../../db/sync/index.js';
-import { type ApiClient, createApiClient } from '../../src/api/client.js';
+import { type ApiClient, createApiClient } from '../../src/api/index.js';
 import { type SyncRequest, syncSubscriber } from '../../src/sync/sync-subscriber.js';
 import { API_KEY, makeCard, ok, testTokens, useScriptedApi } from '../support/fixtures.js';
 import { captureLogger, useTestDatabase } from '../support/helpers.js';

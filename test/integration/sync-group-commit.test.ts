@@ -1,7 +1,6 @@
 import { eq, inArray } from 'drizzle-orm';
 import { describe, expect, it } from 'vitest';
-import { savedCards, subscribers, syncRuns } from '../../db/schema/index.js';
-import { savedCardChanges } from '../../db/schema/views.js';
+import { savedCardChanges, savedCards, subscribers, syncRuns } from '../../db/schema/index.js';
 import { applyCardsBatch, CommittedUnreadError } from '../../src/sync/apply-cards.js';
 import { createGroupCommitter, directWriter } from '../../src/sync/group-commit.js';
 import { answerOf, makeCard, testTokens } from '../support/fixtures.js';

@@ -1,11 +1,10 @@
 import { asc, eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDb, type DbHandle } from '../../db/client.js';
-import { savedCards, subscribers, syncRuns } from '../../db/schema/index.js';
-import { savedCardChanges } from '../../db/schema/views.js';
-import { type ApiClient, createApiClient } from '../../src/api/client.js';
-import type { SavedCard } from '../../src/api/schema.js';
-import { type SyncResult, syncSubscriber } from '../../src/sync/sync-subscriber.js';
+import { savedCardChanges, savedCards, subscribers, syncRuns } from '../../db/schema/index.js';
+import type { SavedCard } from '../../src/api/index.js';
+import { type ApiClient, createApiClient } from '../../src/api/index.js';
+import { type SyncResult, syncSubscriber } from '../../src/sync/index.js';
 import { API_KEY, makeCard, ok, testTokens, useScriptedApi } from '../support/fixtures.js';
 import { captureLogger, useTestDatabase } from '../support/helpers.js';
 import { waitFor } from '../support/queue-helpers.js';

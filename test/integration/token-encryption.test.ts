@@ -1,14 +1,12 @@
 import { randomBytes } from 'node:crypto';
 import { eq, inArray } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { savedCards, syncRuns } from '../../db/schema/index.js';
-import { savedCardChanges } from '../../db/schema/views.js';
-import { type ApiClient, createApiClient } from '../../src/api/client.js';
-import { loadConfig } from '../../src/config/index.js';
-import { requireCardTokens } from '../../src/config/tokens.js';
-import { ConfigError } from '../../src/shared/errors.js';
-import { syncSubscriber } from '../../src/sync/sync-subscriber.js';
-import { cardTokens } from '../../src/tokens/card-tokens.js';
+import { savedCardChanges, savedCards, syncRuns } from '../../db/schema/index.js';
+import { type ApiClient, createApiClient } from '../../src/api/index.js';
+import { loadConfig, requireCardTokens } from '../../src/config/index.js';
+import { ConfigError } from '../../src/shared/index.js';
+import { syncSubscriber } from '../../src/sync/index.js';
+import { cardTokens } from '../../src/tokens/index.js';
 import {
   type KeyRing,
   newKeyMaterial,

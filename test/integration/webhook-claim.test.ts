@@ -6,8 +6,8 @@ import {
   claimDeliveries,
   finishAttempt,
 } from '../../db/webhooks/delivery.js';
-import { parseKeyRing } from '../../src/tokens/keyring.js';
-import { insertEndpoint } from '../../src/webhooks/endpoint-secrets.js';
+import { parseKeyRing } from '../../src/tokens/index.js';
+import { insertEndpoint } from '../../src/webhooks/index.js';
 import { CARD_TOKEN_KEYS } from '../support/fixtures.js';
 import { useTestDatabase } from '../support/helpers.js';
 

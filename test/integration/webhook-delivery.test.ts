@@ -1,14 +1,17 @@
 import { Webhook } from 'standardwebhooks';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createChangeSignal } from '../../db/events/index.js';
-import { type ClaimedDelivery, finishAttempt, pruneDeliveries } from '../../db/webhooks/delivery.js';
+import { type ClaimedDelivery, finishAttempt, pruneDeliveries } from '../../db/webhooks/index.js';
 import { type DeliveryLoop, startDeliveryLoop } from '../../jobs/webhooks/delivery-loop.js';
-import { parseKeyRing } from '../../src/tokens/keyring.js';
-import type { RetrySchedule } from '../../src/webhooks/backoff.js';
-import { createWebhookSender } from '../../src/webhooks/deliver-http.js';
-import { insertEndpoint, rotateEndpointSecret } from '../../src/webhooks/endpoint-secrets.js';
-import { feedHead } from '../../src/webhooks/fanout.js';
-import { replayEndpoint } from '../../src/webhooks/replay.js';
+import { parseKeyRing } from '../../src/tokens/index.js';
+import type { RetrySchedule } from '../../src/webhooks/index.js';
+import {
+  createWebhookSender,
+  feedHead,
+  insertEndpoint,
+  replayEndpoint,
+  rotateEndpointSecret,
+} from '../../src/webhooks/index.js';
 import { databaseGauges } from '../support/admin-helpers.js';
 import { CARD_TOKEN_KEYS } from '../support/fixtures.js';
 import { captureLogger, useTestDatabase } from '../support/helpers.js';

@@ -1,19 +1,25 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { claimDeliveries, pruneRemovedEndpoints } from '../../db/webhooks/delivery.js';
-import { listEndpoints, removeEndpoint, setEndpointEnabled } from '../../db/webhooks/endpoints.js';
-import { startDeliveryLoop } from '../../jobs/webhooks/delivery-loop.js';
-import { parseKeyRing } from '../../src/tokens/keyring.js';
-import { DEFAULT_SCHEDULE } from '../../src/webhooks/backoff.js';
-import { createWebhookSender } from '../../src/webhooks/deliver-http.js';
-import { listDeliveries } from '../../src/webhooks/deliveries-report.js';
-import { attemptSender } from '../../src/webhooks/delivery-attempt.js';
 import {
+  claimDeliveries,
+  listEndpoints,
+  pruneRemovedEndpoints,
+  removeEndpoint,
+  setEndpointEnabled,
+} from '../../db/webhooks/index.js';
+import { startDeliveryLoop } from '../../jobs/webhooks/delivery-loop.js';
+import { parseKeyRing } from '../../src/tokens/index.js';
+import {
+  attemptSender,
+  createWebhookSender,
+  DEFAULT_SCHEDULE,
   endpointTarget,
+  feedHead,
   insertEndpoint,
+  listDeliveries,
+  replayEndpoint,
   resealEndpointSecrets,
-} from '../../src/webhooks/endpoint-secrets.js';
-import { feedHead, takeEvents } from '../../src/webhooks/fanout.js';
-import { replayEndpoint } from '../../src/webhooks/replay.js';
+  takeEvents,
+} from '../../src/webhooks/index.js';
 import { CARD_TOKEN_KEYS } from '../support/fixtures.js';
 import { captureLogger, useTestDatabase } from '../support/helpers.js';
 import { waitFor } from '../support/queue-helpers.js';

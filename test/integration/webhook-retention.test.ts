@@ -1,8 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { startDeliveryLoop } from '../../jobs/webhooks/delivery-loop.js';
-import { parseKeyRing } from '../../src/tokens/keyring.js';
-import { createWebhookSender } from '../../src/webhooks/deliver-http.js';
-import { insertEndpoint } from '../../src/webhooks/endpoint-secrets.js';
+import { parseKeyRing } from '../../src/tokens/index.js';
+import { createWebhookSender, insertEndpoint } from '../../src/webhooks/index.js';
 import { CARD_TOKEN_KEYS } from '../support/fixtures.js';
 import { captureLogger, useTestDatabase } from '../support/helpers.js';
 import { waitFor } from '../support/queue-helpers.js';

@@ -1,8 +1,8 @@
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { type ApiClient, createApiClient } from '../../src/api/client.js';
-import type { Target } from '../../src/api/lookup.js';
-import { syncSubscriber } from '../../src/sync/sync-subscriber.js';
+import type { Target } from '../../src/api/index.js';
+import { type ApiClient, createApiClient } from '../../src/api/index.js';
+import { syncSubscriber } from '../../src/sync/index.js';
 import { luhnNumber, prng, written } from '../support/card-numbers.js';
 import { API_KEY, CARD_TOKEN_KEYS, makeCard, ok, testTokens, useScriptedApi } from '../support/fixtures.js';
 import { captureLogger, useTestDatabase } from '../support/helpers.js';

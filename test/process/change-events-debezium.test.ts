@@ -2,9 +2,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDb, type DbHandle } from '../../db/client.js';
 import { withDatabase } from '../../db/databases.js';
 import { runMigrations } from '../../db/migrate.js';
-import { type ApiClient, createApiClient } from '../../src/api/client.js';
+import { type ApiClient, createApiClient } from '../../src/api/index.js';
 import { findPostgresBin, type LocalStarted, startLocalPostgres } from '../../src/demo/local-servers.js';
-import { syncSubscriber } from '../../src/sync/sync-subscriber.js';
+import { syncSubscriber } from '../../src/sync/index.js';
 import { API_KEY, makeCard, ok, testTokens, useScriptedApi } from '../support/fixtures.js';
 import { captureLogger } from '../support/helpers.js';
 

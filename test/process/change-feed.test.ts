@@ -1,10 +1,9 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createChangeSignal } from '../../db/events/index.js';
-import { type ApiClient, createApiClient } from '../../src/api/client.js';
-import { FEED_START, readFeed } from '../../src/events/index.js';
-import { pollFeed } from '../../src/events/long-poll.js';
-import { syncSubscriber } from '../../src/sync/sync-subscriber.js';
+import { type ApiClient, createApiClient } from '../../src/api/index.js';
+import { FEED_START, pollFeed, readFeed } from '../../src/events/index.js';
+import { syncSubscriber } from '../../src/sync/index.js';
 import { READ_TOKEN, useAdminApp } from '../support/admin-client.js';
 import { API_KEY, makeCard, ok, testTokens, useScriptedApi } from '../support/fixtures.js';
 import { captureLogger, useTestDatabase } from '../support/helpers.js';

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config/index.js';
-import { ConfigError } from '../../src/shared/errors.js';
+import { ConfigError } from '../../src/shared/index.js';
 import { runCli } from '../support/queue-helpers.js';
 
 // The Redis topology variables (docs/configuration.md): Sentinel, Cluster and TLS, and the combinations refused.

@@ -9,7 +9,7 @@ import { Redis } from 'ioredis';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createDb } from '../../db/client.js';
-import { createSyncQueue } from '../../jobs/sync/queue.js';
+import { createSyncQueue } from '../../jobs/sync/index.js';
 import { verifyDelivery } from '../../src/demo/receiver.js';
 import { findServices, ServicesMissing } from '../../src/demo/services.js';
 import { freshnessRows } from '../../src/demo/summary.js';

@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import type { Target } from '../../src/api/lookup.js';
+import type { Target } from '../../src/api/index.js';
 import { useCleanups, useTestDatabase } from '../support/helpers.js';
 import { CLI, type CliRun, runCli, startCli, testQueue, waitFor } from '../support/queue-helpers.js';
 

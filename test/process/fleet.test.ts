@@ -1,9 +1,9 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, inject, it } from 'vitest';
-import { readPolicy } from '../../db/refresh/policy.js';
+import { readPolicy } from '../../db/refresh/index.js';
 import { replan } from '../../jobs/refresh/policy.js';
 import { loadConfig } from '../../src/config/index.js';
-import { describeDisagreement, fleetDisagreements } from '../../src/fleet/format.js';
+import { describeDisagreement, fleetDisagreements } from '../../src/fleet/index.js';
 import { joinFleet, liveFleet, type ProcessInfo } from '../../src/fleet/registry.js';
 import { SHARED_VARIABLES, sharedSettings } from '../../src/fleet/shared-settings.js';
 import type { Logger } from '../../src/logging/index.js';

@@ -1,11 +1,10 @@
 import { hostname } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, inject, it } from 'vitest';
-import { enqueueSyncs } from '../../jobs/sync/queue.js';
-import { queueIsIdle } from '../../jobs/sync/worker.js';
+import { enqueueSyncs, queueIsIdle } from '../../jobs/sync/index.js';
 import { apiKeyFingerprint } from '../../src/api/client.js';
-import { liveFleet } from '../../src/fleet/registry.js';
-import { packageVersion } from '../../src/shared/version.js';
+import { liveFleet } from '../../src/fleet/index.js';
+import { packageVersion } from '../../src/shared/index.js';
 import { adminFor } from '../support/admin-helpers.js';
 import { API_KEY, useScriptedApi, workerEnv } from '../support/fixtures.js';
 import { useCleanups, useTestDatabase } from '../support/helpers.js';

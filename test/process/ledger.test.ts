@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import pg from 'pg';
 import { describe, expect, inject, it } from 'vitest';
 import { declareKnownMigration } from '../../db/fence.js';
-import { compactClosedDays, dropExpiredPartitions, ledgerPartitions } from '../../db/ledger/partitions.js';
+import { compactClosedDays, dropExpiredPartitions, ledgerPartitions } from '../../db/ledger/index.js';
 import { migrationsFolder, runMigrations } from '../../db/migrate.js';
 import { LEASE_LOCK_KEY } from '../../db/refresh/lease.js';
 import { maintainLedger, startLedgerMaintenance } from '../../jobs/upkeep/ledger.js';

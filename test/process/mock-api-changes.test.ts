@@ -1,8 +1,8 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { parseCards } from '../../src/api/schema.js';
 import { parseChanges, parseWakeUp, walletChanges } from '../../src/mock-api/changes.js';
-import { parseCreatedDates } from '../../src/mock-api/created-dates.js';
 import { cardsAtVersion, cardsFor } from '../../src/mock-api/data.js';
+import { parseCreatedDates } from '../../src/mock-api/parse.js';
 import { createMockApi, type MockApi } from '../../src/mock-api/server.js';
 import { parseChangeKinds, parseWalletCards, wallets } from '../../src/mock-api/wallets.js';
 import { runCli } from '../support/queue-helpers.js';

@@ -1,6 +1,6 @@
 import { desc, sql } from 'drizzle-orm';
 import { describe, expect, inject, it } from 'vitest';
-import { abandonRefreshRun, startRefreshRun } from '../../db/refresh/runs.js';
+import { abandonRefreshRun, startRefreshRun } from '../../db/refresh/index.js';
 import { refreshRuns, subscribers } from '../../db/schema/index.js';
 import { createRefreshQueue } from '../../jobs/refresh/index.js';
 import { useCleanups, useTestDatabase } from '../support/helpers.js';

@@ -1,9 +1,9 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { expect, inject, it } from 'vitest';
-import { haltRefreshRun } from '../../db/refresh/runs.js';
+import { haltRefreshRun } from '../../db/refresh/index.js';
 import { createRedis } from '../../jobs/redis.js';
 import { createRefreshQueue, openRefreshRun } from '../../jobs/refresh/index.js';
-import { pauseQueue } from '../../jobs/sync/queue.js';
+import { pauseQueue } from '../../jobs/sync/index.js';
 import { startScenario } from '../faults/scenario.js';
 import { useCleanups, useTestDatabase } from '../support/helpers.js';
 import { leaseHolderPid } from '../support/lease-holder.js';

@@ -4,7 +4,7 @@ import { expect, inject, it } from 'vitest';
 import { withDatabase } from '../../db/databases.js';
 import { LEASE_APPLICATION_NAME, LEASE_LOCK_KEY } from '../../db/refresh/lease.js';
 import { createRedis } from '../../jobs/redis.js';
-import { readLeaseHolder } from '../../jobs/refresh/lease-holder.js';
+import { readLeaseHolder } from '../../jobs/refresh/index.js';
 import { startScenario } from '../faults/scenario.js';
 import { adminFor } from '../support/admin-helpers.js';
 import { useCleanups, useTestDatabase } from '../support/helpers.js';

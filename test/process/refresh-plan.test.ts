@@ -1,7 +1,7 @@
 import { sql } from 'drizzle-orm';
 import { afterEach, describe, expect, inject, it } from 'vitest';
-import { lastRefreshCompletedAt } from '../../db/admin/queries.js';
-import { loadRefreshRun, startRefreshRun } from '../../db/refresh/runs.js';
+import { lastRefreshCompletedAt } from '../../db/admin/index.js';
+import { loadRefreshRun, startRefreshRun } from '../../db/refresh/index.js';
 import { subscribers } from '../../db/schema/index.js';
 import {
   createRefreshQueue,

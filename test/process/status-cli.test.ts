@@ -1,8 +1,8 @@
 import { sql } from 'drizzle-orm';
 import { describe, expect, inject, it } from 'vitest';
-import { loadRefreshRun, startRefreshRun } from '../../db/refresh/runs.js';
-import { queueStatusOf } from '../../jobs/refresh/queue-status.js';
-import { LANE_PRIORITY } from '../../jobs/sync/lanes.js';
+import { loadRefreshRun, startRefreshRun } from '../../db/refresh/index.js';
+import { queueStatusOf } from '../../jobs/refresh/index.js';
+import { LANE_PRIORITY } from '../../jobs/sync/index.js';
 import { enqueueSyncs, JOB_NAME } from '../../jobs/sync/queue.js';
 import { formatRefresh } from '../../src/cli/status.js';
 import { useCleanups, useTestDatabase } from '../support/helpers.js';

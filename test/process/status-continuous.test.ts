@@ -1,9 +1,13 @@
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { savePolicy } from '../../db/refresh/policy.js';
-import { loadRefreshRun, type RefreshRun, savePlan, startRefreshRun } from '../../db/refresh/runs.js';
-import { createRefreshQueue, registerRefreshMode } from '../../jobs/refresh/index.js';
-import { progressOf } from '../../jobs/refresh/plan.js';
-import { formatDuration } from '../../src/shared/time.js';
+import {
+  loadRefreshRun,
+  type RefreshRun,
+  savePlan,
+  savePolicy,
+  startRefreshRun,
+} from '../../db/refresh/index.js';
+import { createRefreshQueue, progressOf, registerRefreshMode } from '../../jobs/refresh/index.js';
+import { formatDuration } from '../../src/shared/index.js';
 import { isContinuous } from '../../src/status/index.js';
 import { adminFor } from '../support/admin-helpers.js';
 import { useTestDatabase } from '../support/helpers.js';

@@ -1,11 +1,11 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { createRefreshQueue } from '../../jobs/refresh/index.js';
 import { createAdminApp } from '../../src/admin/app.js';
-import type { SavedCard } from '../../src/api/schema.js';
+import type { SavedCard } from '../../src/api/index.js';
 import { createMetrics } from '../../src/metrics/index.js';
 import { applyCardsBatch } from '../../src/sync/apply-cards.js';
 import type { CardsToApply } from '../../src/sync/cards-to-apply.js';
-import { CardConflictError, readCardToken } from '../../src/tokens/read-card-token.js';
+import { CardConflictError, readCardToken } from '../../src/tokens/index.js';
 import { ADMIN_TOKEN, CARD_TOKEN_KEYS, makeCard, testTokens } from '../support/fixtures.js';
 import { captureLogger, useTestDatabase } from '../support/helpers.js';
 import { runCli, testQueue } from '../support/queue-helpers.js';

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createMockApi, type MockApi } from '../../src/mock-api/server.js';
-import { parseEmail, TargetError } from '../../src/sync/targets.js';
+import { parseEmail, TargetError } from '../../src/sync/parse.js';
 import { useAdminApp } from '../support/admin-client.js';
 import { API_KEY, CARD_TOKEN_KEYS } from '../support/fixtures.js';
 import { useTestDatabase } from '../support/helpers.js';

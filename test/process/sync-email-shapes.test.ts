@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createRefreshQueue } from '../../jobs/refresh/index.js';
 import { createAdminApp } from '../../src/admin/app.js';
 import { createMetrics } from '../../src/metrics/index.js';
-import { parseEmail, TargetError } from '../../src/sync/targets.js';
+import { parseEmail, TargetError } from '../../src/sync/parse.js';
 import { prng } from '../support/card-numbers.js';
 import { ADMIN_TOKEN } from '../support/fixtures.js';
 import { captureLogger, useTestDatabase } from '../support/helpers.js';

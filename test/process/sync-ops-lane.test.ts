@@ -1,12 +1,11 @@
 import { sql } from 'drizzle-orm';
 import { afterEach, describe, expect, inject, it } from 'vitest';
-import { startRefreshRun } from '../../db/refresh/runs.js';
+import { startRefreshRun } from '../../db/refresh/index.js';
 import { subscribers } from '../../db/schema/index.js';
 import { createRefreshQueue, startRefreshWorker } from '../../jobs/refresh/index.js';
+import { enqueueSyncs, startSyncWorker } from '../../jobs/sync/index.js';
 import { LANE_PRIORITY, opsServedCounter, opsServedKey } from '../../jobs/sync/lanes.js';
-import { enqueueSyncs } from '../../jobs/sync/queue.js';
-import { startSyncWorker } from '../../jobs/sync/worker.js';
-import { createApiClient } from '../../src/api/client.js';
+import { createApiClient } from '../../src/api/index.js';
 import { API_KEY, testTokens, useScriptedApi } from '../support/fixtures.js';
 import { captureLogger, useTestDatabase } from '../support/helpers.js';
 import { runCli, testQueue, waitFor } from '../support/queue-helpers.js';

@@ -1,5 +1,5 @@
 import { describe, expect, inject, it } from 'vitest';
-import { newerPayload } from '../../jobs/sync/job.js';
+import { newerPayload } from '../../jobs/sync/index.js';
 import { isOpsJob } from '../../jobs/sync/lanes.js';
 import { JOB_NAME } from '../../jobs/sync/queue.js';
 import { makeCard, ok, useScriptedApi, workerEnv } from '../support/fixtures.js';

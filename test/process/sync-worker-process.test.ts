@@ -1,7 +1,7 @@
 import { type AddressInfo, createServer } from 'node:net';
 import { sql } from 'drizzle-orm';
 import { describe, expect, inject, it } from 'vitest';
-import { enqueueSyncs, QUEUE_NAME } from '../../jobs/sync/queue.js';
+import { enqueueSyncs, QUEUE_NAME } from '../../jobs/sync/index.js';
 import { cardsFor } from '../../src/mock-api/data.js';
 import { API_KEY, CARD_TOKEN_KEYS, ok, useScriptedApi } from '../support/fixtures.js';
 import { useCleanups, useTestDatabase } from '../support/helpers.js';

@@ -1,10 +1,9 @@
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { enqueueSyncs } from '../../jobs/sync/queue.js';
+import { enqueueSyncs } from '../../jobs/sync/index.js';
 import { cardsFor } from '../../src/mock-api/data.js';
-import { parseKeyRing } from '../../src/tokens/keyring.js';
+import { parseKeyRing } from '../../src/tokens/index.js';
 import { fromPropertiesText, toPropertiesText } from '../../src/tracing/properties-text.js';
-import { insertEndpoint } from '../../src/webhooks/endpoint-secrets.js';
-import { feedHead } from '../../src/webhooks/fanout.js';
+import { feedHead, insertEndpoint } from '../../src/webhooks/index.js';
 import { CARD_TOKEN_KEYS, useScriptedApi, workerEnv } from '../support/fixtures.js';
 import { useCleanups, useTestDatabase } from '../support/helpers.js';
 import { runCli, startCli, testQueue, waitFor } from '../support/queue-helpers.js';

@@ -1,11 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { newKeyMaterial, parseKeyRing, TokenKeyError } from '../../src/tokens/keyring.js';
+import { newKeyMaterial, parseKeyRing, TokenKeyError } from '../../src/tokens/index.js';
 import {
   endpointTarget,
   insertEndpoint,
   resealEndpointSecrets,
   rotateEndpointSecret,
-} from '../../src/webhooks/endpoint-secrets.js';
+} from '../../src/webhooks/index.js';
 import { secretsIn } from '../faults/secrets.js';
 import { CARD_TOKEN_KEYS } from '../support/fixtures.js';
 import { useTestDatabase } from '../support/helpers.js';

@@ -1,9 +1,8 @@
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { enqueueSyncs } from '../../jobs/sync/queue.js';
-import { parseKeyRing } from '../../src/tokens/keyring.js';
-import { insertEndpoint } from '../../src/webhooks/endpoint-secrets.js';
-import { feedHead } from '../../src/webhooks/fanout.js';
+import { enqueueSyncs } from '../../jobs/sync/index.js';
+import { parseKeyRing } from '../../src/tokens/index.js';
+import { feedHead, insertEndpoint } from '../../src/webhooks/index.js';
 import { API_KEY, CARD_TOKEN_KEYS, useScriptedApi } from '../support/fixtures.js';
 import { useCleanups, useTestDatabase } from '../support/helpers.js';
 import { type CliProcess, startCli, testQueue, waitFor } from '../support/queue-helpers.js';

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { afterAll, beforeAll } from 'vitest';
 import type { StoredCard } from '../../db/sync/index.js';
-import type { SavedCard } from '../../src/api/schema.js';
+import type { SavedCard } from '../../src/api/index.js';
 import {
   createMockApi,
   type MockApi,
@@ -10,8 +10,7 @@ import {
   type MockReply,
 } from '../../src/mock-api/server.js';
 import type { CardsToApply } from '../../src/sync/cards-to-apply.js';
-import { cardTokens } from '../../src/tokens/card-tokens.js';
-import { parseKeyRing } from '../../src/tokens/keyring.js';
+import { cardTokens, parseKeyRing } from '../../src/tokens/index.js';
 
 export const API_KEY = '3f2b8c1e-9d4a-4e6b-a1c7-5e0f2d9b8a61';
 /** The admin server's token in tests that start one. */

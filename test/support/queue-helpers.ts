@@ -5,8 +5,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Queue } from 'bullmq';
 import { inject } from 'vitest';
 import { createRedis, type RedisClient } from '../../jobs/redis.js';
-import { createSyncQueue, type SyncJobData, type SyncJobResult } from '../../jobs/sync/queue.js';
-import type { RedisConfig } from '../../src/config/redis.js';
+import { createSyncQueue, type SyncJobData, type SyncJobResult } from '../../jobs/sync/index.js';
+import type { RedisConfig } from '../../src/config/index.js';
 import { archiveLog } from './log-archive.js';
 
 export const CLI = new URL('../../bin/cards-sync.js', import.meta.url).pathname;

@@ -2,20 +2,19 @@ import { randomBytes } from 'node:crypto';
 import { sql } from 'drizzle-orm';
 import { expect } from 'vitest';
 import type { DbHandle } from '../../db/client.js';
-import { loadRefreshRun, startRefreshRun } from '../../db/refresh/runs.js';
+import { loadRefreshRun, startRefreshRun } from '../../db/refresh/index.js';
 import { createRedis } from '../../jobs/redis.js';
-import { pauseProcessing, resumeProcessing } from '../../jobs/refresh/control.js';
 import {
   createRefreshQueue,
+  pauseProcessing,
   registerNightlyScheduler,
+  resumeProcessing,
   startRefreshWorker,
 } from '../../jobs/refresh/index.js';
-import { LANE_PRIORITY } from '../../jobs/sync/lanes.js';
-import { createSyncQueue, enqueueSyncs } from '../../jobs/sync/queue.js';
-import { startSyncWorker } from '../../jobs/sync/worker.js';
+import { createSyncQueue, enqueueSyncs, LANE_PRIORITY, startSyncWorker } from '../../jobs/sync/index.js';
 import { createAdminApp } from '../../src/admin/app.js';
-import { createApiClient } from '../../src/api/client.js';
-import type { RedisConfig } from '../../src/config/redis.js';
+import { createApiClient } from '../../src/api/index.js';
+import type { RedisConfig } from '../../src/config/index.js';
 import type { Logger } from '../../src/logging/index.js';
 import { createMetrics } from '../../src/metrics/index.js';
 import { ADMIN_TOKEN, API_KEY, testTokens, type useScriptedApi } from './fixtures.js';

@@ -1,7 +1,6 @@
 import type pg from 'pg';
-import { parseKeyRing } from '../../src/tokens/keyring.js';
-import { insertEndpoint } from '../../src/webhooks/endpoint-secrets.js';
-import { feedHead, takeEvents } from '../../src/webhooks/fanout.js';
+import { parseKeyRing } from '../../src/tokens/index.js';
+import { feedHead, insertEndpoint, takeEvents } from '../../src/webhooks/index.js';
 import { CARD_TOKEN_KEYS } from './fixtures.js';
 import { emit } from './webhook-events.js';
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { SubscriberPageData } from '../../db/admin/subscriber-page.js';
+import type { SubscriberPageData } from '../../db/admin/index.js';
 import { fieldChanges } from '../../src/admin/field-changes.js';
 
 // The ops page's history shows each changed field as old → new: the new value is the

@@ -9,7 +9,7 @@ import {
   MAX_BODY_BYTES,
   parseRetryAfter,
 } from '../../src/api/client.js';
-import type { FetchOutcome } from '../../src/api/lookup.js';
+import type { FetchOutcome } from '../../src/api/index.js';
 import type { ApiConfig } from '../../src/config/index.js';
 import { createMockApi, type MockApi, type MockLookup } from '../../src/mock-api/server.js';
 import { API_KEY, makeCard } from '../support/fixtures.js';

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { parseDuration } from '../../src/cli/refresh.js';
 import { formatResult } from '../../src/cli/sync.js';
-import { CliError } from '../../src/shared/errors.js';
+import { CliError } from '../../src/shared/index.js';
 
 // What a person types and reads: durations for --stale, and the one-line outcome of `sync`.
 

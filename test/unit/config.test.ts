@@ -3,8 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
 import { type Config, loadConfig, requireApi } from '../../src/config/index.js';
-import { ConfigError } from '../../src/shared/errors.js';
-import { parseEmail, parseSubscriberId, TargetError } from '../../src/sync/targets.js';
+import { ConfigError } from '../../src/shared/index.js';
+import { parseEmail, parseSubscriberId, TargetError } from '../../src/sync/parse.js';
 
 const API_KEY = '3f2b8c1e-9d4a-4e6b-a1c7-5e0f2d9b8a61';
 const ADMIN_TOKEN = 'c0ffee11c0ffee22c0ffee33c0ffee44';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { containsCardNumber, maskCardNumbers } from '../../src/shared/card-number.js';
+import { containsCardNumber, maskCardNumbers } from '../../src/shared/index.js';
 import { luhnNumber, notLuhn, otherScript, prng, written } from '../support/card-numbers.js';
 
 // The one rule behind "no full card number is ever stored or printed": 13 to 19 digits passing

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { redactExcerpt } from '../../src/shared/redact.js';
+import { redactExcerpt } from '../../src/shared/index.js';
 import { luhnNumber, prng, written } from '../support/card-numbers.js';
 
 describe('redactExcerpt', () => {
