@@ -40,7 +40,8 @@ const entries = [
   ['bin/cards-sync.js (the entry point)', CLI],
   [
     "dist/src/cli/main.js (Node 24's own heap sizing)",
-    new URL('../src/cli/main.js', import.meta.url).pathname,
+    // The product's build, as the image has it (the benchmarks' own copy is dist-bench/src).
+    new URL('../../dist/src/cli/main.js', import.meta.url).pathname,
   ],
 ] as const;
 

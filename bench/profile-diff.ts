@@ -5,7 +5,7 @@ import { parseFlags } from './harness.js';
 // package, from two V8 CPU profiles (`npm run bench -- --only r,a --rounds 1 --cpu-prof DIR`
 // writes one per pipeline, in the order they ran), per subscriber.
 //
-//   node dist/bench/profile-diff.js --jobs 20000 --top 10 r.cpuprofile a.cpuprofile
+//   node dist-bench/bench/profile-diff.js --jobs 20000 --top 10 r.cpuprofile a.cpuprofile
 
 const { values, positionals } = parseFlags({
   allowPositionals: true,

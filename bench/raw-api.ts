@@ -11,7 +11,7 @@ import { cardsFor } from '../src/mock-api/data.js';
 // check, a map lookup and one write. Unlike the mock API it sends a Content-Length instead of a
 // chunked body and no Date header; the client reads neither.
 //
-//   node dist/bench/raw-api.js --key K --cards 5 --subscribers 20000 [--port 0]
+//   node dist-bench/bench/raw-api.js --key K --cards 5 --subscribers 20000 [--port 0]
 // prints `raw API listening on http://127.0.0.1:<port>` once it listens.
 
 const { values } = parseArgs({

@@ -3,7 +3,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 // One trace as a waterfall SVG, as a tracing UI draws it, from the spans test/process/tracing.test.ts's
 // OTLP receiver decoded (`TRACE_DUMP=spans.json npx vitest run test/process/tracing.test.ts`):
 //
-//   node dist/bench/trace-chart.js spans.json docs/trace.svg [id:62100]
+//   node dist-bench/bench/trace-chart.js spans.json docs/trace.svg [id:62100]
 //
 // With a subscriber (`cards_sync.subscriber` of its job spans), only its sync is drawn: its job
 // spans, what ran under them, and what they ran under (the enqueue).

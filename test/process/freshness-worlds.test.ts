@@ -238,7 +238,7 @@ describe('the worlds by name', () => {
       expect(readSettings({ ...defaults, world, minutes: '20' }).world).toBe(world);
   });
 
-  const bench = (script: string) => new URL(`../../dist/bench/${script}`, import.meta.url).pathname;
+  const bench = (script: string) => new URL(`../../dist-bench/bench/${script}`, import.meta.url).pathname;
   const refusals: [string, string[], string][] = [
     ['freshness-e2e.js', ['--world', 'nope'], '--world takes one of control, createdate'],
     [
