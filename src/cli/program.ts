@@ -4,13 +4,15 @@ import { CliError, ConfigError, packageVersion } from '../shared/index.js';
 import type { CliDeps, Io } from './common.js';
 import { describeDbError } from './db-problem.js';
 import { registerChangesCommand } from './register-changes.js';
-import { registerDoctorCommand } from './register-doctor.js';
 import { registerEnqueueCommand } from './register-enqueue.js';
 import { registerMockApiCommand } from './register-mock-api.js';
-import { registerPauseCommands } from './register-pause.js';
-import { registerRefreshCommand } from './register-refresh.js';
-import { registerServeCommand } from './register-serve.js';
-import { registerStatusCommand } from './register-status.js';
+import {
+  registerDoctorCommand,
+  registerPauseCommands,
+  registerRefreshCommand,
+  registerServeCommand,
+  registerStatusCommand,
+} from './register-ops.js';
 import { registerMigrateCommand, registerSyncCommand } from './register-sync.js';
 import { registerTokenCommands } from './register-tokens.js';
 import { registerWebhookCommands } from './register-webhooks.js';
