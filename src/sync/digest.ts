@@ -6,8 +6,20 @@ import type { CardTokens } from '../tokens/index.js';
 // column reconcile compares (src/sync/reconcile.ts changedFields) changes it. With a key ring the
 // hash is keyed (CardTokens.digestHash), so the digest says nothing about the tokens it covers;
 // one HMAC an answer, where a fingerprint per token cost five.
+//
+// Kept to its first 128 bits (22 base64url characters; 43 were stored before): the digest sits in the
+// `subscribers` row every sync rewrites, so each byte of it is paid in WAL by every unchanged sync,
+// twice (the row's page image after a checkpoint, and the span of the update record between the
+// columns a sync changes): 42 B a sync (docs/benchmarks.md, bench:wal-cli). 128 bits is the HMAC
+// truncation RFC 2104 allows at half the hash and leaves a 2^-128 chance that a changed answer
+// reads as the stored one. A digest of the other length (a row written by the release before, or
+// by a worker of it during a rolling upgrade) equals no digest of this one: that sync takes the
+// full path, which compares every card and rewrites only what differs, and stores the short one.
 
-/** The keyed (or plain SHA-256) hash, base64url, of the cards sorted by id, every compared column of each. */
+/** Bytes of the hash the digest keeps. */
+const DIGEST_BYTES = 16;
+
+/** The keyed (or plain SHA-256) hash's first 128 bits, base64url, of the cards sorted by id, every compared column of each. */
 export function answerDigest(cards: readonly SavedCard[], tokens: CardTokens): string {
   const sorted = [...cards].sort((a, b) => a.id - b.id);
   const hash = tokens.digestHash();
@@ -28,5 +40,5 @@ export function answerDigest(cards: readonly SavedCard[], tokens: CardTokens): s
     ]),
   );
   hash.update(lines.join('\n'));
-  return hash.digest('base64url');
+  return hash.digest().subarray(0, DIGEST_BYTES).toString('base64url');
 }

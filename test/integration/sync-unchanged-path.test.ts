@@ -71,7 +71,7 @@ describe('an identical answer', () => {
     upstream.script.set('id:7001', ok(cards));
     await sync(7001);
     const before = await versions(7001);
-    expect(await digestOf(7001)).toMatch(/^[A-Za-z0-9_-]{43}$/);
+    expect(await digestOf(7001)).toMatch(/^[A-Za-z0-9_-]{22}$/);
     // The same cards in another order are the same answer.
     upstream.script.set('id:7001', ok([...cards].reverse()));
     const second = await sync(7001);
@@ -101,6 +101,31 @@ describe('an identical answer', () => {
       'select active_cards, last_success_at from subscribers where subscriber_id = 7001',
     );
     expect(subscriber[0]).toEqual({ active_cards: 3, last_success_at: run!.finished_at });
+  });
+
+  it('a digest the release before stored (43 characters) sends the next sync the full way once: nothing rewritten, the short digest stored', async () => {
+    const cards = [makeCard(7301), makeCard(7301)];
+    upstream.script.set('id:7301', ok(cards));
+    await sync(7301);
+    const before = await versions(7301);
+    // As a worker of the release before (or one still running in a rolling upgrade) leaves it.
+    const older = 'UOXX8qcP0jDW5Owl1el9C7mNfRIxLUqgYo6m62ZKwOU';
+    await query('update subscribers set cards_digest = $1 where subscriber_id = 7301', [older]);
+    const full = await sync(7301);
+    expect(full.counts).toMatchObject({ cardsSeen: 2, unchanged: 2, inserted: 0, updated: 0 });
+    expect(await versions(7301)).toEqual(before);
+    expect(
+      await query('select count(*)::int as n from saved_card_changes where sync_run_id = $1', [
+        full.syncRunId,
+      ]),
+    ).toEqual([{ n: 0 }]);
+    const short = await digestOf(7301);
+    expect(short).toMatch(/^[A-Za-z0-9_-]{22}$/);
+    // And from then on the identical answer is known by its digest again.
+    const next = await sync(7301);
+    expect(next.counts).toMatchObject({ unchanged: 2, inserted: 0 });
+    expect(await digestOf(7301)).toBe(short);
+    expect(await versions(7301)).toEqual(before);
   });
 
   it('updates the subscriber row in place: a HOT update, no schedule row written', async () => {
