@@ -75,10 +75,15 @@ export async function readFreshness(
   pool: pg.Pool,
   fallbackMaxAgeMs: number,
   interval: (found: number, samples: number) => AuditInterval | null,
+  /**
+   * The population's rate a subscriber synced once is counted at, where not the stored plan's: the
+   * plan being made judges the audit by the rate it has just pooled, as the simulator does.
+   */
+  priorRatePerDay?: number,
 ): Promise<Freshness> {
   const policy = await readPolicy(pool);
   const maxAgeSeconds = policy?.maxAgeSeconds ?? Math.round(fallbackMaxAgeMs / 1000);
-  const prior = policy?.priorRatePerDay ?? 86_400 / maxAgeSeconds;
+  const prior = priorRatePerDay ?? policy?.priorRatePerDay ?? 86_400 / maxAgeSeconds;
   const total = await subscriberCount(pool);
   const from = sampledFrom(total, 100_000);
   const [subs, audit] = await Promise.all([
@@ -168,6 +173,33 @@ export async function readFreshness(
           }
         : null,
   };
+}
+
+/**
+ * The audit's latest draws of the last max age (at most `limit`), each as what it observed: the age
+ * of the copy it re-synced (since that subscriber's success before it) and whether the cards had
+ * changed. What the plan refits the population's rate from when the estimate is above the audit
+ * (src/freshness `refitPrior`). One look-up of the per-subscriber index a draw, the latest first.
+ */
+export async function auditDraws(
+  pool: pg.Pool,
+  maxAgeSeconds: number,
+  limit: number,
+): Promise<{ ageDays: number; changed: boolean }[]> {
+  const { rows } = await pool.query<{ age_days: number; changed: boolean }>(
+    `select (extract(epoch from a.started_at - p.finished_at) / 86400)::float8 as age_days,
+        (a.inserted + a.updated + a.removed + a.restored > 0) as changed
+      from (select subscriber_id, started_at, inserted, updated, removed, restored
+          from sync_runs
+          where trigger = 'audit' and status = 'succeeded' and started_at > now() - make_interval(secs => $1)
+          order by started_at desc limit $2) a
+      cross join lateral (
+        select finished_at from sync_runs p
+        where p.subscriber_id = a.subscriber_id and p.status = 'succeeded' and p.started_at < a.started_at
+        order by p.started_at desc limit 1) p`,
+    [maxAgeSeconds, limit],
+  );
+  return rows.map((r) => ({ ageDays: r.age_days, changed: r.changed }));
 }
 
 /** Whether the audit's 95% interval excludes the model's estimate: the model is wrong. */

@@ -2,7 +2,14 @@
 // the evidence the plan is fitted to, and how fresh the copy is.
 
 export { planEvidenceSample } from './evidence.js';
-export { auditDisagrees, auditSince, type Freshness, plansSyncsSince, readFreshness } from './freshness.js';
+export {
+  auditDisagrees,
+  auditDraws,
+  auditSince,
+  type Freshness,
+  plansSyncsSince,
+  readFreshness,
+} from './freshness.js';
 export {
   LEASE_APPLICATION_NAME,
   type LeaseHolder,

@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import {
+  auditDraws,
   auditSince,
   planEvidenceSample,
   plansSyncsSince,
@@ -9,6 +10,7 @@ import {
 } from '../../db/refresh/index.js';
 import { liveFleet, strictestMaxAge } from '../../src/fleet/index.js';
 import {
+  AUDIT_DRAWS_REFITTED,
   type AuditAction,
   type AuditWindow,
   auditAction,
@@ -16,11 +18,13 @@ import {
   forgetDaysFor,
   groupRates,
   MS_PER_DAY,
+  observation,
   PLANNED_SHARE,
   type PlansSyncs,
   PRIOR_WEIGHT,
   plannedRates,
   pooledRate,
+  refitPrior,
   solveThreshold,
   wilson,
 } from '../../src/freshness/index.js';
@@ -79,15 +83,32 @@ export async function replan(
     refreshPerDay * (settings.mode === 'continuous' ? 1 - settings.auditShare : 1) * PLANNED_SHARE;
   // When the audit disagrees with the estimate beyond the model's usual error, the rates cannot be
   // trusted: the plan goes round in turn until the two agree again (src/freshness `auditAction`).
-  const judged =
+  const judged: { action: AuditAction; estimate: number | null } =
     settings.mode === 'continuous'
-      ? await judgeAudit(pool, settings.maxAgeMs, before).catch(() => ({
+      ? await judgeAudit(pool, settings.maxAgeMs, before, prior).catch(() => ({
           action: 'none' as const,
           estimate: null,
         }))
       : { action: 'none' as const, estimate: null };
-  const audit: AuditAction = judged.action;
-  const threshold = solveThreshold(groups, scheduledPerDay, { maxAgeDays, minIntervalDays: 0 }, audit);
+  const judgedAction: AuditAction = judged.action;
+  // The estimate above the audit: the population's rate is refitted from the audit's own draws
+  // (src/freshness `refitPrior`), and the plan is made on it; too few draws, round in turn.
+  const refit =
+    judgedAction === 'estimate-high'
+      ? refitPrior(
+          { ratePerDay: prior, weight: PRIOR_WEIGHT, forgetDays },
+          (await auditDraws(pool, settings.maxAgeMs / 1000, AUDIT_DRAWS_REFITTED)).map((d) =>
+            observation(d.ageDays, d.changed),
+          ),
+        )
+      : null;
+  const audit: AuditAction = judgedAction === 'estimate-high' && !refit ? 'round-robin' : judgedAction;
+  const threshold = solveThreshold(
+    refit ? groupRates(plannedRates(sample.samples, refit), weight) : groups,
+    scheduledPerDay,
+    { maxAgeDays, minIntervalDays: 0 },
+    refit ? 'none' : audit,
+  );
   const strictest = strictestMaxAge(await liveFleet(pool).catch(() => []), settings.maxAgeMs);
   const maxAgeNeedsPerSec = sample.total / (strictest.ms / 1000);
   const keepsMaxAge =
@@ -97,8 +118,8 @@ export async function replan(
   const plan = {
     mode: settings.mode,
     thresholdDays: Number.isFinite(threshold.thresholdDays) ? threshold.thresholdDays : null,
-    priorRatePerDay: prior,
-    priorMixture,
+    priorRatePerDay: refit?.ratePerDay ?? prior,
+    priorMixture: refit ? null : priorMixture,
     maxAgeSeconds: Math.round(settings.maxAgeMs / 1000),
     budgetPerSec: settings.budgetPerSec,
     auditShare: settings.auditShare,
@@ -111,6 +132,11 @@ export async function replan(
     expectedChangedShare: threshold.changedShare,
   };
   await savePolicy(pool, plan);
+  if (refit)
+    logger?.warn(
+      { subscribers: sample.total, sampledRatePerDay: prior, auditRatePerDay: refit.ratePerDay },
+      "the refresh's estimate of the stale share is above what its audit finds: the population's rate is refitted from the audit's own draws and the plan is made on it (docs/refresh.md)",
+    );
   if (audit === 'round-robin')
     logger?.warn(
       { subscribers: sample.total },
@@ -141,8 +167,9 @@ async function judgeAudit(
   pool: pg.Pool,
   maxAgeMs: number,
   before: PlanInForce | undefined,
+  priorRatePerDay: number,
 ): Promise<{ action: AuditAction; estimate: number }> {
-  const f = await readFreshness(pool, maxAgeMs, wilson);
+  const f = await readFreshness(pool, maxAgeMs, wilson, priorRatePerDay);
   const { samples, staleRatio, low, high } = f.audit;
   const lastMaxAge =
     staleRatio === null || low === null || high === null ? null : { ratio: staleRatio, low, high, samples };

@@ -204,6 +204,10 @@ function formatFreshness(f: Freshness): string[] {
     lines.push(
       "  MODEL DISAGREES, ACTED ON: the audit's interval is far from the estimate, or the plan's own syncs found far more changed than it expected (every token reissued, say), so the plan no longer trusts the rates and goes round every subscriber in turn (round robin) until the two agree again (docs/refresh.md)",
     );
+  else if (f.budget?.auditAction === 'estimate-high')
+    lines.push(
+      "  MODEL DISAGREES, ACTED ON: the estimate was above what the audit finds (the population's rate, learnt from the subscribers the plan syncs most, read them busier than they are), so the plan's population rate is fitted from the audit's own uniform draws (refresh_policy.prior_rate_per_day) and the plan made on it, until the two agree again (docs/refresh.md)",
+    );
   else if (auditDisagrees(f))
     lines.push(
       "  MODEL DISAGREES: the audit's interval excludes the estimate; the change-rate model is wrong for this population (see docs/runbooks.md, CardsSyncFreshnessModelWrong). " +

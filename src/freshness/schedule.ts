@@ -274,7 +274,7 @@ export interface Threshold {
 }
 
 /** How the plan acts on the audit: `round-robin` when the audit's interval excludes the estimate. */
-export type AuditAction = 'none' | 'round-robin';
+export type AuditAction = 'none' | 'round-robin' | 'estimate-high';
 
 /**
  * The threshold μ that spends `budgetPerDay` syncs a day on a population of rates, where every
@@ -300,7 +300,7 @@ export function solveThreshold(
       ...(coverageDays !== undefined ? { coverageDays } : {}),
     });
   const maxAgeNeedsPerDay = total / (base.maxAgeDays * MAX_AGE_PLANNED);
-  if (maxAgeNeedsPerDay >= budgetPerDay && audit !== 'round-robin' && budgetPerDay > 0 && total > 0) {
+  if (maxAgeNeedsPerDay >= budgetPerDay && audit === 'none' && budgetPerDay > 0 && total > 0) {
     // The budget cannot go round everyone within the max age: everyone at the max age would be
     // round robin, and round robin spends as much on a wallet that never changes as on one that
     // does. The longest interval becomes STRETCH_CYCLES of the budget's round, and the rest of the
@@ -323,7 +323,7 @@ export function solveThreshold(
       changedShare: changedShare(Number.POSITIVE_INFINITY),
     };
   }
-  if (audit === 'round-robin') {
+  if (audit !== 'none') {
     return {
       thresholdDays: Number.POSITIVE_INFINITY,
       keepsMaxAge: true,

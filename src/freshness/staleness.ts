@@ -1,6 +1,7 @@
 // How stale the copy is: the model's estimate and the audit's measurement. Pure.
 
-import { MS_PER_DAY, staleProbability } from './estimate.js';
+import { MS_PER_DAY, pooledRate, type RatePrior, staleProbability } from './estimate.js';
+import type { Observation } from './observation.js';
 import type { AuditAction } from './schedule.js';
 
 /** One subscriber as the estimate reads it. */
@@ -174,11 +175,13 @@ export function auditAction(
   estimate: number,
   audit: { lastMaxAge: AuditWindow | null; sincePlan?: AuditWindow | null; plansSyncs?: PlansSyncs | null },
 ): AuditAction {
-  return disagrees(estimate, audit.lastMaxAge) ||
-    disagrees(estimate, audit.sincePlan ?? null) ||
+  const windows = [disagrees(estimate, audit.lastMaxAge), disagrees(estimate, audit.sincePlan ?? null)];
+  if (
+    windows.includes('under') ||
     (audit.plansSyncs != null && syncsDisagree(audit.plansSyncs.expected, audit.plansSyncs))
-    ? 'round-robin'
-    : 'none';
+  )
+    return 'round-robin';
+  return windows.includes('over') ? 'estimate-high' : 'none';
 }
 
 /** The refresh's own syncs since the plan in force was made, and the share of them it expected to find changed. */
@@ -208,9 +211,33 @@ export function syncsDisagree(
 }
 
 /** Whether one window of the audit, of enough draws, excludes the estimate beyond the model's usual error. */
-function disagrees(estimate: number, audit: AuditWindow | null): boolean {
+function disagrees(estimate: number, audit: AuditWindow | null): 'under' | 'over' | false {
   if (audit === null || audit.samples < AUDIT_ACTS_FROM) return false;
   const low = audit.low * (1 - AUDIT_TOLERANCE.relative) - AUDIT_TOLERANCE.points;
   const high = audit.high * (1 + AUDIT_TOLERANCE.relative) + AUDIT_TOLERANCE.points;
-  return estimate < low || estimate > high;
+  return estimate < low ? 'under' : estimate > high ? 'over' : false;
+}
+
+/** The audit's latest draws a refit of the population's rate reads, at most ({@link refitPrior}). */
+export const AUDIT_DRAWS_REFITTED = 5000;
+
+/**
+ * The act on an estimate above the audit ({@link auditAction} `estimate-high`): the population's rate
+ * refitted from the audit's own draws of the last max age, each an observation (its copy's age, and
+ * whether the cards had changed), with no mixture. The rate the plan gives a subscriber it knows
+ * little about, and the estimate counts it at, is otherwise learnt from the subscribers synced at
+ * least twice, and under a plan that follows the rates those are the busier ones; the audit's draws
+ * are uniform. Null with fewer than {@link AUDIT_ACTS_FROM} draws: the plan then goes round in turn.
+ */
+export function refitPrior(prior: RatePrior, auditDraws: readonly Observation[]): RatePrior | null {
+  // The latest draws only, as production reads them (db/refresh `auditDraws`).
+  const draws = auditDraws.slice(-AUDIT_DRAWS_REFITTED);
+  if (draws.length < AUDIT_ACTS_FROM) return null;
+  return {
+    ratePerDay: pooledRate([draws], prior.ratePerDay),
+    weight: prior.weight,
+    mixture: null,
+    ...(prior.forgetDays !== undefined ? { forgetDays: prior.forgetDays } : {}),
+    ...(prior.changePointHazard !== undefined ? { changePointHazard: prior.changePointHazard } : {}),
+  };
 }

@@ -323,6 +323,48 @@ describe('the freshness figures', () => {
     expect(cannot).not.toMatch(/Until then/);
   });
 
+  it("an estimate above the audit: the plan refits the population's rate from the audit's own draws, and status says so", async () => {
+    // 40 subscribers synced once, 3 to 120 hours ago, no observation of their own: the population's
+    // rate pooled from the sample (none seen: one change per max age) counts most of them stale.
+    await pool().query(
+      `insert into subscribers (subscriber_id, last_success_at)
+        select g, now() - (g * interval '3 hours') from generate_series(1, 40) g`,
+    );
+    // The audit's 50 draws, each 5 hours after its subscriber's success before it; 5 found a change.
+    await pool().query(
+      `insert into sync_runs (subscriber_id, trigger, started_at, finished_at, status, updated)
+        select g, 'refresh', now() - interval '6 hours', now() - interval '6 hours', 'succeeded', 0
+          from generate_series(1, 50) g
+        union all
+        select g, 'audit', now() - interval '1 hour', now() - interval '1 hour', 'succeeded', case when g <= 5 then 1 else 0 end
+          from generate_series(1, 50) g`,
+    );
+    const settings = { mode: 'continuous' as const, budgetPerSec: 1, maxAgeMs: MS_PER_DAY, auditShare: 0.02 };
+    const plan = await replan(pool(), settings);
+    expect(plan.auditAction).toBe('estimate-high');
+    // 1 − e^{−λ·5h} = 10%: the rate the audit's draws give, no mixture.
+    expect(plan.priorRatePerDay).toBeCloseTo(-Math.log(0.9) / (5 / 24), 3);
+    expect(plan.priorMixture).toBeNull();
+    // Judged against the sampled rate (one change a day), the estimate was far above the audit.
+    expect(plan.estimatedStaleRatio!).toBeGreaterThan(0.5);
+    const stored = await readPolicy(pool());
+    expect(stored).toMatchObject({ auditAction: 'estimate-high', priorMixture: null });
+    // Read at the refitted rate (half a change a day, where the sample said one), the estimate comes down.
+    const f = await readFreshness(pool(), MS_PER_DAY, wilson);
+    expect(f.estimatedStaleRatio).toBeLessThan(plan.estimatedStaleRatio! - 0.1);
+    const q = testQueue();
+    cleanups.push(q.cleanup);
+    const env = { REDIS_URL: inject('redisUrl'), QUEUE_PREFIX: q.prefix, DATABASE_URL: database.url };
+    const text = (await runCli(['status'], env)).stdout;
+    expect(text).toMatch(
+      /MODEL DISAGREES, ACTED ON: the estimate was above what the audit finds .*fitted from the audit's own uniform draws/,
+    );
+    // Draws whose subscriber had no success before them say nothing of a rate: with fewer than 30
+    // left to refit from, the plan goes round in turn, as before.
+    await pool().query(`delete from sync_runs where trigger = 'refresh' and subscriber_id > 20`);
+    expect((await replan(pool(), settings)).auditAction).toBe('round-robin');
+  });
+
   it('where the budget cannot keep the max age, the quiet wait longer and status says how long', async () => {
     // 40 subscribers synced 3 to 120 hours ago, no audit draw yet; 0.0001 syncs a second cannot go
     // round them once a day.

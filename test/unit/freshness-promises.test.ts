@@ -7,8 +7,10 @@ import {
   intervalDays,
   MIN_STALE_CHANCE,
   MS_PER_DAY,
+  observation,
   type PolicyParams,
   pullIn,
+  refitPrior,
   solveThreshold,
   staleEstimate,
   staleProbability,
@@ -66,6 +68,31 @@ describe('the audit, acted on', () => {
     expect(auditAction(0.62, { lastMaxAge: audit })).toBe('none');
     expect(auditAction(0.0017, { lastMaxAge: { ...audit, samples: AUDIT_ACTS_FROM - 1 } })).toBe('none');
     expect(auditAction(0.0017, { lastMaxAge: null })).toBe('none');
+  });
+
+  it('an estimate above the audit refits the population’s rate from the audit’s own draws; one below goes round in turn', () => {
+    // A fleet under one sync per subscriber per max age: most synced once, counted at a population
+    // rate learnt from the busier ones the plan syncs most. The audit finds a third of what it says.
+    const audit = { ratio: 0.076, low: 0.06, high: 0.094, samples: 400 };
+    expect(auditAction(0.137, { lastMaxAge: audit })).toBe('estimate-high');
+    expect(auditAction(0.02, { lastMaxAge: audit })).toBe('round-robin');
+    // A gross miss of the plan's own syncs (every token reissued) goes round in turn whatever the estimate.
+    expect(
+      auditAction(0.137, { lastMaxAge: audit, plansSyncs: { samples: 200, changed: 190, expected: 0.1 } }),
+    ).toBe('round-robin');
+    // The draws: 400 copies 2 days old, one in ten changed. The refit is the rate that makes that so
+    // (1 − e^{−2λ} = 0.1), for every subscriber it knows little about, with no mixture.
+    const draws = Array.from({ length: 400 }, (_, i) => observation(2, i % 10 === 0));
+    const sampled = { ratePerDay: 0.5, weight: 0.05, forgetDays: 30 };
+    const refit = refitPrior(sampled, draws);
+    expect(refit!.ratePerDay).toBeCloseTo(-Math.log(0.9) / 2, 4);
+    expect(refit).toMatchObject({ weight: 0.05, forgetDays: 30, mixture: null });
+    // Too few draws to refit from: none, and the plan goes round in turn as before.
+    expect(refitPrior(sampled, draws.slice(0, AUDIT_ACTS_FROM - 1))).toBeNull();
+    const rates = Array.from({ length: 100 }, (_, i) => (i < 10 ? 5 : 0.01));
+    const t = solveThreshold(groupRates(rates), 1000, { maxAgeDays: 1, minIntervalDays: 0 }, 'estimate-high');
+    expect(t.thresholdDays).toBe(Number.POSITIVE_INFINITY);
+    expect(t.coverageDays).toBeCloseTo(0.1, 9);
   });
 
   it('the draws since the plan see an event the last max age still dilutes', () => {

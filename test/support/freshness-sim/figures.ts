@@ -2,6 +2,7 @@ import {
   estimatedStaleShare,
   type Interval,
   MS_PER_DAY,
+  type Observation,
   type PolicyParams,
   wilson,
 } from '../../../src/freshness/index.js';
@@ -37,6 +38,8 @@ export class Figures {
   private readonly errors = { abs: 0, truth: 0, estimate: 0, count: 0 };
   /** The audit's draws: when, how many copies each stands for, and how many of them were stale. */
   private readonly audits: { at: number; samples: number; found: number }[] = [];
+  /** The audit's draws as observations (the copy's age, whether it had changed), when. */
+  private readonly auditObservations: { at: number; observation: Observation }[] = [];
   /** The first of `audits` within the last max age, as {@link auditInterval} last read them. */
   private auditFrom = 0;
   /** The syncs of the plan (not the audit's draws, not first syncs): when, and whether each found a change. */
@@ -85,6 +88,16 @@ export class Figures {
     let changed = 0;
     for (let k = from; k < this.planned.length; k++) if (this.planned[k]!.changed) changed += 1;
     return { samples: this.planned.length - from, changed };
+  }
+
+  /** Records the audit's draws as observations (src/freshness `observation`). */
+  auditObserved(at: number, observations: readonly Observation[]): void {
+    for (const observation of observations) this.auditObservations.push({ at, observation });
+  }
+
+  /** The audit's draws of the last max age as observations. */
+  auditObservationsOf(now: number): Observation[] {
+    return this.auditObservations.filter((x) => x.at >= now - this.maxAgeMs).map((x) => x.observation);
   }
 
   /** The audit as the plan reads it at `now`: the share found stale among its draws of the last max age. */

@@ -14,6 +14,7 @@ import {
   plannedRates,
   pooledRate,
   type RateMixture,
+  refitPrior,
   solveThreshold,
   type Threshold,
 } from '../../../src/freshness/index.js';
@@ -100,6 +101,8 @@ export function createPlan(
   random: () => number,
   /** How the continuous policy's plan acts on the audit at `at`, its prior's pooled rate given. */
   judgeAudit?: (at: number, priorRatePerDay: number) => AuditAction,
+  /** The audit's draws of the last max age at `at`, as observations. */
+  auditDraws?: (at: number) => Observation[],
 ): Plan {
   const n = o.subscribers;
   const { trueRate } = world;
@@ -193,8 +196,22 @@ export function createPlan(
         prior,
       );
       audit = judgeAudit?.(planAt, pooled) ?? 'none';
-      const t = solveThreshold(groupRates(rates), o.budgetPerDay * budgetShare * PLANNED_SHARE, base, audit);
-      params = { ...base, ...coverage(t), thresholdDays: t.thresholdDays, prior };
+      const refit = audit === 'estimate-high' ? refitPrior(prior, auditDraws?.(planAt) ?? []) : null;
+      if (audit === 'estimate-high' && !refit) audit = 'round-robin';
+      const planPrior = refit ?? prior;
+      const planRates = refit
+        ? plannedRates(
+            held.map((id) => ({ observations: observations[id]!, evidence: copies.evidenceAt(id, planAt) })),
+            refit,
+          )
+        : rates;
+      const t = solveThreshold(
+        groupRates(planRates),
+        o.budgetPerDay * budgetShare * PLANNED_SHARE,
+        base,
+        refit ? 'none' : audit,
+      );
+      params = { ...base, ...coverage(t), thresholdDays: t.thresholdDays, prior: planPrior };
       spend = t.spend;
       changedShare = t.changedShare;
       keepsMaxAge &&= t.keepsMaxAge;

@@ -10,6 +10,8 @@ import {
   estimatedStaleShare,
   intervalDays,
   MS_PER_DAY,
+  type Observation,
+  observation,
   type PolicyParams,
   pullIn,
   splitForAudit,
@@ -97,7 +99,7 @@ export function simulate(policy: PolicyName, given: SimOptions & RealRun): SimRe
     planMadeAt === null || o.plansSyncsIgnored
       ? null
       : { ...figures.syncsSince(planMadeAt), expected: plan.changedShare };
-  const plan = createPlan(policy, o, world, copies, random, judge);
+  const plan = createPlan(policy, o, world, copies, random, judge, (at) => figures.auditObservationsOf(at));
   const figures = new Figures(policy, o, world, copies);
   const version = new Int32Array(n);
   const heap = new DueHeap(version);
@@ -128,7 +130,21 @@ export function simulate(policy: PolicyName, given: SimOptions & RealRun): SimRe
       const fraction = auditWeight % 1;
       const samples = Math.floor(auditWeight) + (fraction > 0 && peeks() < fraction ? 1 : 0);
       let found = changed ? 1 : 0;
-      for (let k = 1; k < samples; k++) if (world.nextChange[peekKnown()]! <= now) found += 1;
+      // Each draw as an observation too (its copy's age, and whether it had changed): what the
+      // plan refits the population's rate from when the estimate is above the audit.
+      const seen: Observation[] = [];
+      const observe = (j: number, stale: boolean) => {
+        const last = copies.lastSuccessAt(j);
+        if (last !== null && now > last) seen.push(observation((now - last) / MS_PER_DAY, stale));
+      };
+      observe(id, changed);
+      for (let k = 1; k < samples; k++) {
+        const j = peekKnown();
+        const stale = world.nextChange[j]! <= now;
+        if (stale) found += 1;
+        observe(j, stale);
+      }
+      figures.auditObserved(now, seen);
       drawn = { samples: Math.max(1, samples), found };
     }
     figures.sync(id, now, changed, drawn);
@@ -228,7 +244,7 @@ export function simulate(policy: PolicyName, given: SimOptions & RealRun): SimRe
       const before = plan.params;
       plan.replan(now);
       planMadeAt = now;
-      if (plan.audit === 'round-robin') plansActingOnAudit += 1;
+      if (plan.audit !== 'none') plansActingOnAudit += 1;
       if (policy === 'continuous') {
         // As production's replan does (jobs/refresh/policy.ts): due times beyond the plan's longest
         // interval are pulled in, and so are those of subscribers seen once when the population's
