@@ -97,7 +97,8 @@ export async function replan(
     judgedAction === 'estimate-high'
       ? refitPrior(
           { ratePerDay: prior, weight: PRIOR_WEIGHT, forgetDays },
-          (await auditDraws(pool, settings.maxAgeMs / 1000, AUDIT_DRAWS_REFITTED)).map((d) =>
+          // Unreadable, none to refit from: the plan goes round in turn, as it did before the refit.
+          (await auditDraws(pool, settings.maxAgeMs / 1000, AUDIT_DRAWS_REFITTED).catch(() => [])).map((d) =>
             observation(d.ageDays, d.changed),
           ),
         )
