@@ -179,12 +179,18 @@ export async function readFreshness(
  * The audit's latest draws of the last max age (at most `limit`), each as what it observed: the age
  * of the copy it re-synced (since that subscriber's success before it) and whether the cards had
  * changed. What the plan refits the population's rate from when the estimate is above the audit
- * (src/freshness `refitPrior`). One look-up of the per-subscriber index a draw, the latest first.
+ * (src/freshness `refitPrior`). A draw with no earlier success in the span (a first sync) observes
+ * no interval and is left out.
  */
 export async function auditDraws(
   pool: pg.Pool,
   maxAgeSeconds: number,
   limit: number,
+  /**
+   * How far back a draw's earlier success is looked for (src/freshness `AUDIT_DRAW_SPAN_MAX_AGES`):
+   * each look-up probes the per-subscriber index of every day partition in the span.
+   */
+  spanSeconds: number,
 ): Promise<{ ageDays: number; changed: boolean }[]> {
   const { rows } = await pool.query<{ age_days: number; changed: boolean }>(
     `select (extract(epoch from a.started_at - p.finished_at) / 86400)::float8 as age_days,
@@ -196,8 +202,10 @@ export async function auditDraws(
       cross join lateral (
         select finished_at from sync_runs p
         where p.subscriber_id = a.subscriber_id and p.status = 'succeeded' and p.started_at < a.started_at
+          and p.finished_at <= a.started_at
+          and p.started_at > a.started_at - make_interval(secs => $3)
         order by p.started_at desc limit 1) p`,
-    [maxAgeSeconds, limit],
+    [maxAgeSeconds, limit, spanSeconds],
   );
   return rows.map((r) => ({ ageDays: r.age_days, changed: r.changed }));
 }

@@ -31,7 +31,11 @@ export interface StoredPolicy {
   coverageDays: number | null;
   /** Shares of the schedule's budget for the plan and for coverage; null in a plan stored before them. */
   spend: { plan: number; coverage: number } | null;
-  /** `round-robin` while the audit disagrees with the estimate; null in a plan stored before it. */
+  /**
+   * How the plan acts on the audit: `none`; `round-robin` while the audit finds more changed than the
+   * estimate (or the plan's own syncs far more than it expected); `estimate-high` while the estimate
+   * is above the audit and the stored prior is the audit's refit. Null in a plan stored before it.
+   */
   auditAction: string | null;
   /** The share of the plan's own syncs expected to find the cards changed; null in a plan stored before it. */
   expectedChangedShare: number | null;

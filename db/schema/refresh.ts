@@ -112,7 +112,7 @@ export const refreshPolicy = pgTable(
     /** Shares of the schedule's budget: the plan's (threshold and max age) and coverage's. */
     spendPlan: doublePrecision('spend_plan'),
     spendCoverage: doublePrecision('spend_coverage'),
-    /** How the plan acts on the audit: `none`, or `round-robin` when the audit disagrees with the estimate. */
+    /** How the plan acts on the audit: `none`, `round-robin` or `estimate-high` (db/refresh/policy.ts says when). */
     auditAction: text('audit_action'),
     /**
      * The share of the plan's own syncs expected to find the cards changed, were its rates right;

@@ -10,6 +10,7 @@ import {
 } from '../../db/refresh/index.js';
 import { liveFleet, strictestMaxAge } from '../../src/fleet/index.js';
 import {
+  AUDIT_DRAW_SPAN_MAX_AGES,
   AUDIT_DRAWS_REFITTED,
   type AuditAction,
   type AuditWindow,
@@ -98,9 +99,20 @@ export async function replan(
       ? refitPrior(
           { ratePerDay: prior, weight: PRIOR_WEIGHT, forgetDays },
           // Unreadable, none to refit from: the plan goes round in turn, as it did before the refit.
-          (await auditDraws(pool, settings.maxAgeMs / 1000, AUDIT_DRAWS_REFITTED).catch(() => [])).map((d) =>
-            observation(d.ageDays, d.changed),
-          ),
+          (
+            await auditDraws(
+              pool,
+              settings.maxAgeMs / 1000,
+              AUDIT_DRAWS_REFITTED,
+              (settings.maxAgeMs / 1000) * AUDIT_DRAW_SPAN_MAX_AGES,
+            ).catch((error: Error) => {
+              logger?.warn(
+                { err: error.message },
+                "the audit's draws could not be read to refit the population's rate",
+              );
+              return [];
+            })
+          ).map((d) => observation(d.ageDays, d.changed)),
         )
       : null;
   const audit: AuditAction = judgedAction === 'estimate-high' && !refit ? 'round-robin' : judgedAction;

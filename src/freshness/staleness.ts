@@ -222,6 +222,15 @@ function disagrees(estimate: number, audit: AuditWindow | null): 'under' | 'over
 export const AUDIT_DRAWS_REFITTED = 5000;
 
 /**
+ * How old, in max ages, a drawn copy may be for its draw to count in a refit: production looks that
+ * far back for the subscriber's success before the draw, one probe of each day partition of the
+ * ledger in the span (db/refresh `auditDraws`), so the span bounds a plan's read: today's and
+ * yesterday's partitions for a max age of minutes, the retention for the default week. The refit
+ * reads each draw at its own age, so leaving out the oldest does not bias it.
+ */
+export const AUDIT_DRAW_SPAN_MAX_AGES = 20;
+
+/**
  * The act on an estimate above the audit ({@link auditAction} `estimate-high`): the population's rate
  * refitted from the audit's own draws of the last max age, each an observation (its copy's age, and
  * whether the cards had changed), with no mixture. The rate the plan gives a subscriber it knows

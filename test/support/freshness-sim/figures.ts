@@ -95,9 +95,17 @@ export class Figures {
     for (const observation of observations) this.auditObservations.push({ at, observation });
   }
 
-  /** The audit's draws of the last max age as observations. */
+  /** The first of `auditObservations` within the last max age, as {@link auditObservationsOf} last read them. */
+  private auditObservationsFrom = 0;
+
+  /** The audit's draws of the last max age as observations (read at times that only move on). */
   auditObservationsOf(now: number): Observation[] {
-    return this.auditObservations.filter((x) => x.at >= now - this.maxAgeMs).map((x) => x.observation);
+    while (
+      this.auditObservationsFrom < this.auditObservations.length &&
+      this.auditObservations[this.auditObservationsFrom]!.at < now - this.maxAgeMs
+    )
+      this.auditObservationsFrom += 1;
+    return this.auditObservations.slice(this.auditObservationsFrom).map((x) => x.observation);
   }
 
   /** The audit as the plan reads it at `now`: the share found stale among its draws of the last max age. */

@@ -1,5 +1,6 @@
 import {
   AUDIT_CHECK_SECONDS,
+  AUDIT_DRAW_SPAN_MAX_AGES,
   afterClaim,
   afterSuccess,
   aheadWindow,
@@ -135,7 +136,9 @@ export function simulate(policy: PolicyName, given: SimOptions & RealRun): SimRe
       const seen: Observation[] = [];
       const observe = (j: number, stale: boolean) => {
         const last = copies.lastSuccessAt(j);
-        if (last !== null && now > last) seen.push(observation((now - last) / MS_PER_DAY, stale));
+        // As far back as production looks for the success before a draw (db/refresh `auditDraws`).
+        if (last !== null && now > last && now - last <= AUDIT_DRAW_SPAN_MAX_AGES * o.maxAgeDays * MS_PER_DAY)
+          seen.push(observation((now - last) / MS_PER_DAY, stale));
       };
       observe(id, changed);
       for (let k = 1; k < samples; k++) {
