@@ -1,31 +1,23 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { onEventsCommitted } from '../../db/events/index.js';
 import { maintainChangeEvents } from '../../jobs/upkeep/events.js';
-import { type ApiClient, createApiClient } from '../../src/api/index.js';
 import { type ChangeEvent, FEED_START, readFeed } from '../../src/events/index.js';
 import { applyCardsBatch } from '../../src/sync/apply-cards.js';
 import { syncSubscriber } from '../../src/sync/index.js';
-import { API_KEY, makeCard, ok, testTokens, useScriptedApi } from '../support/fixtures.js';
+import { makeCard, ok, testTokens, useScriptedApi, useScriptedApiClient } from '../support/fixtures.js';
 import { captureLogger, useTestDatabase } from '../support/helpers.js';
 
 // every change a sync writes is one event, in its transaction (docs/events.md).
 
 const database = useTestDatabase();
 const upstream = useScriptedApi();
-let api: ApiClient;
+const scripted = useScriptedApiClient(upstream);
 const { logger } = captureLogger();
-
-beforeAll(() => {
-  api = createApiClient({ baseUrl: upstream.url, apiKey: API_KEY, pathStyle: 'standard', timeoutMs: 2000 });
-});
-afterAll(async () => {
-  await api.close();
-});
 
 const pool = () => database.handle.db.$client;
 const sync = (subscriberId: number, o: { goneAfterNotFound?: number } = {}) =>
   syncSubscriber(
-    { db: database.handle.db, api, logger, tokens: testTokens, changeEvents: true, ...o },
+    { db: database.handle.db, api: scripted.client, logger, tokens: testTokens, changeEvents: true, ...o },
     { target: { subscriberId }, trigger: 'manual' },
   );
 

@@ -1,10 +1,9 @@
 import { and, eq, isNull } from 'drizzle-orm';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { savedCardChanges, savedCards, subscribers, syncRuns } from '../../db/schema/index.js';
 import { registerSubscribers } from '../../db/sync/index.js';
-import { type ApiClient, createApiClient } from '../../src/api/index.js';
 import { type SyncRequest, syncSubscriber } from '../../src/sync/sync-subscriber.js';
-import { API_KEY, makeCard, ok, testTokens, useScriptedApi } from '../support/fixtures.js';
+import { makeCard, ok, testTokens, useScriptedApi, useScriptedApiClient } from '../support/fixtures.js';
 import { captureLogger, useTestDatabase } from '../support/helpers.js';
 
 // SYNC_GONE_AFTER_NOT_FOUND (docs/architecture.md, 404 row): after that many not_found answers in a row, a
@@ -12,15 +11,8 @@ import { captureLogger, useTestDatabase } from '../support/helpers.js';
 
 const database = useTestDatabase();
 const upstream = useScriptedApi();
-let api: ApiClient;
+const scripted = useScriptedApiClient(upstream);
 const { logger } = captureLogger();
-
-beforeAll(() => {
-  api = createApiClient({ baseUrl: upstream.url, apiKey: API_KEY, pathStyle: 'standard', timeoutMs: 2000 });
-});
-afterAll(async () => {
-  await api.close();
-});
 
 const db = () => database.handle.db;
 const NOT_FOUND = { status: 404, body: { title: 'Not Found' } };
@@ -36,7 +28,7 @@ function sync(
   };
   const deps = {
     db: db(),
-    api,
+    api: scripted.client,
     logger,
     tokens: testTokens,
     ...(options.goneAfterNotFound !== undefined ? { goneAfterNotFound: options.goneAfterNotFound } : {}),

@@ -1,8 +1,7 @@
 import type pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type ApiClient, createApiClient } from '../../src/api/index.js';
+import { describe, expect, it } from 'vitest';
 import { syncSubscriber } from '../../src/sync/index.js';
-import { API_KEY, makeCard, ok, testTokens, useScriptedApi } from '../support/fixtures.js';
+import { makeCard, ok, testTokens, useScriptedApi, useScriptedApiClient } from '../support/fixtures.js';
 import { captureLogger, useTestDatabase } from '../support/helpers.js';
 
 // The unchanged path: an answer identical to what is stored writes no card row, and
@@ -10,19 +9,12 @@ import { captureLogger, useTestDatabase } from '../support/helpers.js';
 
 const database = useTestDatabase();
 const upstream = useScriptedApi();
-let api: ApiClient;
+const scripted = useScriptedApiClient(upstream);
 const { logger } = captureLogger();
-
-beforeAll(() => {
-  api = createApiClient({ baseUrl: upstream.url, apiKey: API_KEY, pathStyle: 'standard', timeoutMs: 2000 });
-});
-afterAll(async () => {
-  await api.close();
-});
 
 const sync = (subscriberId: number, goneAfterNotFound = 3) =>
   syncSubscriber(
-    { db: database.handle.db, api, logger, tokens: testTokens, goneAfterNotFound },
+    { db: database.handle.db, api: scripted.client, logger, tokens: testTokens, goneAfterNotFound },
     { target: { subscriberId }, trigger: 'manual' },
   );
 const query = async <T extends pg.QueryResultRow>(text: string, values: unknown[] = []) =>
@@ -46,7 +38,7 @@ describe('an identical answer', () => {
   it('keeps no job id in its run; a run that changed a card, or failed, keeps its own', async () => {
     const run = (subscriberId: number, jobId: string) =>
       syncSubscriber(
-        { db: database.handle.db, api, logger, tokens: testTokens, goneAfterNotFound: 3 },
+        { db: database.handle.db, api: scripted.client, logger, tokens: testTokens, goneAfterNotFound: 3 },
         { target: { subscriberId }, trigger: 'manual', jobId },
       );
     upstream.script.set('id:7101', ok([makeCard(7101)]));

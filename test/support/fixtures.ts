@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { afterAll, beforeAll } from 'vitest';
 import type { StoredCard } from '../../db/sync/index.js';
-import type { SavedCard } from '../../src/api/index.js';
+import { type ApiClient, createApiClient, type SavedCard } from '../../src/api/index.js';
 import {
   createMockApi,
   type MockApi,
@@ -92,6 +92,31 @@ export function useScriptedApi(options: MockApiOptions = {}) {
     await ctx.mock?.stop();
   });
   return ctx;
+}
+
+/**
+ * A client of a scripted API ({@link useScriptedApi}) as the sync uses one, made once the server
+ * listens and closed after the file: `.client` inside tests and hooks.
+ */
+export function useScriptedApiClient(upstream: { url: string }): { readonly client: ApiClient } {
+  let client: ApiClient | undefined;
+  beforeAll(() => {
+    client = createApiClient({
+      baseUrl: upstream.url,
+      apiKey: API_KEY,
+      pathStyle: 'standard',
+      timeoutMs: 2000,
+    });
+  });
+  afterAll(async () => {
+    await client?.close();
+  });
+  return {
+    get client() {
+      if (client === undefined) throw new Error('the scripted API client is made in beforeAll');
+      return client;
+    },
+  };
 }
 
 export const ok = (cards: unknown): MockReply => ({ status: 200, body: cards });
