@@ -194,12 +194,12 @@ export interface PlansSyncs {
 
 /**
  * Whether the refresh's own syncs since the plan was made found the cards changed far more often than
- * the plan expected of them (`Threshold.changedShare`): the lower end of their 95% interval above twice
- * the expectation plus 5 points, over at least {@link AUDIT_ACTS_FROM} syncs (first syncs apart, which
- * have nothing to compare with). Every token reissued shows here within the first few dozen syncs;
- * the audit, a small share of the budget, needs a share of a max age to draw as many. Only a gross
- * miss counts: the plan's syncs are chosen by the rates, so a model a little wrong moves their share
- * a little, which the audit alone judges.
+ * the plan expected of them (`Threshold.changedShare`): the lower end of their 95% interval above
+ * {@link grossMiss} of the expectation, over at least {@link AUDIT_ACTS_FROM} syncs (first syncs
+ * apart, which have nothing to compare with). Every token reissued shows here within the first few
+ * dozen syncs; the audit, a small share of the budget, needs a share of a max age to draw as many.
+ * Only a gross miss counts: the plan's syncs are chosen by the rates, so a model a little wrong moves
+ * their share a little, which the audit alone judges.
  */
 export function syncsDisagree(
   expectedChangedShare: number,
@@ -207,7 +207,20 @@ export function syncsDisagree(
 ): boolean {
   if (sincePlan === null || sincePlan.samples < AUDIT_ACTS_FROM) return false;
   const seen = wilson(sincePlan.changed, sincePlan.samples);
-  return seen !== null && seen.low > 2 * expectedChangedShare + 0.05;
+  return seen !== null && seen.low > grossMiss(expectedChangedShare);
+}
+
+/**
+ * The share found changed that no plain error of the rates explains, for a plan that expected
+ * `expected`: twice it plus 5 points, or, where that is out of reach (a plan expecting more than 30%,
+ * as one does whose budget syncs each copy less than once a max age), half of the copies it expected
+ * unchanged found changed. Twice alone could never be exceeded above 47.5%, and a mass change in a
+ * fleet that sparse went unseen: the audit's share of so small a budget draws too few to act, and the
+ * plan kept syncing its busiest wallets while every copy was stale (bench:freshness-family,
+ * docs/refresh.md "When the audit disagrees").
+ */
+function grossMiss(expected: number): number {
+  return Math.min(2 * expected + 0.05, expected + (1 - expected) / 2);
 }
 
 /** Whether one window of the audit, of enough draws, excludes the estimate beyond the model's usual error. */

@@ -122,6 +122,20 @@ describe('the audit, acted on', () => {
     expect(auditAction(0.05, { lastMaxAge: null, plansSyncs: null })).toBe('none');
   });
 
+  it('every token reissued is seen in the plan’s own syncs even where it expected most of them changed', () => {
+    // A budget under one sync per subscriber per max age: the plan expects 55% of its syncs to find a
+    // change (twice that is out of reach); after a mass change 60 of its 60 syncs find one.
+    expect(syncsDisagree(0.55, { samples: 60, changed: 60 })).toBe(true);
+    expect(
+      auditAction(0.2, { lastMaxAge: null, plansSyncs: { samples: 60, changed: 60, expected: 0.55 } }),
+    ).toBe('round-robin');
+    // The same plan a little wrong (65% found where 55% was expected) is the audit's to judge.
+    expect(syncsDisagree(0.55, { samples: 2000, changed: 1300 })).toBe(false);
+    // Under 30% expected, the rule is what it was: twice the expectation plus 5 points.
+    expect(syncsDisagree(0.2, { samples: 5000, changed: 2150 })).toBe(false);
+    expect(syncsDisagree(0.2, { samples: 5000, changed: 2400 })).toBe(true);
+  });
+
   it('a plan says what share of its syncs should find a change: its rates and intervals, weighted by its syncs', () => {
     // Half never change, half change once a max age, a budget of three syncs per subscriber per max age.
     const rates = [
