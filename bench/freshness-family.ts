@@ -281,7 +281,18 @@ async function main() {
   );
   console.log(
     `  estimate within 30% (0.3 point) of the truth, or the audit acted on: ${count(estimateHolds)} of ${n} ` +
-      `(${count((o) => o.plansActingOnAudit > 0)} worlds acted on the audit)`,
+      `(${count((o) => o.plansActingOnAudit > 0)} worlds acted on the audit)` +
+      `${
+        count((o) => !estimateHolds(o)) > 0
+          ? `; outside it: ${outcomes
+              .filter((o) => !estimateHolds(o))
+              .map(
+                (o) =>
+                  `world ${o.index} (${pct(o.estimate.mean)} / ${pct(o.estimate.truth)}, ${+o.budgetPerMaxAge.toPrecision(2)} syncs per subscriber per max age)`,
+              )
+              .join(', ')}`
+          : ''
+      }`,
   );
   const worst = [...outcomes]
     .sort((a, b) => b.policy / Math.max(1e-12, b.rr) - a.policy / Math.max(1e-12, a.rr))
