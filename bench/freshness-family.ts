@@ -6,13 +6,14 @@ import {
   formatMaxAge,
   runAs,
   SIMULATED_AT_MOST,
+  type SimOptions,
   type SimResult,
   simulate,
 } from '../test/support/freshness-sim/index.js';
 import { parseFlags } from './harness.js';
 
 // npm run bench:freshness-family [-- --worlds 200 --seed S --jobs 2 --world I --audit-on-top --learner
-//   --recheck 20000]
+//   --recheck 20000 --forget 3 --change-point 0.05]
 // Draws worlds from the family (test/support/freshness-sim/family.ts) and runs round robin, the continuous
 // policy (the product's code, src/freshness/) and the oracle on each, in the simulator; prints the
 // distribution of the policy against both, the contract's checks (docs/refresh.md, "What the
@@ -24,7 +25,9 @@ import { parseFlags } from './harness.js';
 // bound of what learning can reach, so that a world outside the contract says whether a better
 // learner could keep it or only the oracle's knowledge of every member would. `--recheck N` runs
 // the worlds above round robin again at up to N subscribers simulated, where the first run's
-// handful of stale copies cannot tell them from it.
+// handful of stale copies cannot tell them from it. `--forget` and `--change-point` run the policy
+// with forgetting or change points on (both off in the product: docs/benchmarks.md), to judge them
+// across the family rather than in one world.
 
 /** What one world gave. */
 interface Outcome {
@@ -50,12 +53,12 @@ function runWorld(
   seed: number,
   index: number,
   simulatedAtMost: number,
-  auditOnTop: boolean,
+  tweaks: Tweaks,
   learner: boolean,
 ): Outcome {
   const started = performance.now();
   const w = drawWorld(seed, index, simulatedAtMost);
-  if (auditOnTop) w.options.auditOnTop = true;
+  Object.assign(w.options, tweaks);
   const counts = new Uint32Array(w.simulated);
   let syncs = 0;
   const rr = simulate('round-robin', w.options);
@@ -89,18 +92,21 @@ function runWorld(
   };
 }
 
+/** What the flags change of every world's options: the audit on top, forgetting, change points. */
+type Tweaks = Pick<SimOptions, 'auditOnTop' | 'forgetMaxAges' | 'changePointHazard'>;
+
 interface Job {
   seed: number;
   indices: number[];
   simulatedAtMost: number;
-  auditOnTop: boolean;
+  tweaks: Tweaks;
   learner: boolean;
 }
 
 if (!isMainThread) {
   const job = workerData as Job;
   for (const index of job.indices)
-    parentPort!.postMessage(runWorld(job.seed, index, job.simulatedAtMost, job.auditOnTop, job.learner));
+    parentPort!.postMessage(runWorld(job.seed, index, job.simulatedAtMost, job.tweaks, job.learner));
 } else {
   await main();
 }
@@ -123,7 +129,7 @@ async function runWorlds(
   indices: number[],
   simulatedAtMost: number,
   jobs: number,
-  auditOnTop: boolean,
+  tweaks: Tweaks,
   learner: boolean,
 ): Promise<Outcome[]> {
   const outcomes: Outcome[] = [];
@@ -134,7 +140,7 @@ async function runWorlds(
         seed,
         indices: indices.filter((_, k) => k % threads === j),
         simulatedAtMost,
-        auditOnTop,
+        tweaks,
         learner,
       };
       return new Promise<void>((resolve, reject) => {
@@ -164,6 +170,10 @@ async function main() {
       'audit-on-top': { type: 'boolean', default: false },
       learner: { type: 'boolean', default: false },
       recheck: { type: 'string' },
+      /** τ in max ages (src/freshness `FORGET_MAX_AGES`), as bench:freshness takes it. */
+      forget: { type: 'string' },
+      /** The change-point hazard (src/freshness `CHANGE_POINT_HAZARD`), as bench:freshness takes it. */
+      'change-point': { type: 'string' },
     },
   });
   const positive = (name: string, v: string | undefined, fallback: number, least = 1) => {
@@ -182,16 +192,34 @@ async function main() {
       ? [positive('world', values.world, 0, 0)]
       : Array.from({ length: positive('worlds', values.worlds, 200) }, (_, i) => i);
   const jobs = Math.min(indices.length, positive('jobs', values.jobs, Math.max(1, availableParallelism())));
+  const fraction = (name: string, v: string | undefined) => {
+    const x = Number(v);
+    if (v === undefined) return undefined;
+    if (!Number.isFinite(x) || x < 0) {
+      console.error(`--${name} takes a number of at least 0, not ${JSON.stringify(v)}`);
+      process.exit(2);
+    }
+    return x;
+  };
+  const forget = fraction('forget', values.forget);
+  const changePoint = fraction('change-point', values['change-point']);
+  const tweaks: Tweaks = {
+    ...(values['audit-on-top'] ? { auditOnTop: true } : {}),
+    ...(forget !== undefined ? { forgetMaxAges: forget } : {}),
+    ...(changePoint !== undefined ? { changePointHazard: changePoint } : {}),
+  };
   console.log(
     `freshness family: seed ${seed}, ${indices.length} world${indices.length === 1 ? '' : 's'}, ` +
       `at most ${simulatedAtMost} subscribers simulated each, ${jobs} worker thread${jobs === 1 ? '' : 's'}` +
-      (values['audit-on-top'] ? '; the audit on top of the budget (its cost measured, not a policy)' : ''),
+      (values['audit-on-top'] ? '; the audit on top of the budget (its cost measured, not a policy)' : '') +
+      (forget !== undefined ? `; forgetting at ${forget} max ages` : '') +
+      (changePoint !== undefined ? `; change-point hazard ${changePoint}` : ''),
   );
   const recheckAt =
     values.recheck === undefined ? 0 : positive('recheck', values.recheck, 0, simulatedAtMost + 1);
   const started = performance.now();
   const run = (worlds: number[], atMost: number) =>
-    runWorlds(seed, worlds, atMost, jobs, values['audit-on-top'] === true, values.learner === true);
+    runWorlds(seed, worlds, atMost, jobs, tweaks, values.learner === true);
   const outcomes = await run(indices, simulatedAtMost);
   const pct = (x: number) => `${(x * 100).toFixed(2)}%`;
   const q = (xs: number[], p: number) => {
