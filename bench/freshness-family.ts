@@ -1,8 +1,10 @@
 import { availableParallelism } from 'node:os';
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
+import { MS_PER_DAY, replanEveryMs } from '../src/freshness/index.js';
 import {
   describeWorld,
   drawWorld,
+  type FamilyWorld,
   formatMaxAge,
   runAs,
   SIMULATED_AT_MOST,
@@ -13,7 +15,7 @@ import {
 import { parseFlags } from './harness.js';
 
 // npm run bench:freshness-family [-- --worlds 200 --seed S --jobs 2 --world I --audit-on-top --learner
-//   --recheck 20000 --forget 3 --change-point 0.05]
+//   --recheck 20000 --forget 3 --change-point 0.05 --production-cadence]
 // Draws worlds from the family (test/support/freshness-sim/family.ts) and runs round robin, the continuous
 // policy (the product's code, src/freshness/) and the oracle on each, in the simulator; prints the
 // distribution of the policy against both, the contract's checks (docs/refresh.md, "What the
@@ -27,7 +29,8 @@ import { parseFlags } from './harness.js';
 // the worlds above round robin again at up to N subscribers simulated, where the first run's
 // handful of stale copies cannot tell them from it. `--forget` and `--change-point` run the policy
 // with forgetting or change points on (both off in the product: docs/benchmarks.md), to judge them
-// across the family rather than in one world.
+// across the family rather than in one world. `--production-cadence` plans as often as production
+// does (every 10 minutes at most, where the family plans every fifth of the max age): slower to run.
 
 /** What one world gave. */
 interface Outcome {
@@ -58,7 +61,9 @@ function runWorld(
 ): Outcome {
   const started = performance.now();
   const w = drawWorld(seed, index, simulatedAtMost);
-  Object.assign(w.options, tweaks);
+  const { productionCadence, ...options } = tweaks;
+  Object.assign(w.options, options);
+  if (productionCadence) atProductionCadence(w);
   const counts = new Uint32Array(w.simulated);
   let syncs = 0;
   const rr = simulate('round-robin', w.options);
@@ -92,8 +97,28 @@ function runWorld(
   };
 }
 
-/** What the flags change of every world's options: the audit on top, forgetting, change points. */
-type Tweaks = Pick<SimOptions, 'auditOnTop' | 'forgetMaxAges' | 'changePointHazard'>;
+/**
+ * What the flags change of every world's options: the audit on top, forgetting, change points, and
+ * the plan made at production's cadence.
+ */
+type Tweaks = Pick<SimOptions, 'auditOnTop' | 'forgetMaxAges' | 'changePointHazard'> & {
+  productionCadence?: boolean;
+};
+
+/**
+ * The plan made as often as production makes it (src/freshness `replanEveryMs`: a fifth of the max
+ * age, but at least every 10 minutes), not only every fifth of the max age, which the family does
+ * by default because a plan every 10 minutes of a week's max age for six max ages is 6,048 plans. The
+ * two part only past a 50-minute max age; a tick of the simulator (a 300th of the max age) is the
+ * finest either can plan at.
+ */
+function atProductionCadence(w: FamilyWorld): void {
+  const tick = w.options.tickSeconds ?? 60;
+  const every = (maxAgeDays: number) => Math.max(tick, replanEveryMs(maxAgeDays * MS_PER_DAY) / 1000);
+  w.options.replanSeconds = every(w.maxAgeDays);
+  const retune = w.options.retune;
+  if (retune) retune.replanSeconds = every(w.maxAgeDays * retune.maxAgeFactor);
+}
 
 interface Job {
   seed: number;
@@ -174,6 +199,7 @@ async function main() {
       forget: { type: 'string' },
       /** The change-point hazard (src/freshness `CHANGE_POINT_HAZARD`), as bench:freshness takes it. */
       'change-point': { type: 'string' },
+      'production-cadence': { type: 'boolean', default: false },
     },
   });
   const positive = (name: string, v: string | undefined, fallback: number, least = 1) => {
@@ -207,13 +233,15 @@ async function main() {
     ...(values['audit-on-top'] ? { auditOnTop: true } : {}),
     ...(forget !== undefined ? { forgetMaxAges: forget } : {}),
     ...(changePoint !== undefined ? { changePointHazard: changePoint } : {}),
+    ...(values['production-cadence'] ? { productionCadence: true } : {}),
   };
   console.log(
     `freshness family: seed ${seed}, ${indices.length} world${indices.length === 1 ? '' : 's'}, ` +
       `at most ${simulatedAtMost} subscribers simulated each, ${jobs} worker thread${jobs === 1 ? '' : 's'}` +
       (values['audit-on-top'] ? '; the audit on top of the budget (its cost measured, not a policy)' : '') +
       (forget !== undefined ? `; forgetting at ${forget} max ages` : '') +
-      (changePoint !== undefined ? `; change-point hazard ${changePoint}` : ''),
+      (changePoint !== undefined ? `; change-point hazard ${changePoint}` : '') +
+      (values['production-cadence'] ? "; plans at production's cadence (every 10 minutes at most)" : ''),
   );
   const recheckAt =
     values.recheck === undefined ? 0 : positive('recheck', values.recheck, 0, simulatedAtMost + 1);

@@ -22,6 +22,7 @@ import {
   MS_PER_DAY,
   policyParams,
   pullIn,
+  replanEveryMs,
   splitForAudit,
 } from '../../src/freshness/index.js';
 import type { Logger } from '../../src/logging/index.js';
@@ -109,8 +110,7 @@ export async function continuousFanout(
   const claims = deps.claims ?? deps.db;
   const windowMs = o.windowMs ?? 3_600_000;
   const tickMs = o.tickMs ?? 1000;
-  // The estimates move at the pace of the max age: a plan older than a fifth of it lags the learning.
-  const replanMs = o.replanMs ?? Math.min(600_000, Math.max(10_000, o.maxAgeMs / 5));
+  const replanMs = o.replanMs ?? replanEveryMs(o.maxAgeMs);
   // A few seconds of budget waiting in Redis at most: a claim's due time is stamped when it is
   // made, so a long queue would stamp it long before the sync.
   const most = Math.max(10, Math.ceil(o.budgetPerSec * 5));

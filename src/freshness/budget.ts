@@ -41,3 +41,13 @@ export function splitForAudit(count: number, share: number, carry: number): Spli
   const audit = Math.min(count, Math.floor(owed));
   return { scheduled: count - audit, audit, carry: owed - audit };
 }
+
+/**
+ * How often the continuous refresh makes its plan again, for a max age of `maxAgeMs`: a fifth of it,
+ * since the estimates move at the pace of the max age and an older plan lags the learning; at least
+ * every 10 minutes, so that the plan's own syncs and the audit's draws since it are read over minutes
+ * and not days (jobs/refresh/continuous.ts); and no more often than every 10 seconds.
+ */
+export function replanEveryMs(maxAgeMs: number): number {
+  return Math.min(600_000, Math.max(10_000, maxAgeMs / 5));
+}

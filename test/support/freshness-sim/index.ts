@@ -13,6 +13,7 @@
 export {
   describeWorld,
   drawWorld,
+  type FamilyWorld,
   familyE2eFlags,
   formatMaxAge,
   SIMULATED_AT_MOST,
