@@ -1,10 +1,9 @@
 import { availableParallelism } from 'node:os';
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
-import { MS_PER_DAY, replanEveryMs } from '../src/freshness/index.js';
 import {
+  type Cadence,
   describeWorld,
   drawWorld,
-  type FamilyWorld,
   formatMaxAge,
   runAs,
   SIMULATED_AT_MOST,
@@ -60,10 +59,9 @@ function runWorld(
   learner: boolean,
 ): Outcome {
   const started = performance.now();
-  const w = drawWorld(seed, index, simulatedAtMost);
-  const { productionCadence, ...options } = tweaks;
+  const { cadence, ...options } = tweaks;
+  const w = drawWorld(seed, index, simulatedAtMost, cadence);
   Object.assign(w.options, options);
-  if (productionCadence) atProductionCadence(w);
   const counts = new Uint32Array(w.simulated);
   let syncs = 0;
   const rr = simulate('round-robin', w.options);
@@ -98,27 +96,10 @@ function runWorld(
 }
 
 /**
- * What the flags change of every world's options: the audit on top, forgetting, change points, and
- * the plan made at production's cadence.
+ * What the flags change of every world: the audit on top, forgetting, change points, and how often
+ * the plan is made (test/support/freshness-sim/family.ts `Cadence`).
  */
-type Tweaks = Pick<SimOptions, 'auditOnTop' | 'forgetMaxAges' | 'changePointHazard'> & {
-  productionCadence?: boolean;
-};
-
-/**
- * The plan made as often as production makes it (src/freshness `replanEveryMs`: a fifth of the max
- * age, but at least every 10 minutes), not only every fifth of the max age, which the family does
- * by default because a plan every 10 minutes of a week's max age for six max ages is 6,048 plans. The
- * two part only past a 50-minute max age; a tick of the simulator (a 300th of the max age) is the
- * finest either can plan at.
- */
-function atProductionCadence(w: FamilyWorld): void {
-  const tick = w.options.tickSeconds ?? 60;
-  const every = (maxAgeDays: number) => Math.max(tick, replanEveryMs(maxAgeDays * MS_PER_DAY) / 1000);
-  w.options.replanSeconds = every(w.maxAgeDays);
-  const retune = w.options.retune;
-  if (retune) retune.replanSeconds = every(w.maxAgeDays * retune.maxAgeFactor);
-}
+type Tweaks = Pick<SimOptions, 'auditOnTop' | 'forgetMaxAges' | 'changePointHazard'> & { cadence?: Cadence };
 
 interface Job {
   seed: number;
@@ -218,7 +199,7 @@ async function main() {
       ? [positive('world', values.world, 0, 0)]
       : Array.from({ length: positive('worlds', values.worlds, 200) }, (_, i) => i);
   const jobs = Math.min(indices.length, positive('jobs', values.jobs, Math.max(1, availableParallelism())));
-  const fraction = (name: string, v: string | undefined) => {
+  const nonNegative = (name: string, v: string | undefined) => {
     const x = Number(v);
     if (v === undefined) return undefined;
     if (!Number.isFinite(x) || x < 0) {
@@ -227,13 +208,13 @@ async function main() {
     }
     return x;
   };
-  const forget = fraction('forget', values.forget);
-  const changePoint = fraction('change-point', values['change-point']);
+  const forget = nonNegative('forget', values.forget);
+  const changePoint = nonNegative('change-point', values['change-point']);
   const tweaks: Tweaks = {
     ...(values['audit-on-top'] ? { auditOnTop: true } : {}),
     ...(forget !== undefined ? { forgetMaxAges: forget } : {}),
     ...(changePoint !== undefined ? { changePointHazard: changePoint } : {}),
-    ...(values['production-cadence'] ? { productionCadence: true } : {}),
+    ...(values['production-cadence'] ? { cadence: 'production' as const } : {}),
   };
   console.log(
     `freshness family: seed ${seed}, ${indices.length} world${indices.length === 1 ? '' : 's'}, ` +

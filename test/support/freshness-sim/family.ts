@@ -1,4 +1,4 @@
-import { MS_PER_DAY } from '../../../src/freshness/index.js';
+import { MS_PER_DAY, replanEveryMs } from '../../../src/freshness/index.js';
 import { mulberry32 as rng } from './rng.js';
 import type { RateClass, SimOptions } from './types.js';
 
@@ -48,8 +48,28 @@ const logUniform = (u: number, lo: number, hi: number) =>
 
 const MINUTE_DAYS = 1 / 1440;
 
+/**
+ * How often a world's plan is made: every fifth of its max age (`family`, the default), or as often
+ * as production makes it (`production`, src/freshness `replanEveryMs`: every 10 minutes at most). The
+ * two part only past a 50-minute max age, where production plans far more often: every 10 minutes of
+ * a week's max age for six max ages is 6,048 plans a world, so the family's default is the faster to
+ * run. A tick of the simulator (a 300th of the max age) is the finest either plans at.
+ */
+export type Cadence = 'family' | 'production';
+
+function replanSecondsOf(maxAgeDays: number, tickSeconds: number, cadence: Cadence): number {
+  const every =
+    cadence === 'production' ? replanEveryMs(maxAgeDays * MS_PER_DAY) / 1000 : (maxAgeDays * 86_400) / 5;
+  return Math.max(tickSeconds, every);
+}
+
 /** Draws world `index` of the family of `seed`. */
-export function drawWorld(seed: number, index: number, simulatedAtMost = SIMULATED_AT_MOST): FamilyWorld {
+export function drawWorld(
+  seed: number,
+  index: number,
+  simulatedAtMost = SIMULATED_AT_MOST,
+  cadence: Cadence = 'family',
+): FamilyWorld {
   // A stream per world: a world does not depend on how many were drawn before it.
   const u = rng((seed * 2_654_435_761) ^ ((index + 1) * 40_503));
   for (let k = 0; k < 4; k++) u();
@@ -97,7 +117,7 @@ export function drawWorld(seed: number, index: number, simulatedAtMost = SIMULAT
     seed: (seed ^ (index * 97)) >>> 0,
     createdDates,
     tickSeconds,
-    replanSeconds: Math.max(tickSeconds, (maxAgeDays * 86_400) / 5),
+    replanSeconds: replanSecondsOf(maxAgeDays, tickSeconds, cadence),
     snapshotSeconds: Math.max(tickSeconds, (maxAgeDays * 86_400) / 30),
     auditWeight: fleet / simulated,
   };
@@ -123,7 +143,7 @@ export function drawWorld(seed: number, index: number, simulatedAtMost = SIMULAT
       atDays,
       budgetFactor,
       maxAgeFactor,
-      replanSeconds: Math.max(tickSeconds, (maxAgeDays * maxAgeFactor * 86_400) / 5),
+      replanSeconds: replanSecondsOf(maxAgeDays * maxAgeFactor, tickSeconds, cadence),
     };
     eventAbout = `budget ×${budgetFactor}, max age ×${maxAgeFactor} at 2 max ages`;
   }

@@ -11,9 +11,9 @@
 // family of worlds drawn at random (family.ts); and its seeded random numbers (rng.ts).
 
 export {
+  type Cadence,
   describeWorld,
   drawWorld,
-  type FamilyWorld,
   familyE2eFlags,
   formatMaxAge,
   SIMULATED_AT_MOST,
