@@ -220,24 +220,28 @@ export function auditDisagrees(f: Freshness): boolean {
 }
 
 /**
- * The refresh's own syncs since `since` (the plan in force was made then), first syncs apart: how
- * many, and how many found the cards changed. A first sync has nothing stored to compare with (every
- * card it saw inserted, none unchanged, updated, removed or restored) and is left out: an intake
- * would read as a wallet of changes. Read every AUDIT_CHECK_SECONDS between plans (src/freshness
+ * The refresh's own syncs since `since`, the latest `atMost` of them, first syncs apart: how many,
+ * and how many found the cards changed. A first sync has nothing stored to compare with (every card
+ * it saw inserted, none unchanged, updated, removed or restored) and is left out: an intake would
+ * read as a wallet of changes. Read every AUDIT_CHECK_SECONDS between plans (src/freshness
  * `syncsDisagree`); the ledger's partitions by day and its index of start times bound the read to
- * the syncs since the plan.
+ * the latest syncs, whatever the budget.
  */
 export async function plansSyncsSince(
   pool: pg.Pool,
   since: Date,
+  atMost: number,
 ): Promise<{ samples: number; changed: number }> {
   const { rows } = await pool.query<{ samples: number; changed: number }>(
     `select count(*)::int as samples,
-        count(*) filter (where inserted + updated + removed + restored > 0)::int as changed
-      from sync_runs
-      where trigger = 'refresh' and status = 'succeeded' and started_at > $1
-        and not (inserted > 0 and unchanged + updated + removed + restored = 0)`,
-    [since],
+        count(*) filter (where changed)::int as changed
+      from (select inserted + updated + removed + restored > 0 as changed
+        from sync_runs
+        where trigger = 'refresh' and status = 'succeeded' and started_at > $1
+          and not (inserted > 0 and unchanged + updated + removed + restored = 0)
+        order by started_at desc
+        limit $2) latest`,
+    [since, atMost],
   );
   return rows[0]!;
 }

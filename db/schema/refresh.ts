@@ -119,6 +119,12 @@ export const refreshPolicy = pgTable(
      * between plans the refresh holds its syncs to it (docs/refresh.md). Null in a plan stored before it.
      */
     expectedChangedShare: doublePrecision('expected_changed_share'),
+    /**
+     * Since when the plans in force have expected about the same share (src/freshness
+     * `expectationSince`): the refresh holds its own syncs since then to the expectation. Null in a
+     * plan stored before it, read as its `computed_at`.
+     */
+    expectedSince: tz('expected_since'),
     computedAt: tz('computed_at').notNull(),
   },
   (t) => [check('refresh_policy_one_row', sql`${t.id} = 1`)],

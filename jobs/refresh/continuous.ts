@@ -201,7 +201,7 @@ export async function continuousFanout(
     const estimate = stored?.estimatedStaleRatio;
     if (stored === undefined || stored.auditAction === 'round-robin' || estimate == null) return false;
     const sincePlan = await auditWindowSince(pool, stored.computedAt);
-    const plansSyncs = await plansSyncsOf(pool, stored);
+    const plansSyncs = await plansSyncsOf(pool, stored, o);
     const disagrees = auditAction(estimate, { lastMaxAge: null, sincePlan, plansSyncs }) === 'round-robin';
     if (disagrees)
       deps.logger.info(

@@ -15,15 +15,18 @@ import {
   type AuditAction,
   type AuditWindow,
   auditAction,
+  expectationSince,
   fitGroupedMixture,
   forgetDaysFor,
   groupRates,
   MS_PER_DAY,
   observation,
   PLANNED_SHARE,
+  PLANS_SYNCS_READ,
   type PlansSyncs,
   PRIOR_WEIGHT,
   plannedRates,
+  plansSyncsFrom,
   pooledRate,
   refitPrior,
   solveThreshold,
@@ -86,7 +89,7 @@ export async function replan(
   // trusted: the plan goes round in turn until the two agree again (src/freshness `auditAction`).
   const judged: { action: AuditAction; estimate: number | null } =
     settings.mode === 'continuous'
-      ? await judgeAudit(pool, settings.maxAgeMs, before, prior).catch(() => ({
+      ? await judgeAudit(pool, settings, before, prior).catch(() => ({
           action: 'none' as const,
           estimate: null,
         }))
@@ -128,6 +131,19 @@ export async function replan(
     settings.budgetPerSec === null ||
     maxAgeNeedsPerSec <=
       settings.budgetPerSec * (settings.mode === 'continuous' ? 1 - settings.auditShare : 1);
+  // Since when the plans have expected about this share: the syncs held to it reach back to then.
+  const now = Date.now();
+  const since = expectationSince(
+    before === undefined
+      ? null
+      : {
+          expected: before.expectedChangedShare,
+          since: before.expectedSince.getTime(),
+          roundRobin: before.auditAction === 'round-robin',
+        },
+    threshold.changedShare,
+    now,
+  );
   const plan = {
     mode: settings.mode,
     thresholdDays: Number.isFinite(threshold.thresholdDays) ? threshold.thresholdDays : null,
@@ -143,8 +159,10 @@ export async function replan(
     spend: threshold.spend,
     auditAction: audit,
     expectedChangedShare: threshold.changedShare,
+    expectedSince: new Date(since),
   };
-  await savePolicy(pool, plan);
+  // A plan that begins its own expectation is stamped with the database's clock, as computed_at is.
+  await savePolicy(pool, { ...plan, expectedSince: since === now ? null : plan.expectedSince });
   if (refit)
     logger?.warn(
       { subscribers: sample.total, sampledRatePerDay: prior, auditRatePerDay: refit.ratePerDay },
@@ -170,7 +188,10 @@ export async function replan(
 }
 
 /** What the next plan reads of the plan in force: when it was made, and what it expected of its syncs. */
-export type PlanInForce = Pick<StoredPolicy, 'computedAt' | 'expectedChangedShare'>;
+export type PlanInForce = Pick<
+  StoredPolicy,
+  'computedAt' | 'expectedChangedShare' | 'expectedSince' | 'auditAction'
+>;
 
 /**
  * How the plan acts on the audit, of the last max age and since the plan in force was made, and on
@@ -178,10 +199,11 @@ export type PlanInForce = Pick<StoredPolicy, 'computedAt' | 'expectedChangedShar
  */
 async function judgeAudit(
   pool: pg.Pool,
-  maxAgeMs: number,
+  settings: RefreshPlanSettings,
   before: PlanInForce | undefined,
   priorRatePerDay: number,
 ): Promise<{ action: AuditAction; estimate: number }> {
+  const { maxAgeMs, budgetPerSec } = settings;
   const f = await readFreshness(pool, maxAgeMs, wilson, priorRatePerDay);
   const { samples, staleRatio, low, high } = f.audit;
   const lastMaxAge =
@@ -191,16 +213,35 @@ async function judgeAudit(
     action: auditAction(f.estimatedStaleRatio, {
       lastMaxAge,
       sincePlan,
-      plansSyncs: before === undefined ? null : await plansSyncsOf(pool, before),
+      plansSyncs:
+        before === undefined || budgetPerSec === null
+          ? null
+          : await plansSyncsOf(pool, before, { maxAgeMs, budgetPerSec }),
     }),
     estimate: f.estimatedStaleRatio,
   };
 }
 
-/** The plan in force's own syncs since it was made, with what it expected of them (null: it expected nothing, an earlier release's plan). */
-export async function plansSyncsOf(pool: pg.Pool, plan: PlanInForce): Promise<PlansSyncs | null> {
+/**
+ * The refresh's latest own syncs since the plan in force's expectation held (src/freshness
+ * `plansSyncsFrom`), with what it expected of them (null: it expected nothing, an earlier release's plan).
+ */
+export async function plansSyncsOf(
+  pool: pg.Pool,
+  plan: PlanInForce,
+  settings: { maxAgeMs: number; budgetPerSec: number },
+): Promise<PlansSyncs | null> {
   if (plan.expectedChangedShare === null) return null;
-  return { ...(await plansSyncsSince(pool, plan.computedAt)), expected: plan.expectedChangedShare };
+  const from = plansSyncsFrom(
+    plan.expectedSince.getTime(),
+    Date.now(),
+    settings.maxAgeMs,
+    settings.budgetPerSec,
+  );
+  return {
+    ...(await plansSyncsSince(pool, new Date(from), PLANS_SYNCS_READ)),
+    expected: plan.expectedChangedShare,
+  };
 }
 
 /** The audit's draws since `since` as src/freshness `auditAction` reads a window (null: none yet). */

@@ -211,6 +211,53 @@ export function syncsDisagree(
 }
 
 /**
+ * The latest of the refresh's own syncs that {@link syncsDisagree} reads, at most: enough for its 95%
+ * interval to tell a gross miss at any expectation, few enough that the read stays small at any
+ * budget, and the latest, so that a change shows in them undiluted by the syncs before it.
+ */
+export const PLANS_SYNCS_READ = 500;
+
+/**
+ * Since when the plans in force have expected about the same of their own syncs: a plan's syncs
+ * are held to its expectation together with those of the plans before it while each expected
+ * within 30% (or 2 points) of the one before, none went round in turn, and for a fifth of the max
+ * age at most. The continuous refresh plans every 10 minutes at most (`replanEveryMs`): a budget of
+ * a few syncs a minute gives one plan too few syncs to judge, and a mass change in a sparse fleet
+ * went unseen until the audit, a small share of that budget, drew enough (docs/refresh.md, "When the
+ * audit disagrees"). `before`: the plan in force, and since when its expectation held; null: no
+ * plan, or one that expected nothing (an earlier release's).
+ */
+export function expectationSince(
+  before: { expected: number | null; since: number; roundRobin: boolean } | null,
+  expected: number,
+  now: number,
+): number {
+  if (before === null || before.expected === null || before.roundRobin) return now;
+  const near = Math.abs(expected - before.expected) <= Math.max(0.3 * before.expected, 0.02);
+  return near ? before.since : now;
+}
+
+/**
+ * Where the refresh's own syncs judged against the plan in force begin: since its expectation held
+ * ({@link expectationSince}), a fifth of the max age at most (the family's plan period,
+ * bench:freshness-family, over which the check was judged), and no further back than the budget
+ * takes to make twice {@link PLANS_SYNCS_READ} syncs, so that the read, of a ledger with no index in
+ * time order, stays a few hundred rows at any budget and max age. Of these, the latest
+ * {@link PLANS_SYNCS_READ} count. `tickMs`: the simulator's syncs come a tick at a time, and it
+ * reaches back a tick at least.
+ */
+export function plansSyncsFrom(
+  expectedSince: number,
+  now: number,
+  maxAgeMs: number,
+  budgetPerSec: number,
+  tickMs = 0,
+): number {
+  const readBackMs = Math.max(tickMs, (2 * PLANS_SYNCS_READ * 1000) / budgetPerSec);
+  return Math.max(expectedSince, now - maxAgeMs / 5, now - readBackMs);
+}
+
+/**
  * The share found changed that no plain error of the rates explains, for a plan that expected
  * `expected`: twice it plus 5 points, or, where that is out of reach (a plan expecting more than 30%,
  * as one does whose budget syncs each copy less than once a max age), half of the copies it expected

@@ -246,6 +246,40 @@ describe('the freshness figures', () => {
     ).toBe('none');
   });
 
+  it("a budget of a few syncs a plan: the plans' own syncs count together while they expect about the same, and a plan that went round in turn begins anew", async () => {
+    // 100 subscribers synced an hour ago, each observed quiet for a day: the rates say little changes.
+    await pool().query(
+      `insert into subscribers (subscriber_id, last_success_at, change_observations)
+        select g, now() - interval '1 hour', array[1]::real[] from generate_series(1, 100) g`,
+    );
+    const syncs = async (from: number, to: number) =>
+      pool().query(
+        `insert into sync_runs (subscriber_id, trigger, started_at, finished_at, status, cards_seen, inserted, updated, removed, unchanged)
+          select g, 'refresh', clock_timestamp(), clock_timestamp(), 'succeeded', 1, 1, 0, 1, 0
+          from generate_series($1::int, $2::int) g`,
+        [from, to],
+      );
+    await replan(pool(), CONTINUOUS);
+    const first = (await readPolicy(pool()))!;
+    expect(first.expectedSince.getTime()).toBe(first.computedAt.getTime());
+    // 20 syncs under the first plan, every token reissued: too few to judge, so the next plan,
+    // expecting what it did, carries its expectation on.
+    await syncs(1, 20);
+    expect((await replan(pool(), CONTINUOUS, undefined, first)).auditAction).toBe('none');
+    const second = (await readPolicy(pool()))!;
+    expect(second.computedAt.getTime()).toBeGreaterThan(first.computedAt.getTime());
+    expect(second.expectedSince.getTime()).toBe(first.computedAt.getTime());
+    // 20 more under the second plan: 40 since the expectation began, where the second plan alone
+    // has 20. Together they are far more than it expected, and the next plan goes round in turn.
+    await syncs(21, 40);
+    expect((await replan(pool(), CONTINUOUS, undefined, second)).auditAction).toBe('round-robin');
+    const third = (await readPolicy(pool()))!;
+    // After a plan that went round in turn, the next begins its own expectation.
+    await replan(pool(), CONTINUOUS, undefined, third);
+    const fourth = (await readPolicy(pool()))!;
+    expect(fourth.expectedSince.getTime()).toBe(fourth.computedAt.getTime());
+  });
+
   it('before any plan is stored, status, /metrics and the ops page judge the max age by REFRESH_MAX_AGE alike', async () => {
     // 35 synced 3 to 120 hours ago; no plan yet (a fleet just switched on, or nightly mode).
     await pool().query(

@@ -202,6 +202,7 @@ const DOCUMENTED_COLUMNS: Record<string, string[]> = {
     'spend_coverage',
     'audit_action',
     'expected_changed_share',
+    'expected_since',
     'computed_at',
   ],
   refresh_runs: [

@@ -296,4 +296,20 @@ describe('the schedule', () => {
     expect(c.plansActingOnAudit).toBeGreaterThan(0);
     expect(c.staleShare).toBeLessThan(rr * 1.03);
   });
+
+  it("every token reissued where the max age is long and the budget small: plans made every 10 minutes hold their syncs together to what they expected (simulator, production's cadence)", () => {
+    // World 40 of the family of seed 8450: 2,152 subscribers, 0.3 syncs each per max age of 8.7
+    // hours, every token reissued at 2 max ages. Production plans every 10 minutes, and each plan
+    // held only its own syncs, a dozen, to what it expected: fewer than the 30 the check needs, so
+    // the mass change went unseen and the plan kept syncing its busiest wallets (1.12x round robin
+    // over the run, never acting on it).
+    const w = drawWorld(8450, 40, undefined, 'production');
+    expect(w.event).toBe('mass-change');
+    expect(w.options.replanSeconds).toBe(600);
+    const after = { ...w.options, warmupDays: 2 * w.maxAgeDays, days: 3 * w.maxAgeDays };
+    const rr = simulate('round-robin', after).staleShare;
+    const c = simulate('continuous', after);
+    expect(c.plansActingOnAudit).toBeGreaterThan(0);
+    expect(c.staleShare).toBeLessThan(rr * 1.03);
+  });
 });

@@ -3,12 +3,15 @@ import {
   AUDIT_ACTS_FROM,
   auditAction,
   chooseAhead,
+  expectationSince,
   groupRates,
   intervalDays,
   MIN_STALE_CHANCE,
   MS_PER_DAY,
   observation,
+  PLANS_SYNCS_READ,
   type PolicyParams,
+  plansSyncsFrom,
   pullIn,
   refitPrior,
   solveThreshold,
@@ -134,6 +137,34 @@ describe('the audit, acted on', () => {
     // Under 30% expected, the rule is what it was: twice the expectation plus 5 points.
     expect(syncsDisagree(0.2, { samples: 5000, changed: 2150 })).toBe(false);
     expect(syncsDisagree(0.2, { samples: 5000, changed: 2400 })).toBe(true);
+  });
+
+  it('plans that expect about the same hold their syncs to it together, for a fifth of the max age at most', () => {
+    const hour = 3_600_000;
+    const maxAgeMs = 24 * hour;
+    // Plans every 10 minutes expecting 10%, then 12%: one expectation since the first of them.
+    const first = expectationSince(null, 0.1, 0);
+    expect(first).toBe(0);
+    const second = expectationSince({ expected: 0.1, since: first, roundRobin: false }, 0.12, hour / 6);
+    expect(second).toBe(0);
+    // At a sync every 100 seconds, its syncs reach back to then, a fifth of the max age at most
+    // (4.8 hours of a day's).
+    expect(plansSyncsFrom(second, hour / 6, maxAgeMs, 0.01)).toBe(0);
+    expect(plansSyncsFrom(second, 10 * hour, maxAgeMs, 0.01)).toBe(10 * hour - maxAgeMs / 5);
+    // At 15 a second, no further back than the budget takes to make twice the syncs read: the
+    // latest 500 are within it, and the read stays a thousand rows.
+    expect(plansSyncsFrom(second, 10 * hour, maxAgeMs, 15)).toBeCloseTo(
+      10 * hour - (2 * PLANS_SYNCS_READ * 1000) / 15,
+      6,
+    );
+    // A plan expecting far more (30% where the one before expected 10%) begins its own expectation;
+    // so does every plan after one that went round in turn, and every plan after one that expected
+    // nothing (an earlier release's).
+    expect(expectationSince({ expected: 0.1, since: 0, roundRobin: false }, 0.3, hour)).toBe(hour);
+    expect(expectationSince({ expected: 0.1, since: 0, roundRobin: true }, 0.1, hour)).toBe(hour);
+    expect(expectationSince({ expected: null, since: 0, roundRobin: false }, 0.1, hour)).toBe(hour);
+    // Near zero, within 2 points is about the same.
+    expect(expectationSince({ expected: 0.001, since: 0, roundRobin: false }, 0.015, hour)).toBe(0);
   });
 
   it('a plan says what share of its syncs should find a change: its rates and intervals, weighted by its syncs', () => {

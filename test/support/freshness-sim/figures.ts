@@ -77,14 +77,14 @@ export class Figures {
   }
 
   /**
-   * The plan's own syncs after `since` (first syncs apart, as production's count leaves them out):
-   * how many, and how many found the cards changed. Counted as they are, not as a larger fleet's:
-   * a simulated sync is one observation, and counting it as many would make the criterion surer
-   * than what it saw.
+   * The plan's own syncs after `since`, the latest `atMost` of them (first syncs apart, as
+   * production's count leaves them out): how many, and how many found the cards changed. Counted as
+   * they are, not as a larger fleet's: a simulated sync is one observation, and counting it as many
+   * would make the criterion surer than what it saw.
    */
-  syncsSince(since: number): { samples: number; changed: number } {
+  syncsSince(since: number, atMost = Number.POSITIVE_INFINITY): { samples: number; changed: number } {
     let from = this.planned.length;
-    while (from > 0 && this.planned[from - 1]!.at > since) from -= 1;
+    while (from > 0 && this.planned.length - from < atMost && this.planned[from - 1]!.at > since) from -= 1;
     let changed = 0;
     for (let k = from; k < this.planned.length; k++) if (this.planned[k]!.changed) changed += 1;
     return { samples: this.planned.length - from, changed };

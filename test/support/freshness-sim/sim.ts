@@ -9,11 +9,14 @@ import {
   chooseAhead,
   claimLeaseMs,
   estimatedStaleShare,
+  expectationSince,
   intervalDays,
   MS_PER_DAY,
   type Observation,
   observation,
+  PLANS_SYNCS_READ,
   type PolicyParams,
+  plansSyncsFrom,
   pullIn,
   splitForAudit,
 } from '../../../src/freshness/index.js';
@@ -90,16 +93,24 @@ export function simulate(policy: PolicyName, given: SimOptions & RealRun): SimRe
           return auditAction(planEstimate, {
             lastMaxAge: figures.auditInterval(at),
             sincePlan: planMadeAt === null ? null : figures.auditSince(planMadeAt),
-            plansSyncs: plansSyncs(),
+            plansSyncs: plansSyncs(at),
           });
         }
       : undefined;
-  // The plan's own syncs since it was made, against what it expected of them (as production reads
-  // them from the ledger between plans, jobs/refresh/policy.ts).
-  const plansSyncs = () =>
+  // The plan's own syncs since its expectation held (src/freshness `plansSyncsFrom`), the latest of
+  // them, against what it expected of them (as production reads them from the ledger between plans,
+  // jobs/refresh/policy.ts).
+  let expectedSince = 0;
+  const plansSyncs = (now: number) =>
     planMadeAt === null || o.plansSyncsIgnored
       ? null
-      : { ...figures.syncsSince(planMadeAt), expected: plan.changedShare };
+      : {
+          ...figures.syncsSince(
+            plansSyncsFrom(expectedSince, now, o.maxAgeDays * MS_PER_DAY, o.budgetPerDay / 86_400, tickMs),
+            PLANS_SYNCS_READ,
+          ),
+          expected: plan.changedShare,
+        };
   const plan = createPlan(policy, o, world, copies, random, judge, (at) => figures.auditObservationsOf(at));
   const figures = new Figures(policy, o, world, copies);
   const version = new Int32Array(n);
@@ -239,14 +250,20 @@ export function simulate(policy: PolicyName, given: SimOptions & RealRun): SimRe
       nextAuditCheck = now + AUDIT_CHECK_SECONDS * 1000;
       const sincePlan = figures.auditSince(planMadeAt);
       if (
-        auditAction(planEstimate, { lastMaxAge: null, sincePlan, plansSyncs: plansSyncs() }) === 'round-robin'
+        auditAction(planEstimate, { lastMaxAge: null, sincePlan, plansSyncs: plansSyncs(now) }) ===
+        'round-robin'
       )
         nextReplan = now;
     }
     if (now >= nextReplan) {
       const before = plan.params;
+      const inForce =
+        planMadeAt === null
+          ? null
+          : { expected: plan.changedShare, since: expectedSince, roundRobin: plan.audit === 'round-robin' };
       plan.replan(now);
       planMadeAt = now;
+      expectedSince = expectationSince(inForce, plan.changedShare, now);
       if (plan.audit !== 'none') plansActingOnAudit += 1;
       if (policy === 'continuous') {
         // As production's replan does (jobs/refresh/policy.ts): due times beyond the plan's longest
