@@ -44,6 +44,8 @@ export interface StoredPolicy {
    * `expectationSince`); a plan stored before it gives its `computedAt`.
    */
   expectedSince: Date;
+  /** The shortest interval the plan gives anyone, days; null in a plan stored before it. */
+  minIntervalDays: number | null;
   computedAt: Date;
 }
 
@@ -65,6 +67,7 @@ export async function readPolicy(pool: pg.Pool): Promise<StoredPolicy | undefine
     audit_action: string | null;
     expected_changed_share: number | null;
     expected_since: Date | null;
+    min_interval_days: number | null;
     computed_at: Date;
   }>('select * from refresh_policy where id = 1');
   const r = rows[0];
@@ -89,6 +92,7 @@ export async function readPolicy(pool: pg.Pool): Promise<StoredPolicy | undefine
     auditAction: r.audit_action,
     expectedChangedShare: r.expected_changed_share,
     expectedSince: r.expected_since ?? r.computed_at,
+    minIntervalDays: r.min_interval_days,
     computedAt: r.computed_at,
   };
 }
@@ -96,9 +100,17 @@ export async function readPolicy(pool: pg.Pool): Promise<StoredPolicy | undefine
 /** A plan to store: what a plan of an earlier release lacked may be left out (stored as null). */
 export type PolicyToSave = Omit<
   StoredPolicy,
-  'computedAt' | 'coverageDays' | 'spend' | 'auditAction' | 'expectedChangedShare' | 'expectedSince'
+  | 'computedAt'
+  | 'coverageDays'
+  | 'spend'
+  | 'auditAction'
+  | 'expectedChangedShare'
+  | 'expectedSince'
+  | 'minIntervalDays'
 > &
-  Partial<Pick<StoredPolicy, 'coverageDays' | 'spend' | 'auditAction' | 'expectedChangedShare'>> & {
+  Partial<
+    Pick<StoredPolicy, 'coverageDays' | 'spend' | 'auditAction' | 'expectedChangedShare' | 'minIntervalDays'>
+  > & {
     /** Null or left out: since this plan (its `computed_at`). */
     expectedSince?: Date | null;
   };
@@ -107,8 +119,9 @@ export async function savePolicy(pool: pg.Pool, p: PolicyToSave): Promise<void> 
   await pool.query(
     `insert into refresh_policy (id, mode, threshold_days, prior_rate_per_day, max_age_seconds, budget_per_sec,
         audit_share, subscribers, keeps_max_age, max_age_needs_per_sec, prior_mixture, coverage_days,
-        spend_plan, spend_coverage, audit_action, expected_changed_share, expected_since, computed_at)
-      values (1, $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, coalesce($16, now()), now())
+        spend_plan, spend_coverage, audit_action, expected_changed_share, expected_since, min_interval_days,
+        computed_at)
+      values (1, $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, coalesce($16, now()), $17, now())
       on conflict (id) do update set mode = excluded.mode, threshold_days = excluded.threshold_days,
         prior_rate_per_day = excluded.prior_rate_per_day, prior_mixture = excluded.prior_mixture,
         max_age_seconds = excluded.max_age_seconds,
@@ -117,7 +130,8 @@ export async function savePolicy(pool: pg.Pool, p: PolicyToSave): Promise<void> 
         max_age_needs_per_sec = excluded.max_age_needs_per_sec, coverage_days = excluded.coverage_days,
         spend_plan = excluded.spend_plan, spend_coverage = excluded.spend_coverage,
         audit_action = excluded.audit_action, expected_changed_share = excluded.expected_changed_share,
-        expected_since = excluded.expected_since, computed_at = excluded.computed_at`,
+        expected_since = excluded.expected_since, min_interval_days = excluded.min_interval_days,
+        computed_at = excluded.computed_at`,
     [
       p.mode,
       p.thresholdDays,
@@ -135,6 +149,7 @@ export async function savePolicy(pool: pg.Pool, p: PolicyToSave): Promise<void> 
       p.auditAction ?? null,
       p.expectedChangedShare ?? null,
       p.expectedSince ?? null,
+      p.minIntervalDays ?? null,
     ],
   );
 }

@@ -125,6 +125,11 @@ export const refreshPolicy = pgTable(
      * plan stored before it, read as its `computed_at`.
      */
     expectedSince: tz('expected_since'),
+    /**
+     * The shortest interval the plan gives anyone, days: the budget's mean interval over
+     * src/freshness `MOST_SYNCS_OF_MEAN`. Null in a plan stored before it, read as none.
+     */
+    minIntervalDays: doublePrecision('min_interval_days'),
     computedAt: tz('computed_at').notNull(),
   },
   (t) => [check('refresh_policy_one_row', sql`${t.id} = 1`)],

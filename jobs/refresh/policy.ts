@@ -160,6 +160,7 @@ export async function replan(
     auditAction: audit,
     expectedChangedShare: threshold.changedShare,
     expectedSince: new Date(since),
+    minIntervalDays: threshold.minIntervalDays,
   };
   // A plan that begins its own expectation is stamped with the database's clock, as computed_at is.
   await savePolicy(pool, { ...plan, expectedSince: since === now ? null : plan.expectedSince });

@@ -36,7 +36,10 @@ export interface PolicyParams {
   thresholdDays: number;
   /** `REFRESH_MAX_AGE` in days: no interval is longer. */
   maxAgeDays: number;
-  /** Shortest interval between two syncs of one subscriber, days. */
+  /**
+   * Shortest interval between two syncs of one subscriber, days, for a rate of up to two changes per
+   * max age; a faster rate's is shorter in proportion ({@link intervalDays}).
+   */
   minIntervalDays: number;
   prior: RatePrior;
   /**
@@ -113,10 +116,15 @@ export function intervalDays(ratePerDay: number, params: IntervalParams): number
   let days = Number.POSITIVE_INFINITY;
   if (Number.isFinite(mu) && ratePerDay > 0) {
     const y = mu * ratePerDay;
-    if (y <= 0) days = minIntervalDays;
+    if (y <= 0) days = 0;
     else if (y < 1) days = hInverse(y) / ratePerDay;
   }
-  const floor = Math.max(minIntervalDays, shortestIntervalDays(ratePerDay, params.minStaleChance));
+  // A wallet changing n times a max age (n > 2) may be synced n/2 times as often: the floor holds
+  // the quiet classes to the fleet's mean, not the fast wallets whose syncs the stale share needs.
+  // From n > 1 instead, a class changing 0.72 times a max age, some of it estimated faster, went
+  // past the mean's ten times again (bench:freshness-family seed 34544 world 44, 10.6x).
+  const busy = Math.max(1, (ratePerDay * params.maxAgeDays) / 2);
+  const floor = Math.max(minIntervalDays / busy, shortestIntervalDays(ratePerDay, params.minStaleChance));
   return Math.min(longestIntervalDays(params), Math.max(floor, days));
 }
 
@@ -271,7 +279,22 @@ export interface Threshold {
   spend: { plan: number; coverage: number };
   /** The share of the plan's syncs expected to find the cards changed ({@link changedShareOf}). */
   changedShare: number;
+  /**
+   * The shortest interval the plan gives anyone ({@link PolicyParams.minIntervalDays}): the
+   * budget's mean interval over {@link MOST_SYNCS_OF_MEAN}; 0 for the oracle (`minStaleChance` 0).
+   */
+  minIntervalDays: number;
 }
+
+/**
+ * No subscriber changing at most twice a max age is planned more often than this many times the
+ * fleet's mean (one changing n times a max age, n/2 times that): where the budget is more than the
+ * plan needs, the busiest class took it, up to a sync each time its copy became 1% likely to have
+ * changed ({@link MIN_STALE_CHANCE}), 13 times the mean in a fleet with no wallet changing even once
+ * a max age (bench:freshness-family, docs/refresh.md "What the refresh promises"). The budget that
+ * frees goes to coverage.
+ */
+export const MOST_SYNCS_OF_MEAN = 10;
 
 /** How the plan acts on the audit: `round-robin` when the audit's interval excludes the estimate. */
 export type AuditAction = 'none' | 'round-robin' | 'estimate-high';
@@ -293,6 +316,22 @@ export function solveThreshold(
   audit: AuditAction = 'none',
 ): Threshold {
   const total = groups.reduce((n, g) => n + g.count, 0);
+  const meanDays = total > 0 && budgetPerDay > 0 ? total / budgetPerDay : 0;
+  const minIntervalDays =
+    base.minStaleChance === 0
+      ? base.minIntervalDays
+      : Math.max(base.minIntervalDays, meanDays / MOST_SYNCS_OF_MEAN);
+  return { ...solveWithin(groups, budgetPerDay, { ...base, minIntervalDays }, audit), minIntervalDays };
+}
+
+/** {@link solveThreshold} under a shortest interval of its own. */
+function solveWithin(
+  groups: readonly RateGroup[],
+  budgetPerDay: number,
+  base: Pick<PolicyParams, 'maxAgeDays' | 'minIntervalDays' | 'minStaleChance'>,
+  audit: AuditAction,
+): Omit<Threshold, 'minIntervalDays'> {
+  const total = groups.reduce((n, g) => n + g.count, 0);
   const changedShare = (mu: number, coverageDays?: number) =>
     changedShareOf(groups, {
       ...base,
@@ -306,7 +345,7 @@ export function solveThreshold(
     // does. The longest interval becomes STRETCH_CYCLES of the budget's round, and the rest of the
     // budget goes by the rates, under the same threshold.
     const longest = (STRETCH_CYCLES * total) / budgetPerDay;
-    const t = solveThreshold(groups, budgetPerDay, { ...base, maxAgeDays: longest / MAX_AGE_PLANNED });
+    const t = solveWithin(groups, budgetPerDay, { ...base, maxAgeDays: longest / MAX_AGE_PLANNED }, 'none');
     return {
       ...t,
       keepsMaxAge: maxAgeNeedsPerDay <= budgetPerDay,
@@ -402,6 +441,8 @@ export interface StoredPlan {
   priorMixture: RateMixture | null;
   /** {@link PolicyParams.coverageDays}; null (or absent, a plan stored before it) when none is set. */
   coverageDays?: number | null;
+  /** {@link PolicyParams.minIntervalDays}; null (or absent, a plan stored before it): none. */
+  minIntervalDays?: number | null;
 }
 
 /** The parameters a stored plan (or none yet: {@link defaultPolicy}) gives, under this process's max age. */
@@ -411,7 +452,7 @@ export function policyParams(stored: StoredPlan | undefined, maxAgeMs: number): 
   return {
     thresholdDays: stored.thresholdDays ?? Number.POSITIVE_INFINITY,
     maxAgeDays,
-    minIntervalDays: 0,
+    minIntervalDays: stored.minIntervalDays ?? 0,
     ...(stored.coverageDays ? { coverageDays: stored.coverageDays } : {}),
     prior: {
       ratePerDay: stored.priorRatePerDay,

@@ -6,7 +6,9 @@ import { replan } from '../../jobs/refresh/policy.js';
 import {
   estimatedStaleShare,
   estimateRate,
+  MOST_SYNCS_OF_MEAN,
   MS_PER_DAY,
+  PLANNED_SHARE,
   policyParams,
   staleEstimate,
   staleProbability,
@@ -262,6 +264,11 @@ describe('the freshness figures', () => {
     await replan(pool(), CONTINUOUS);
     const first = (await readPolicy(pool()))!;
     expect(first.expectedSince.getTime()).toBe(first.computedAt.getTime());
+    // The plan's shortest interval, which the workers read: the scheduled budget's mean interval
+    // over ten (1/s less the audit's 2%, of which the plan schedules PLANNED_SHARE, over 100).
+    const meanDays = 100 / (86_400 * (1 - CONTINUOUS.auditShare) * PLANNED_SHARE);
+    expect(first.minIntervalDays).toBeCloseTo(meanDays / MOST_SYNCS_OF_MEAN, 9);
+    expect(policyParams(first, CONTINUOUS.maxAgeMs).minIntervalDays).toBe(first.minIntervalDays);
     // 20 syncs under the first plan, every token reissued: too few to judge, so the next plan,
     // expecting what it did, carries its expectation on.
     await syncs(1, 20);

@@ -203,6 +203,7 @@ const DOCUMENTED_COLUMNS: Record<string, string[]> = {
     'audit_action',
     'expected_changed_share',
     'expected_since',
+    'min_interval_days',
     'computed_at',
   ],
   refresh_runs: [

@@ -7,6 +7,7 @@ import {
   groupRates,
   intervalDays,
   MIN_STALE_CHANCE,
+  MOST_SYNCS_OF_MEAN,
   MS_PER_DAY,
   observation,
   PLANS_SYNCS_READ,
@@ -193,6 +194,27 @@ describe('the audit, acted on', () => {
     expect(t.changedShare).toBeCloseTo(expected, 9);
     // Nobody changes: nothing to find.
     expect(solveThreshold(groupRates(rates.map(() => 0)), 1000, base).changedShare).toBe(0);
+  });
+
+  it('no subscriber is planned more often than ten times the mean, however much budget the plan leaves, unless it changes more than twice a max age', () => {
+    // 980 that never change and 20 changing 0.72 times a max age; three syncs each per max age.
+    const rates = [
+      ...Array.from({ length: 980 }, () => 0),
+      ...Array.from({ length: 20 }, () => 0.72 / base.maxAgeDays),
+    ];
+    const budget = (3 * rates.length) / base.maxAgeDays;
+    const t = solveThreshold(groupRates(rates), budget, base);
+    const meanDays = rates.length / budget;
+    expect(t.minIntervalDays).toBeCloseTo(meanDays / MOST_SYNCS_OF_MEAN, 12);
+    const p: PolicyParams = { ...base, ...t, prior };
+    // The busy wallets at ten times the mean, where a 1% chance of a change alone allows 72 syncs a
+    // max age; the budget that frees shortens everyone's longest interval.
+    expect(base.maxAgeDays / intervalDays(0.72 / base.maxAgeDays, p)).toBeCloseTo(30, 6);
+    expect(t.coverageDays).toBeLessThan(base.maxAgeDays);
+    // A wallet changing 10 times a max age is no quiet class: it may go five times as often.
+    expect(intervalDays(10 / base.maxAgeDays, p)).toBeCloseTo(t.minIntervalDays / 5, 12);
+    // The oracle, which knows every rate, is held to neither floor.
+    expect(solveThreshold(groupRates(rates), budget, { ...base, minStaleChance: 0 }).minIntervalDays).toBe(0);
   });
 
   it('round robin: everyone at the interval the budget allows, whatever the rates say', () => {

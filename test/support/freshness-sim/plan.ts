@@ -72,8 +72,12 @@ export function runAs<O extends SimOptions>(policy: BenchPolicy, o: O): { policy
 }
 
 /** The coverage interval of a solved threshold, as {@link PolicyParams} takes it. */
-function coverage(t: Threshold): Pick<PolicyParams, 'coverageDays'> {
-  return t.coverageDays !== undefined ? { coverageDays: t.coverageDays } : {};
+/** What a plan sets beside its threshold: its coverage interval, if any, and its shortest interval. */
+function coverage(t: Threshold): Pick<PolicyParams, 'coverageDays' | 'minIntervalDays'> {
+  return {
+    ...(t.coverageDays !== undefined ? { coverageDays: t.coverageDays } : {}),
+    minIntervalDays: t.minIntervalDays,
+  };
 }
 
 export interface Plan {
