@@ -224,8 +224,8 @@ export function auditDisagrees(f: Freshness): boolean {
  * and how many found the cards changed. A first sync has nothing stored to compare with (every card
  * it saw inserted, none unchanged, updated, removed or restored) and is left out: an intake would
  * read as a wallet of changes. Read every AUDIT_CHECK_SECONDS between plans (src/freshness
- * `syncsDisagree`); the ledger's partitions by day and its index of start times bound the read to
- * the latest syncs, whatever the budget.
+ * `syncsDisagree`). The ledger has only a BRIN in time order, so `order by … limit` sorts the whole
+ * span: the caller's `since` (src/freshness `plansSyncsFrom`) keeps it to about a thousand rows.
  */
 export async function plansSyncsSince(
   pool: pg.Pool,

@@ -41,10 +41,15 @@ export interface StoredPolicy {
   expectedChangedShare: number | null;
   /**
    * Since when the plans in force have expected about the same share (src/freshness
-   * `expectationSince`); a plan stored before it gives its `computedAt`.
+   * `expectationSince`); a plan stored before it, or written since by an earlier release, gives its
+   * `computedAt`.
    */
   expectedSince: Date;
-  /** The shortest interval the plan gives anyone, days; null in a plan stored before it. */
+  /**
+   * The shortest interval the plan gives a wallet changing at most twice a max age, days
+   * (src/freshness `MOST_SYNCS_OF_MEAN`); null in a plan stored before it, or written since by an
+   * earlier release.
+   */
   minIntervalDays: number | null;
   computedAt: Date;
 }
@@ -68,10 +73,12 @@ export async function readPolicy(pool: pg.Pool): Promise<StoredPolicy | undefine
     expected_changed_share: number | null;
     expected_since: Date | null;
     min_interval_days: number | null;
+    stamped_at: Date | null;
     computed_at: Date;
   }>('select * from refresh_policy where id = 1');
   const r = rows[0];
   if (!r) return undefined;
+  const stamped = r.stamped_at !== null && r.stamped_at.getTime() === r.computed_at.getTime();
   return {
     mode: r.mode,
     thresholdDays: r.threshold_days,
@@ -91,8 +98,9 @@ export async function readPolicy(pool: pg.Pool): Promise<StoredPolicy | undefine
         : { plan: r.spend_plan, coverage: r.spend_coverage },
     auditAction: r.audit_action,
     expectedChangedShare: r.expected_changed_share,
-    expectedSince: r.expected_since ?? r.computed_at,
-    minIntervalDays: r.min_interval_days,
+    // Written with the plan, or left as they were by an earlier release that wrote it since.
+    expectedSince: (stamped ? r.expected_since : null) ?? r.computed_at,
+    minIntervalDays: stamped ? r.min_interval_days : null,
     computedAt: r.computed_at,
   };
 }
@@ -115,13 +123,18 @@ export type PolicyToSave = Omit<
     expectedSince?: Date | null;
   };
 
-export async function savePolicy(pool: pg.Pool, p: PolicyToSave): Promise<void> {
-  await pool.query(
+/** Saves the plan; returns when it was made and since when its expectation held, by the database's clock. */
+export async function savePolicy(
+  pool: pg.Pool,
+  p: PolicyToSave,
+): Promise<Pick<StoredPolicy, 'computedAt' | 'expectedSince'>> {
+  const { rows } = await pool.query<{ computed_at: Date; expected_since: Date }>(
     `insert into refresh_policy (id, mode, threshold_days, prior_rate_per_day, max_age_seconds, budget_per_sec,
         audit_share, subscribers, keeps_max_age, max_age_needs_per_sec, prior_mixture, coverage_days,
         spend_plan, spend_coverage, audit_action, expected_changed_share, expected_since, min_interval_days,
-        computed_at)
-      values (1, $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, coalesce($16, now()), $17, now())
+        stamped_at, computed_at)
+      values (1, $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, coalesce($16, now()), $17,
+        now(), now())
       on conflict (id) do update set mode = excluded.mode, threshold_days = excluded.threshold_days,
         prior_rate_per_day = excluded.prior_rate_per_day, prior_mixture = excluded.prior_mixture,
         max_age_seconds = excluded.max_age_seconds,
@@ -131,7 +144,8 @@ export async function savePolicy(pool: pg.Pool, p: PolicyToSave): Promise<void> 
         spend_plan = excluded.spend_plan, spend_coverage = excluded.spend_coverage,
         audit_action = excluded.audit_action, expected_changed_share = excluded.expected_changed_share,
         expected_since = excluded.expected_since, min_interval_days = excluded.min_interval_days,
-        computed_at = excluded.computed_at`,
+        stamped_at = excluded.stamped_at, computed_at = excluded.computed_at
+      returning computed_at, expected_since`,
     [
       p.mode,
       p.thresholdDays,
@@ -152,6 +166,7 @@ export async function savePolicy(pool: pg.Pool, p: PolicyToSave): Promise<void> 
       p.minIntervalDays ?? null,
     ],
   );
+  return { computedAt: rows[0]!.computed_at, expectedSince: rows[0]!.expected_since };
 }
 
 /**

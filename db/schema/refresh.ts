@@ -126,10 +126,17 @@ export const refreshPolicy = pgTable(
      */
     expectedSince: tz('expected_since'),
     /**
-     * The shortest interval the plan gives anyone, days: the budget's mean interval over
-     * src/freshness `MOST_SYNCS_OF_MEAN`. Null in a plan stored before it, read as none.
+     * The shortest interval the plan gives a wallet changing at most twice a max age, days: the
+     * scheduled budget's mean interval over src/freshness `MOST_SYNCS_OF_MEAN` (a faster wallet's is
+     * shorter in proportion). Null in a plan stored before it, read as none.
      */
     minIntervalDays: doublePrecision('min_interval_days'),
+    /**
+     * When a release that writes `expected_since` and `min_interval_days` last wrote the row: equal
+     * to `computed_at` then. Later than it, or null, an earlier release wrote the plan since and left
+     * the two as they were: they are read as unknown (db/refresh/policy.ts `readPolicy`).
+     */
+    stampedAt: tz('stamped_at'),
     computedAt: tz('computed_at').notNull(),
   },
   (t) => [check('refresh_policy_one_row', sql`${t.id} = 1`)],

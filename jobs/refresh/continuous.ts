@@ -76,8 +76,7 @@ export async function replanAndPullIn(
   before: StoredPolicy | undefined,
   settings: RefreshPlanSettings,
 ): Promise<StoredPolicy & { estimatedStaleRatio: number | null }> {
-  const plan = await replan(deps.pool, settings, deps.logger, before);
-  const stored = { ...plan, computedAt: new Date() };
+  const stored = await replan(deps.pool, settings, deps.logger, before);
   const pull = pullIn(
     before ? policyParams(before, settings.maxAgeMs) : undefined,
     policyParams(stored, settings.maxAgeMs),

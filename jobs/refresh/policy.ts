@@ -60,7 +60,7 @@ export async function replan(
   settings: RefreshPlanSettings,
   logger?: Logger,
   before?: PlanInForce,
-): Promise<Omit<StoredPolicy, 'computedAt'> & { estimatedStaleRatio: number | null }> {
+): Promise<StoredPolicy & { estimatedStaleRatio: number | null }> {
   const maxAgeDays = settings.maxAgeMs / MS_PER_DAY;
   const sample = await planEvidenceSample(pool);
   const observations = sample.samples.map((s) => s.observations);
@@ -141,7 +141,7 @@ export async function replan(
           since: before.expectedSince.getTime(),
           roundRobin: before.auditAction === 'round-robin',
         },
-    threshold.changedShare,
+    { expected: threshold.changedShare, roundRobin: audit === 'round-robin' },
     now,
   );
   const plan = {
@@ -159,11 +159,11 @@ export async function replan(
     spend: threshold.spend,
     auditAction: audit,
     expectedChangedShare: threshold.changedShare,
-    expectedSince: new Date(since),
     minIntervalDays: threshold.minIntervalDays,
   };
-  // A plan that begins its own expectation is stamped with the database's clock, as computed_at is.
-  await savePolicy(pool, { ...plan, expectedSince: since === now ? null : plan.expectedSince });
+  // A plan that begins its own expectation takes the database's clock, as computed_at does; the
+  // stored times come back, and the next plan reads them from the plan in force.
+  const saved = await savePolicy(pool, { ...plan, expectedSince: since === now ? null : new Date(since) });
   if (refit)
     logger?.warn(
       { subscribers: sample.total, sampledRatePerDay: prior, auditRatePerDay: refit.ratePerDay },
@@ -185,7 +185,7 @@ export async function replan(
       `${maxAgeVerdict(judged)!}${whose}`,
     );
   }
-  return { ...plan, estimatedStaleRatio: judged.estimate };
+  return { ...plan, ...saved, estimatedStaleRatio: judged.estimate };
 }
 
 /** What the next plan reads of the plan in force: when it was made, and what it expected of its syncs. */
@@ -253,7 +253,18 @@ export async function auditWindowSince(pool: pg.Pool, since: Date): Promise<Audi
 }
 
 /** Null when the budget keeps REFRESH_MAX_AGE; otherwise what it would take, with the fixes. */
-function maxAgeVerdict(p: Omit<StoredPolicy, 'computedAt'>): string | null {
+function maxAgeVerdict(
+  p: Pick<
+    StoredPolicy,
+    | 'keepsMaxAge'
+    | 'subscribers'
+    | 'maxAgeSeconds'
+    | 'maxAgeNeedsPerSec'
+    | 'budgetPerSec'
+    | 'mode'
+    | 'auditShare'
+  >,
+): string | null {
   if (p.keepsMaxAge) return null;
   return (
     `the refresh budget cannot keep REFRESH_MAX_AGE: ${p.subscribers} subscribers once per ${formatDuration(p.maxAgeSeconds)} need ` +

@@ -54,6 +54,12 @@ export interface PolicyParams {
    * ({@link MIN_STALE_CHANCE}); 0 for the oracle of the simulator, which knows every rate.
    */
   minStaleChance?: number;
+  /**
+   * `REFRESH_MAX_AGE` in days where {@link PolicyParams.maxAgeDays} is the stretched one the plan
+   * solves under when the budget cannot keep it ({@link STRETCH_CYCLES}): what a wallet's changes
+   * per max age are counted in, as the workers count them. Absent: `maxAgeDays`.
+   */
+  refreshMaxAgeDays?: number;
 }
 
 /**
@@ -92,7 +98,7 @@ function hInverse(y: number): number {
 /** The parameters an interval is computed from. */
 type IntervalParams = Pick<
   PolicyParams,
-  'thresholdDays' | 'maxAgeDays' | 'minIntervalDays' | 'coverageDays' | 'minStaleChance'
+  'thresholdDays' | 'maxAgeDays' | 'minIntervalDays' | 'coverageDays' | 'minStaleChance' | 'refreshMaxAgeDays'
 >;
 
 /**
@@ -123,7 +129,8 @@ export function intervalDays(ratePerDay: number, params: IntervalParams): number
   // the quiet classes to the fleet's mean, not the fast wallets whose syncs the stale share needs.
   // From n > 1 instead, a class changing 0.72 times a max age, some of it estimated faster, went
   // past the mean's ten times again (bench:freshness-family seed 34544 world 44, 10.6x).
-  const busy = Math.max(1, (ratePerDay * params.maxAgeDays) / 2);
+  const perMaxAge = ratePerDay * (params.refreshMaxAgeDays ?? params.maxAgeDays);
+  const busy = Number.isFinite(perMaxAge) && perMaxAge > 2 ? perMaxAge / 2 : 1;
   const floor = Math.max(minIntervalDays / busy, shortestIntervalDays(ratePerDay, params.minStaleChance));
   return Math.min(longestIntervalDays(params), Math.max(floor, days));
 }
@@ -280,7 +287,8 @@ export interface Threshold {
   /** The share of the plan's syncs expected to find the cards changed ({@link changedShareOf}). */
   changedShare: number;
   /**
-   * The shortest interval the plan gives anyone ({@link PolicyParams.minIntervalDays}): the
+   * The shortest interval the plan gives a wallet changing at most twice a max age
+   * ({@link PolicyParams.minIntervalDays}; a faster one's is shorter in proportion): the scheduled
    * budget's mean interval over {@link MOST_SYNCS_OF_MEAN}; 0 for the oracle (`minStaleChance` 0).
    */
   minIntervalDays: number;
@@ -328,7 +336,7 @@ export function solveThreshold(
 function solveWithin(
   groups: readonly RateGroup[],
   budgetPerDay: number,
-  base: Pick<PolicyParams, 'maxAgeDays' | 'minIntervalDays' | 'minStaleChance'>,
+  base: Pick<PolicyParams, 'maxAgeDays' | 'minIntervalDays' | 'minStaleChance' | 'refreshMaxAgeDays'>,
   audit: AuditAction,
 ): Omit<Threshold, 'minIntervalDays'> {
   const total = groups.reduce((n, g) => n + g.count, 0);
@@ -345,7 +353,12 @@ function solveWithin(
     // does. The longest interval becomes STRETCH_CYCLES of the budget's round, and the rest of the
     // budget goes by the rates, under the same threshold.
     const longest = (STRETCH_CYCLES * total) / budgetPerDay;
-    const t = solveWithin(groups, budgetPerDay, { ...base, maxAgeDays: longest / MAX_AGE_PLANNED }, 'none');
+    const t = solveWithin(
+      groups,
+      budgetPerDay,
+      { ...base, maxAgeDays: longest / MAX_AGE_PLANNED, refreshMaxAgeDays: base.maxAgeDays },
+      'none',
+    );
     return {
       ...t,
       keepsMaxAge: maxAgeNeedsPerDay <= budgetPerDay,

@@ -220,20 +220,21 @@ export const PLANS_SYNCS_READ = 500;
 /**
  * Since when the plans in force have expected about the same of their own syncs: a plan's syncs
  * are held to its expectation together with those of the plans before it while each expected
- * within 30% (or 2 points) of the one before, none went round in turn, and for a fifth of the max
- * age at most. The continuous refresh plans every 10 minutes at most (`replanEveryMs`): a budget of
- * a few syncs a minute gives one plan too few syncs to judge, and a mass change in a sparse fleet
- * went unseen until the audit, a small share of that budget, drew enough (docs/refresh.md, "When the
- * audit disagrees"). `before`: the plan in force, and since when its expectation held; null: no
- * plan, or one that expected nothing (an earlier release's).
+ * within 30% (or 2 points) of the one before and none went round in turn (a plan that goes round
+ * in turn, and the one after it, each begin anew, so that the syncs one plan acted on are not judged
+ * again). The continuous refresh plans every 10 minutes at most (`replanEveryMs`): a budget of a few
+ * syncs a minute gives one plan too few syncs to judge, and a mass change in a sparse fleet went
+ * unseen until the audit, a small share of that budget, drew enough (docs/refresh.md, "When its own
+ * syncs find far more changed"). `before`: the plan in force, and since when its expectation held;
+ * null: no plan, or one that expected nothing (an earlier release's). `next`: the plan being made.
  */
 export function expectationSince(
   before: { expected: number | null; since: number; roundRobin: boolean } | null,
-  expected: number,
+  next: { expected: number; roundRobin: boolean },
   now: number,
 ): number {
-  if (before === null || before.expected === null || before.roundRobin) return now;
-  const near = Math.abs(expected - before.expected) <= Math.max(0.3 * before.expected, 0.02);
+  if (before === null || before.expected === null || before.roundRobin || next.roundRobin) return now;
+  const near = Math.abs(next.expected - before.expected) <= Math.max(0.3 * before.expected, 0.02);
   return near ? before.since : now;
 }
 
@@ -242,9 +243,10 @@ export function expectationSince(
  * ({@link expectationSince}), a fifth of the max age at most (the family's plan period,
  * bench:freshness-family, over which the check was judged), and no further back than the budget
  * takes to make twice {@link PLANS_SYNCS_READ} syncs, so that the read, of a ledger with no index in
- * time order, stays a few hundred rows at any budget and max age. Of these, the latest
- * {@link PLANS_SYNCS_READ} count. `tickMs`: the simulator's syncs come a tick at a time, and it
- * reaches back a tick at least.
+ * time order, stays a thousand rows at any budget and max age. Of these, the latest
+ * {@link PLANS_SYNCS_READ} count. The simulator, whose budget is that of the fleet it simulates (at
+ * most 2,000), reaches back as many of its own syncs, over a longer time; and, its syncs coming a
+ * tick at a time, a tick at least (`tickMs`).
  */
 export function plansSyncsFrom(
   expectedSince: number,

@@ -281,10 +281,22 @@ describe('the freshness figures', () => {
     await syncs(21, 40);
     expect((await replan(pool(), CONTINUOUS, undefined, second)).auditAction).toBe('round-robin');
     const third = (await readPolicy(pool()))!;
-    // After a plan that went round in turn, the next begins its own expectation.
-    await replan(pool(), CONTINUOUS, undefined, third);
+    // A plan that goes round in turn begins its own expectation, and so does the one after it: the
+    // syncs it acted on are not judged again.
+    expect(third.expectedSince.getTime()).toBe(third.computedAt.getTime());
+    expect((await replan(pool(), CONTINUOUS, undefined, third)).auditAction).toBe('none');
     const fourth = (await readPolicy(pool()))!;
     expect(fourth.expectedSince.getTime()).toBe(fourth.computedAt.getTime());
+    expect(fourth.minIntervalDays).toBeGreaterThan(0);
+    // An earlier release makes the next plan (a rolling upgrade): it writes the row without the
+    // columns it does not know, which stay as they were. They are read as unknown, not as its plan's.
+    await pool().query(
+      `update refresh_policy set computed_at = now() + interval '1 second', audit_action = 'none' where id = 1`,
+    );
+    const earlier = (await readPolicy(pool()))!;
+    expect(earlier.expectedSince.getTime()).toBe(earlier.computedAt.getTime());
+    expect(earlier.minIntervalDays).toBeNull();
+    expect(policyParams(earlier, CONTINUOUS.maxAgeMs).minIntervalDays).toBe(0);
   });
 
   it('before any plan is stored, status, /metrics and the ops page judge the max age by REFRESH_MAX_AGE alike', async () => {

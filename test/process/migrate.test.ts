@@ -204,6 +204,7 @@ const DOCUMENTED_COLUMNS: Record<string, string[]> = {
     'expected_changed_share',
     'expected_since',
     'min_interval_days',
+    'stamped_at',
     'computed_at',
   ],
   refresh_runs: [

@@ -144,9 +144,14 @@ describe('the audit, acted on', () => {
     const hour = 3_600_000;
     const maxAgeMs = 24 * hour;
     // Plans every 10 minutes expecting 10%, then 12%: one expectation since the first of them.
-    const first = expectationSince(null, 0.1, 0);
+    const rates = (expected: number) => ({ expected, roundRobin: false });
+    const first = expectationSince(null, rates(0.1), 0);
     expect(first).toBe(0);
-    const second = expectationSince({ expected: 0.1, since: first, roundRobin: false }, 0.12, hour / 6);
+    const second = expectationSince(
+      { expected: 0.1, since: first, roundRobin: false },
+      rates(0.12),
+      hour / 6,
+    );
     expect(second).toBe(0);
     // At a sync every 100 seconds, its syncs reach back to then, a fifth of the max age at most
     // (4.8 hours of a day's).
@@ -159,13 +164,15 @@ describe('the audit, acted on', () => {
       6,
     );
     // A plan expecting far more (30% where the one before expected 10%) begins its own expectation;
-    // so does every plan after one that went round in turn, and every plan after one that expected
-    // nothing (an earlier release's).
-    expect(expectationSince({ expected: 0.1, since: 0, roundRobin: false }, 0.3, hour)).toBe(hour);
-    expect(expectationSince({ expected: 0.1, since: 0, roundRobin: true }, 0.1, hour)).toBe(hour);
-    expect(expectationSince({ expected: null, since: 0, roundRobin: false }, 0.1, hour)).toBe(hour);
+    // so does a plan that goes round in turn, the plan after it, and every plan after one that
+    // expected nothing (an earlier release's).
+    const before = { expected: 0.1, since: 0, roundRobin: false };
+    expect(expectationSince(before, rates(0.3), hour)).toBe(hour);
+    expect(expectationSince(before, { expected: 0.1, roundRobin: true }, hour)).toBe(hour);
+    expect(expectationSince({ ...before, roundRobin: true }, rates(0.1), hour)).toBe(hour);
+    expect(expectationSince({ ...before, expected: null }, rates(0.1), hour)).toBe(hour);
     // Near zero, within 2 points is about the same.
-    expect(expectationSince({ expected: 0.001, since: 0, roundRobin: false }, 0.015, hour)).toBe(0);
+    expect(expectationSince({ ...before, expected: 0.001 }, rates(0.015), hour)).toBe(0);
   });
 
   it('a plan says what share of its syncs should find a change: its rates and intervals, weighted by its syncs', () => {

@@ -71,7 +71,6 @@ export function runAs<O extends SimOptions>(policy: BenchPolicy, o: O): { policy
   return { policy, options: o };
 }
 
-/** The coverage interval of a solved threshold, as {@link PolicyParams} takes it. */
 /** What a plan sets beside its threshold: its coverage interval, if any, and its shortest interval. */
 function coverage(t: Threshold): Pick<PolicyParams, 'coverageDays' | 'minIntervalDays'> {
   return {

@@ -263,7 +263,11 @@ export function simulate(policy: PolicyName, given: SimOptions & RealRun): SimRe
           : { expected: plan.changedShare, since: expectedSince, roundRobin: plan.audit === 'round-robin' };
       plan.replan(now);
       planMadeAt = now;
-      expectedSince = expectationSince(inForce, plan.changedShare, now);
+      expectedSince = expectationSince(
+        inForce,
+        { expected: plan.changedShare, roundRobin: plan.audit === 'round-robin' },
+        now,
+      );
       if (plan.audit !== 'none') plansActingOnAudit += 1;
       if (policy === 'continuous') {
         // As production's replan does (jobs/refresh/policy.ts): due times beyond the plan's longest
