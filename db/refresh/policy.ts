@@ -46,6 +46,11 @@ export interface StoredPolicy {
    */
   expectedSince: Date;
   /**
+   * The share the plans of that expectation began at (src/freshness `Expectation`); a plan stored
+   * before it, or written since by an earlier release, gives its `expectedChangedShare`.
+   */
+  expectedFrom: number | null;
+  /**
    * The shortest interval the plan gives a wallet changing at most twice a max age, days
    * (src/freshness `MOST_SYNCS_OF_MEAN`); null in a plan stored before it, or written since by an
    * earlier release.
@@ -72,6 +77,7 @@ export async function readPolicy(pool: pg.Pool): Promise<StoredPolicy | undefine
     audit_action: string | null;
     expected_changed_share: number | null;
     expected_since: Date | null;
+    expected_from: number | null;
     min_interval_days: number | null;
     stamped_at: Date | null;
     computed_at: Date;
@@ -100,6 +106,7 @@ export async function readPolicy(pool: pg.Pool): Promise<StoredPolicy | undefine
     expectedChangedShare: r.expected_changed_share,
     // Written with the plan, or left as they were by an earlier release that wrote it since.
     expectedSince: (stamped ? r.expected_since : null) ?? r.computed_at,
+    expectedFrom: (stamped ? r.expected_from : null) ?? r.expected_changed_share,
     minIntervalDays: stamped ? r.min_interval_days : null,
     computedAt: r.computed_at,
   };
@@ -114,10 +121,14 @@ export type PolicyToSave = Omit<
   | 'auditAction'
   | 'expectedChangedShare'
   | 'expectedSince'
+  | 'expectedFrom'
   | 'minIntervalDays'
 > &
   Partial<
-    Pick<StoredPolicy, 'coverageDays' | 'spend' | 'auditAction' | 'expectedChangedShare' | 'minIntervalDays'>
+    Pick<
+      StoredPolicy,
+      'coverageDays' | 'spend' | 'auditAction' | 'expectedChangedShare' | 'expectedFrom' | 'minIntervalDays'
+    >
   > & {
     /** Null or left out: since this plan (its `computed_at`). */
     expectedSince?: Date | null;
@@ -127,14 +138,18 @@ export type PolicyToSave = Omit<
 export async function savePolicy(
   pool: pg.Pool,
   p: PolicyToSave,
-): Promise<Pick<StoredPolicy, 'computedAt' | 'expectedSince'>> {
-  const { rows } = await pool.query<{ computed_at: Date; expected_since: Date }>(
+): Promise<Pick<StoredPolicy, 'computedAt' | 'expectedSince' | 'expectedFrom'>> {
+  const { rows } = await pool.query<{
+    computed_at: Date;
+    expected_since: Date;
+    expected_from: number | null;
+  }>(
     `insert into refresh_policy (id, mode, threshold_days, prior_rate_per_day, max_age_seconds, budget_per_sec,
         audit_share, subscribers, keeps_max_age, max_age_needs_per_sec, prior_mixture, coverage_days,
-        spend_plan, spend_coverage, audit_action, expected_changed_share, expected_since, min_interval_days,
-        stamped_at, computed_at)
+        spend_plan, spend_coverage, audit_action, expected_changed_share, expected_since, expected_from,
+        min_interval_days, stamped_at, computed_at)
       values (1, $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, coalesce($16, now()), $17,
-        now(), now())
+        $18, now(), now())
       on conflict (id) do update set mode = excluded.mode, threshold_days = excluded.threshold_days,
         prior_rate_per_day = excluded.prior_rate_per_day, prior_mixture = excluded.prior_mixture,
         max_age_seconds = excluded.max_age_seconds,
@@ -143,9 +158,10 @@ export async function savePolicy(
         max_age_needs_per_sec = excluded.max_age_needs_per_sec, coverage_days = excluded.coverage_days,
         spend_plan = excluded.spend_plan, spend_coverage = excluded.spend_coverage,
         audit_action = excluded.audit_action, expected_changed_share = excluded.expected_changed_share,
-        expected_since = excluded.expected_since, min_interval_days = excluded.min_interval_days,
-        stamped_at = excluded.stamped_at, computed_at = excluded.computed_at
-      returning computed_at, expected_since`,
+        expected_since = excluded.expected_since, expected_from = excluded.expected_from,
+        min_interval_days = excluded.min_interval_days, stamped_at = excluded.stamped_at,
+        computed_at = excluded.computed_at
+      returning computed_at, expected_since, expected_from`,
     [
       p.mode,
       p.thresholdDays,
@@ -163,10 +179,12 @@ export async function savePolicy(
       p.auditAction ?? null,
       p.expectedChangedShare ?? null,
       p.expectedSince ?? null,
+      p.expectedFrom ?? null,
       p.minIntervalDays ?? null,
     ],
   );
-  return { computedAt: rows[0]!.computed_at, expectedSince: rows[0]!.expected_since };
+  const r = rows[0]!;
+  return { computedAt: r.computed_at, expectedSince: r.expected_since, expectedFrom: r.expected_from };
 }
 
 /**

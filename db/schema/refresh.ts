@@ -125,6 +125,8 @@ export const refreshPolicy = pgTable(
      * plan stored before it, read as its `computed_at`.
      */
     expectedSince: tz('expected_since'),
+    /** The share the plans of that expectation began at; null in a plan stored before it. */
+    expectedFrom: doublePrecision('expected_from'),
     /**
      * The shortest interval the plan gives a wallet changing at most twice a max age, days: the
      * scheduled budget's mean interval over src/freshness `MOST_SYNCS_OF_MEAN` (a faster wallet's is
@@ -132,9 +134,9 @@ export const refreshPolicy = pgTable(
      */
     minIntervalDays: doublePrecision('min_interval_days'),
     /**
-     * When a release that writes `expected_since` and `min_interval_days` last wrote the row: equal
-     * to `computed_at` then. Later than it, or null, an earlier release wrote the plan since and left
-     * the two as they were: they are read as unknown (db/refresh/policy.ts `readPolicy`).
+     * When a release that writes `expected_since`, `expected_from` and `min_interval_days` last wrote
+     * the row: equal to `computed_at` then. Later than it, or null, an earlier release wrote the plan
+     * since and left the three as they were: they are read as unknown (db/refresh/policy.ts `readPolicy`).
      */
     stampedAt: tz('stamped_at'),
     computedAt: tz('computed_at').notNull(),

@@ -133,11 +133,11 @@ export async function replan(
       settings.budgetPerSec * (settings.mode === 'continuous' ? 1 - settings.auditShare : 1);
   // Since when the plans have expected about this share: the syncs held to it reach back to then.
   const now = Date.now();
-  const since = expectationSince(
-    before === undefined
+  const expectation = expectationSince(
+    before === undefined || before.expectedFrom === null
       ? null
       : {
-          expected: before.expectedChangedShare,
+          from: before.expectedFrom,
           since: before.expectedSince.getTime(),
           roundRobin: before.auditAction === 'round-robin',
         },
@@ -163,7 +163,11 @@ export async function replan(
   };
   // A plan that begins its own expectation takes the database's clock, as computed_at does; the
   // stored times come back, and the next plan reads them from the plan in force.
-  const saved = await savePolicy(pool, { ...plan, expectedSince: since === now ? null : new Date(since) });
+  const saved = await savePolicy(pool, {
+    ...plan,
+    expectedSince: expectation.since === now ? null : new Date(expectation.since),
+    expectedFrom: expectation.from,
+  });
   if (refit)
     logger?.warn(
       { subscribers: sample.total, sampledRatePerDay: prior, auditRatePerDay: refit.ratePerDay },
@@ -191,7 +195,7 @@ export async function replan(
 /** What the next plan reads of the plan in force: when it was made, and what it expected of its syncs. */
 export type PlanInForce = Pick<
   StoredPolicy,
-  'computedAt' | 'expectedChangedShare' | 'expectedSince' | 'auditAction'
+  'computedAt' | 'expectedChangedShare' | 'expectedSince' | 'expectedFrom' | 'auditAction'
 >;
 
 /**

@@ -217,25 +217,35 @@ export function syncsDisagree(
  */
 export const PLANS_SYNCS_READ = 500;
 
+/** An expectation the plans in force have held: since when, and the share it began at. */
+export interface Expectation {
+  since: number;
+  from: number;
+}
+
 /**
  * Since when the plans in force have expected about the same of their own syncs: a plan's syncs
  * are held to its expectation together with those of the plans before it while each expected
- * within 30% (or 2 points) of the one before and none went round in turn (a plan that goes round
- * in turn, and the one after it, each begin anew, so that the syncs one plan acted on are not judged
- * again). The continuous refresh plans every 10 minutes at most (`replanEveryMs`): a budget of a few
- * syncs a minute gives one plan too few syncs to judge, and a mass change in a sparse fleet went
- * unseen until the audit, a small share of that budget, drew enough (docs/refresh.md, "When its own
- * syncs find far more changed"). `before`: the plan in force, and since when its expectation held;
- * null: no plan, or one that expected nothing (an earlier release's). `next`: the plan being made.
+ * within 30% (or 2 points) of the share the first of them expected, and none went round in turn (a
+ * plan that goes round in turn, and the one after it, each begin anew, so that the syncs one plan
+ * acted on are not judged again). Held to the first share, not the last, so that plans drifting a
+ * step at a time (the expectation falling as the rates are learnt) do not judge early syncs by a
+ * late expectation. The continuous refresh plans every 10 minutes at most (`replanEveryMs`): a
+ * budget of a few syncs a minute gives one plan too few syncs to judge, and a mass change in a
+ * sparse fleet went unseen until the audit, a small share of that budget, drew enough
+ * (docs/refresh.md, "When its own syncs find far more changed"). `before`: the plan in force's
+ * expectation and whether it went round in turn; null: no plan, or one that expected nothing (an
+ * earlier release's). `next`: the plan being made.
  */
 export function expectationSince(
-  before: { expected: number | null; since: number; roundRobin: boolean } | null,
+  before: (Expectation & { roundRobin: boolean }) | null,
   next: { expected: number; roundRobin: boolean },
   now: number,
-): number {
-  if (before === null || before.expected === null || before.roundRobin || next.roundRobin) return now;
-  const near = Math.abs(next.expected - before.expected) <= Math.max(0.3 * before.expected, 0.02);
-  return near ? before.since : now;
+): Expectation {
+  const anew = { since: now, from: next.expected };
+  if (before === null || before.roundRobin || next.roundRobin) return anew;
+  const near = Math.abs(next.expected - before.from) <= Math.max(0.3 * before.from, 0.02);
+  return near ? { since: before.since, from: before.from } : anew;
 }
 
 /**

@@ -276,6 +276,7 @@ describe('the freshness figures', () => {
     const second = (await readPolicy(pool()))!;
     expect(second.computedAt.getTime()).toBeGreaterThan(first.computedAt.getTime());
     expect(second.expectedSince.getTime()).toBe(first.computedAt.getTime());
+    expect(second.expectedFrom).toBe(first.expectedChangedShare);
     // 20 more under the second plan: 40 since the expectation began, where the second plan alone
     // has 20. Together they are far more than it expected, and the next plan goes round in turn.
     await syncs(21, 40);
@@ -293,8 +294,10 @@ describe('the freshness figures', () => {
     await pool().query(
       `update refresh_policy set computed_at = now() + interval '1 second', audit_action = 'none' where id = 1`,
     );
+    await pool().query(`update refresh_policy set expected_changed_share = 0.5 where id = 1`);
     const earlier = (await readPolicy(pool()))!;
     expect(earlier.expectedSince.getTime()).toBe(earlier.computedAt.getTime());
+    expect(earlier.expectedFrom).toBe(0.5);
     expect(earlier.minIntervalDays).toBeNull();
     expect(policyParams(earlier, CONTINUOUS.maxAgeMs).minIntervalDays).toBe(0);
   });

@@ -203,6 +203,7 @@ const DOCUMENTED_COLUMNS: Record<string, string[]> = {
     'audit_action',
     'expected_changed_share',
     'expected_since',
+    'expected_from',
     'min_interval_days',
     'stamped_at',
     'computed_at',

@@ -146,33 +146,34 @@ describe('the audit, acted on', () => {
     // Plans every 10 minutes expecting 10%, then 12%: one expectation since the first of them.
     const rates = (expected: number) => ({ expected, roundRobin: false });
     const first = expectationSince(null, rates(0.1), 0);
-    expect(first).toBe(0);
-    const second = expectationSince(
-      { expected: 0.1, since: first, roundRobin: false },
-      rates(0.12),
-      hour / 6,
-    );
-    expect(second).toBe(0);
+    expect(first).toEqual({ since: 0, from: 0.1 });
+    const second = expectationSince({ ...first, roundRobin: false }, rates(0.12), hour / 6);
+    expect(second).toEqual({ since: 0, from: 0.1 });
     // At a sync every 100 seconds, its syncs reach back to then, a fifth of the max age at most
     // (4.8 hours of a day's).
-    expect(plansSyncsFrom(second, hour / 6, maxAgeMs, 0.01)).toBe(0);
-    expect(plansSyncsFrom(second, 10 * hour, maxAgeMs, 0.01)).toBe(10 * hour - maxAgeMs / 5);
+    expect(plansSyncsFrom(second.since, hour / 6, maxAgeMs, 0.01)).toBe(0);
+    expect(plansSyncsFrom(second.since, 10 * hour, maxAgeMs, 0.01)).toBe(10 * hour - maxAgeMs / 5);
     // At 15 a second, no further back than the budget takes to make twice the syncs read: the
     // latest 500 are within it, and the read stays a thousand rows.
-    expect(plansSyncsFrom(second, 10 * hour, maxAgeMs, 15)).toBeCloseTo(
+    expect(plansSyncsFrom(second.since, 10 * hour, maxAgeMs, 15)).toBeCloseTo(
       10 * hour - (2 * PLANS_SYNCS_READ * 1000) / 15,
       6,
     );
+    // Held to the share the expectation began at: 12.5% after 12% stays within 30% of 10%, 14%
+    // does not, though it is within 30% of 12%; the plan expecting it begins anew.
+    expect(expectationSince({ ...second, roundRobin: false }, rates(0.125), hour).since).toBe(0);
+    expect(expectationSince({ ...second, roundRobin: false }, rates(0.14), hour)).toEqual({
+      since: hour,
+      from: 0.14,
+    });
     // A plan expecting far more (30% where the one before expected 10%) begins its own expectation;
-    // so does a plan that goes round in turn, the plan after it, and every plan after one that
-    // expected nothing (an earlier release's).
-    const before = { expected: 0.1, since: 0, roundRobin: false };
-    expect(expectationSince(before, rates(0.3), hour)).toBe(hour);
-    expect(expectationSince(before, { expected: 0.1, roundRobin: true }, hour)).toBe(hour);
-    expect(expectationSince({ ...before, roundRobin: true }, rates(0.1), hour)).toBe(hour);
-    expect(expectationSince({ ...before, expected: null }, rates(0.1), hour)).toBe(hour);
+    // so does a plan that goes round in turn, and the plan after it.
+    const before = { since: 0, from: 0.1, roundRobin: false };
+    expect(expectationSince(before, rates(0.3), hour).since).toBe(hour);
+    expect(expectationSince(before, { expected: 0.1, roundRobin: true }, hour).since).toBe(hour);
+    expect(expectationSince({ ...before, roundRobin: true }, rates(0.1), hour).since).toBe(hour);
     // Near zero, within 2 points is about the same.
-    expect(expectationSince({ ...before, expected: 0.001 }, rates(0.015), hour)).toBe(0);
+    expect(expectationSince({ ...before, from: 0.001 }, rates(0.015), hour).since).toBe(0);
   });
 
   it('a plan says what share of its syncs should find a change: its rates and intervals, weighted by its syncs', () => {

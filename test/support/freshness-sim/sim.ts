@@ -8,6 +8,7 @@ import {
   auditAction,
   chooseAhead,
   claimLeaseMs,
+  type Expectation,
   estimatedStaleShare,
   expectationSince,
   intervalDays,
@@ -100,13 +101,19 @@ export function simulate(policy: PolicyName, given: SimOptions & RealRun): SimRe
   // The plan's own syncs since its expectation held (src/freshness `plansSyncsFrom`), the latest of
   // them, against what it expected of them (as production reads them from the ledger between plans,
   // jobs/refresh/policy.ts).
-  let expectedSince = 0;
+  let expectation: Expectation = { since: 0, from: 0 };
   const plansSyncs = (now: number) =>
     planMadeAt === null || o.plansSyncsIgnored
       ? null
       : {
           ...figures.syncsSince(
-            plansSyncsFrom(expectedSince, now, o.maxAgeDays * MS_PER_DAY, o.budgetPerDay / 86_400, tickMs),
+            plansSyncsFrom(
+              expectation.since,
+              now,
+              o.maxAgeDays * MS_PER_DAY,
+              o.budgetPerDay / 86_400,
+              tickMs,
+            ),
             PLANS_SYNCS_READ,
           ),
           expected: plan.changedShare,
@@ -258,12 +265,10 @@ export function simulate(policy: PolicyName, given: SimOptions & RealRun): SimRe
     if (now >= nextReplan) {
       const before = plan.params;
       const inForce =
-        planMadeAt === null
-          ? null
-          : { expected: plan.changedShare, since: expectedSince, roundRobin: plan.audit === 'round-robin' };
+        planMadeAt === null ? null : { ...expectation, roundRobin: plan.audit === 'round-robin' };
       plan.replan(now);
       planMadeAt = now;
-      expectedSince = expectationSince(
+      expectation = expectationSince(
         inForce,
         { expected: plan.changedShare, roundRobin: plan.audit === 'round-robin' },
         now,
