@@ -42,6 +42,14 @@ const CLAIM_ROUNDS = 8;
  */
 const BEHIND = `(date_trunc('milliseconds', s.next_refresh_at) > q.due_at or (q.due_at is null and s.next_refresh_at is not null))`;
 
+/**
+ * Not held by a claim: one whose hold ended (its job lost, or not yet run) is due again. A held row
+ * stays where its due time puts it (at the front, mostly) and is passed over, not moved: the hold
+ * is written to `leased_until`, which no index reads, so that the claim's write is a HOT update
+ * (migration 0037). The rows passed over are those in the queue, a few seconds of the budget.
+ */
+const UNHELD = '(q.leased_until is null or q.leased_until <= clock_timestamp())';
+
 /** Moves behind rows of `ids` up to their subscriber's plan; they take their place further on. */
 async function catchUp(client: Pick<pg.PoolClient, 'query'>, ids: number[]): Promise<void> {
   if (ids.length === 0) return;
@@ -53,14 +61,6 @@ async function catchUp(client: Pick<pg.PoolClient, 'query'>, ids: number[]): Pro
   });
 }
 
-/**
- * Takes the `limit` subscribers due first (never planned first, then by due time), moves their due
- * time on as a claim (`afterClaim`, the policy's, handed in by the caller), and returns them. It reads
- * `subscriber_schedule` in `due_at` order; a row found behind its subscriber's plan is caught up
- * and not handed out (it is due later), which is how a sync that planned later costs this claim
- * one narrow update instead of costing the sync a second row. Rows a sync holds are skipped, not
- * waited for; two schedulers never take the same subscriber.
- */
 /** A row not yet due, as {@link claimDue} hands it to its chooser: its due time and last success, ms. */
 interface NotYetDue {
   id: number;
@@ -78,6 +78,15 @@ interface Ahead {
   window(count: number): number;
 }
 
+/**
+ * Takes the `limit` subscribers due first (never planned first, then by due time) that no claim
+ * holds, holds each until the policy says the claim lets it go (`afterClaim`, handed in by the
+ * caller; its sync ends the hold sooner), and returns them. It reads `subscriber_schedule` in
+ * `due_at` order; a row found behind its subscriber's plan (a sync that was not held: the audit,
+ * an operator's, a nightly one) is caught up and not handed out (it is due later), which costs
+ * this claim one narrow update instead of costing every such sync a second row. Rows a sync holds
+ * are skipped, not waited for; two schedulers never take the same subscriber.
+ */
 export async function claimDue(
   pool: pg.Pool,
   limit: number,
@@ -104,6 +113,7 @@ export async function claimDue(
             s.change_rate_per_day, (extract(epoch from clock_timestamp()) * 1000)::float8 as now_ms
           from subscriber_schedule q join subscribers s on s.subscriber_id = q.subscriber_id
           where q.subscriber_id <> all($2::bigint[]) and ($3::boolean or q.due_at is null or q.due_at <= clock_timestamp())
+            and ${UNHELD}
           order by q.due_at asc nulls first, q.subscriber_id
           limit $1
           for update of q skip locked`,
@@ -127,7 +137,7 @@ export async function claimDue(
       );
       await client.query({
         name: 'cards-sync-claim-move',
-        text: `update subscriber_schedule q set due_at = ($2::timestamptz[])[array_position($1::bigint[], q.subscriber_id)]
+        text: `update subscriber_schedule q set leased_until = ($2::timestamptz[])[array_position($1::bigint[], q.subscriber_id)]
           where q.subscriber_id = any($1::bigint[])`,
         values: [taken.map((r) => r.subscriber_id), next],
       });
@@ -164,7 +174,7 @@ async function claimAhead(
         (extract(epoch from s.last_success_at) * 1000)::float8 as last_success_ms,
         (extract(epoch from clock_timestamp()) * 1000)::float8 as now_ms
       from subscriber_schedule q join subscribers s on s.subscriber_id = q.subscriber_id
-      where q.due_at > clock_timestamp()
+      where q.due_at > clock_timestamp() and ${UNHELD}
       order by q.due_at, q.subscriber_id
       limit $1`,
     values: [ahead.window(count)],
@@ -182,7 +192,7 @@ async function claimAhead(
         (extract(epoch from s.last_success_at) * 1000)::float8 as last_success_ms,
         s.change_rate_per_day, (extract(epoch from clock_timestamp()) * 1000)::float8 as now_ms
       from subscriber_schedule q join subscribers s on s.subscriber_id = q.subscriber_id
-      where q.subscriber_id = any($1::bigint[])
+      where q.subscriber_id = any($1::bigint[]) and ${UNHELD}
       for update of q skip locked`,
     values: [chosen],
   });
@@ -222,15 +232,15 @@ export async function randomSubscribers(pool: pg.Pool, count: number): Promise<n
 }
 
 /**
- * Subscribers due now: never planned, or due (`greatest(due_at, next_refresh_at)`) and not handed
- * out since. Two ranges of the schedule's index (nulls first, then up to now), not the table.
+ * Subscribers due now: never planned, or due (`greatest(due_at, next_refresh_at)`), and not held
+ * by a claim. Two ranges of the schedule's index (nulls first, then up to now), not the table.
  */
 export async function countDue(pool: pg.Pool): Promise<number> {
   const { rows } = await pool.query<{ due: number }>(
     `select ((select count(*) from subscriber_schedule q join subscribers s using (subscriber_id)
-          where q.due_at is null and (s.next_refresh_at is null or s.next_refresh_at <= now()))
+          where q.due_at is null and (s.next_refresh_at is null or s.next_refresh_at <= now()) and ${UNHELD})
       + (select count(*) from subscriber_schedule q join subscribers s using (subscriber_id)
-          where q.due_at <= now() and (s.next_refresh_at is null or s.next_refresh_at <= now())))::float8 as due`,
+          where q.due_at <= now() and (s.next_refresh_at is null or s.next_refresh_at <= now()) and ${UNHELD}))::float8 as due`,
   );
   return rows[0]?.due ?? 0;
 }

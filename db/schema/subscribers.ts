@@ -73,10 +73,10 @@ export const subscribers = pgTable(
  * The continuous refresh's queue (migration 0025): one row per subscriber, kept by a trigger on
  * `subscribers`, ordered by `due_at` on its own index, so that moving a due time rewrites this
  * narrow row and not the wide one. `due_at` is never later than when the subscriber is due
- * (`greatest(due_at, subscribers.next_refresh_at)`): a claim sets it to the claim's lease, a plan
- * that comes sooner lowers it (a trigger on `subscribers.next_refresh_at`, whoever writes the plan),
- * and a plan that moved later is caught up by the claim that reaches the row
- * (db/refresh/schedule.ts). Null: never planned, first in line. In whole milliseconds (migration
+ * (`greatest(due_at, subscribers.next_refresh_at)`): a sync of a row a claim holds sets it to the
+ * sync's plan (a trigger on `subscribers`, whoever syncs), a plan that comes sooner lowers it
+ * (the same trigger, whoever writes the plan), and a plan that moved later without a hold is
+ * caught up by the claim that reaches the row (db/refresh/schedule.ts). Null: never planned, first in line. In whole milliseconds (migration
  * 0034): the nightly sweep's keyset cursor holds a due time as a JavaScript Date, and one enqueue's
  * rows, written at one `now()` to the microsecond, compared after it again and again.
  */
@@ -88,6 +88,13 @@ export const subscriberSchedule = pgTable(
     // subscribers, and a subscriber inserted again resets its row (the trigger).
     subscriberId: bigint('subscriber_id', { mode: 'number' }).primaryKey(),
     dueAt: timestamp('due_at', { withTimezone: true, mode: 'date', precision: 3 }),
+    /**
+     * Until when a claim holds the row (migration 0037): the subscriber was handed to the queue and
+     * is not handed out again before then, unless its sync ends the hold first (the trigger on
+     * `subscribers`: its plan becomes `due_at`, or, a failed sync, the hold's end). Null: not held.
+     * Not indexed, so that a claim's write of it is a HOT update (no new index entries).
+     */
+    leasedUntil: timestamp('leased_until', { withTimezone: true, mode: 'date', precision: 3 }),
   },
   (t) => [index('subscriber_schedule_due_idx').on(t.dueAt.asc().nullsFirst(), t.subscriberId)],
 );

@@ -1,4 +1,5 @@
 import { sql } from 'drizzle-orm';
+import pg from 'pg';
 import { afterEach, describe, expect, inject, it } from 'vitest';
 import { capDueTimes, claimDue, loadRefreshRun } from '../../db/refresh/index.js';
 import { subscribers } from '../../db/schema/index.js';
@@ -295,33 +296,83 @@ const claim = (limit: number, params: PolicyParams) =>
   claimDue(pool(), limit, (s, now) => afterClaim(s, now, params));
 
 describe('the schedule in Postgres', () => {
-  it('two schedulers claiming at once take every due subscriber before any twice, and a lost claim falls due again', async () => {
+  it('two schedulers claiming at once never take a subscriber twice, and a lost claim falls due again when its hold ends', async () => {
     const ids = range(83_000, 40);
     await seed(ids, new Date(Date.now() - 60_000), new Date(Date.now() - 1000));
     // A max age of 8 s: a claim's lease is a second.
     const params = defaultPolicy(8000 / MS_PER_DAY);
-    // 50 claims for 40 subscribers: the second claim takes the 15 the first left, then (ahead of
-    // schedule) the earliest leases; never one the first took while another was still due. A race
-    // (fixed by serialising claims) let the second take all 25 of the first's over the 15.
+    // 50 claims for 40 subscribers: the second claim takes the 15 the first left and none the
+    // first holds. A race (fixed by serialising claims) let the second take all 25 of the first's.
     for (let round = 0; round < 5; round++) {
       await pool().query(
-        "update subscriber_schedule set due_at = now() - interval '1 second' where subscriber_id = any($1)",
+        "update subscriber_schedule set due_at = now() - interval '1 second', leased_until = null where subscriber_id = any($1)",
         [ids],
       );
       const [a, b] = await Promise.all([claim(25, params), claim(25, params)]);
       const [first, second] = a[0] === ids[0] ? [a, b] : [b, a];
       expect(new Set([...first!, ...second!])).toEqual(new Set(ids));
-      expect(second!.filter((id) => first!.includes(id))).toHaveLength(10);
-      expect(second!.slice(0, 15).filter((id) => first!.includes(id))).toEqual([]);
+      expect(first).toHaveLength(25);
+      expect(second).toHaveLength(15);
     }
-    // The claimed subscribers' syncs never happen (the process died): they are due again soon.
-    expect(await claim(40, params)).toHaveLength(40);
-    const { rows } = await pool().query<{ late: number }>(
-      `select count(*)::int as late from subscriber_schedule
-        where subscriber_id = any($1) and due_at > now() + interval '1.5 seconds'`,
+    // The claimed subscribers' syncs never happen (the process died): held a second, no more,
+    // and due again once the hold ends.
+    const { rows } = await pool().query<{ held: number; late: number }>(
+      `select count(*) filter (where leased_until > now())::int as held,
+          count(*) filter (where leased_until > now() + interval '1.5 seconds' or due_at > now())::int as late
+        from subscriber_schedule where subscriber_id = any($1)`,
       [ids],
     );
-    expect(rows[0]!.late).toBe(0);
+    expect(rows[0]).toEqual({ held: 40, late: 0 });
+    expect(await claim(40, params)).toEqual([]);
+    await new Promise((r) => setTimeout(r, 1100));
+    expect(await claim(40, params)).toHaveLength(40);
+  });
+
+  it("a claim's hold is a HOT update, and the sync that follows hands the row its plan and ends the hold", async () => {
+    const ids = range(87_000, 3);
+    await seed(ids, new Date(Date.now() - 60_000), new Date(Date.now() - 1000));
+    // One session claims, so that its counts of the table's updates can be flushed to the
+    // statistics before they are read.
+    const one = new pg.Pool({ connectionString: database.url, max: 1 });
+    const hot = async () => {
+      await one.query('select pg_stat_force_next_flush()');
+      const { rows } = await pool().query<{ upd: number; hot: number }>(
+        `select n_tup_upd::int as upd, n_tup_hot_upd::int as hot from pg_stat_user_tables where relname = 'subscriber_schedule'`,
+      );
+      return rows[0]!;
+    };
+    const [before, claimed, after] = await (async () => {
+      try {
+        return [
+          await hot(),
+          await claimDue(one, 3, (s, now) => afterClaim(s, now, defaultPolicy(7))),
+          await hot(),
+        ];
+      } finally {
+        await one.end();
+      }
+    })();
+    expect(claimed).toEqual(ids);
+    // Three rows held: three updates, none of them a new entry in the due-time index.
+    expect(after.upd - before.upd).toBe(3);
+    expect(after.hot - before.hot).toBe(3);
+    // 87_000 synced (a plan an hour on), 87_001 failed (no plan), 87_002 not yet.
+    await pool().query(
+      "update subscribers set last_synced_at = now(), next_refresh_at = now() + interval '1 hour' where subscriber_id = 87000",
+    );
+    await pool().query('update subscribers set last_synced_at = now() where subscriber_id = 87001');
+    const { rows } = await pool().query<{ id: number; held: boolean; due_in: number }>(
+      `select subscriber_id as id, leased_until is not null as held,
+          round(extract(epoch from due_at - now()))::int as due_in
+        from subscriber_schedule where subscriber_id = any($1) order by 1`,
+      [ids],
+    );
+    // The plan; the hold's end (an eighth of the 7-day max age at least); still held, due where it was.
+    expect(rows[0]).toEqual({ id: 87_000, held: false, due_in: 3600 });
+    expect(rows[1]!.held).toBe(false);
+    expect(rows[1]!.due_in).toBeGreaterThanOrEqual((7 * 86_400) / 8 - 5);
+    expect(rows[2]).toMatchObject({ id: 87_002, held: true });
+    expect(rows[2]!.due_in).toBeLessThanOrEqual(0);
   });
 
   it('a plan a sync moved later is caught up by the claim that reaches it, not handed out', async () => {
@@ -391,7 +442,7 @@ describe('the schedule in Postgres', () => {
     const { rows } = await pool().query<{ 'QUERY PLAN': string }>(
       `explain select q.subscriber_id, s.next_refresh_at > q.due_at as behind, s.change_rate_per_day
         from subscriber_schedule q join subscribers s on s.subscriber_id = q.subscriber_id
-        where q.subscriber_id <> all('{}'::bigint[])
+        where q.subscriber_id <> all('{}'::bigint[]) and (q.leased_until is null or q.leased_until <= clock_timestamp())
         order by q.due_at asc nulls first, q.subscriber_id limit 1000 for update of q skip locked`,
     );
     const plan = rows.map((r) => r['QUERY PLAN']).join('\n');

@@ -160,7 +160,7 @@ const DOCUMENTED_COLUMNS: Record<string, string[]> = {
     'change_observations',
   ],
   // The continuous refresh's queue (migration 0025).
-  subscriber_schedule: ['subscriber_id', 'due_at'],
+  subscriber_schedule: ['subscriber_id', 'due_at', 'leased_until'],
   sync_runs: [
     'id',
     'subscriber_id',
