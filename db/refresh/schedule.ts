@@ -6,6 +6,8 @@ import type pg from 'pg';
 
 interface DueRow {
   subscriber_id: number;
+  /** Its `due_at` as the claim read it: the claim's write holds the row only if it is still that. */
+  due_at: Date | null;
   behind: boolean;
   last_success_ms: number | null;
   change_rate_per_day: number | null;
@@ -84,8 +86,8 @@ interface Ahead {
  * caller; its sync ends the hold sooner), and returns them. It reads `subscriber_schedule` in
  * `due_at` order; a row found behind its subscriber's plan (a sync that was not held: the audit,
  * an operator's, a nightly one) is caught up and not handed out (it is due later), which costs
- * this claim one narrow update instead of costing every such sync a second row. Rows a sync holds
- * are skipped, not waited for; two schedulers never take the same subscriber.
+ * this claim one narrow update instead of costing every such sync a second row. Two schedulers
+ * never take the same subscriber, and a row a sync moved while the claim read it is not taken.
  */
 export async function claimDue(
   pool: pg.Pool,
@@ -97,10 +99,10 @@ export async function claimDue(
   const client = await pool.connect();
   try {
     await client.query('begin');
-    // One claim at a time across schedulers. Under READ COMMITTED, SKIP LOCKED alone is not
-    // enough: a claim whose snapshot predates another's commit would lock the rows that one just
-    // claimed (their new version still matches, having no due-time condition) and take them twice.
-    // Waiting for the lock gives the next claim a snapshot that sees the moved due times.
+    // One claim at a time across schedulers: the next claim's reads come after this one's commit
+    // and see its holds. The rows themselves are not locked as they are read (a row lock is a WAL
+    // record each, about 65 bytes a sync): the hold is written only where the row is still as it
+    // was read (below), which a sync that moved it since no longer is.
     await client.query('select pg_advisory_xact_lock($1)', [CLAIM_LOCK_KEY]);
     const taken: DueRow[] = [];
     for (let round = 0; round < CLAIM_ROUNDS && taken.length < limit; round++) {
@@ -108,15 +110,14 @@ export async function claimDue(
       // when their row says, so they are among the first due whatever the behind ones turn out to be.
       const { rows } = await client.query<DueRow>({
         name: 'cards-sync-claim-due',
-        text: `select q.subscriber_id, ${BEHIND} as behind,
+        text: `select q.subscriber_id, q.due_at, ${BEHIND} as behind,
             (extract(epoch from s.last_success_at) * 1000)::float8 as last_success_ms,
             s.change_rate_per_day, (extract(epoch from clock_timestamp()) * 1000)::float8 as now_ms
           from subscriber_schedule q join subscribers s on s.subscriber_id = q.subscriber_id
           where q.subscriber_id <> all($2::bigint[]) and ($3::boolean or q.due_at is null or q.due_at <= clock_timestamp())
             and ${UNHELD}
           order by q.due_at asc nulls first, q.subscriber_id
-          limit $1
-          for update of q skip locked`,
+          limit $1`,
         values: [limit - taken.length, taken.map((r) => r.subscriber_id), ahead === undefined],
       });
       const behind = rows.filter((r) => r.behind).map((r) => r.subscriber_id);
@@ -125,6 +126,7 @@ export async function claimDue(
       await catchUp(client, behind);
     }
     if (ahead && taken.length < limit) taken.push(...(await claimAhead(client, limit - taken.length, ahead)));
+    let held: number[] = [];
     if (taken.length > 0) {
       const next = taken.map(
         (r) =>
@@ -135,15 +137,21 @@ export async function claimDue(
             ),
           ),
       );
-      await client.query({
-        name: 'cards-sync-claim-move',
+      // A row a sync is writing is waited for (its transaction is short), then read again: one it
+      // moved or held since this claim read it is left out, as a locking read would have skipped it.
+      const { rows } = await client.query<{ subscriber_id: number }>({
+        name: 'cards-sync-claim-hold',
         text: `update subscriber_schedule q set leased_until = ($2::timestamptz[])[array_position($1::bigint[], q.subscriber_id)]
-          where q.subscriber_id = any($1::bigint[])`,
-        values: [taken.map((r) => r.subscriber_id), next],
+          where q.subscriber_id = any($1::bigint[]) and ${UNHELD}
+            and q.due_at is not distinct from ($3::timestamptz[])[array_position($1::bigint[], q.subscriber_id)]
+          returning q.subscriber_id`,
+        values: [taken.map((r) => r.subscriber_id), next, taken.map((r) => r.due_at)],
       });
+      const kept = new Set(rows.map((r) => Number(r.subscriber_id)));
+      held = taken.map((r) => r.subscriber_id).filter((id) => kept.has(id));
     }
     await client.query('commit');
-    return taken.map((r) => r.subscriber_id);
+    return held;
   } catch (error) {
     await client.query('rollback').catch(() => {});
     throw error;
@@ -154,8 +162,8 @@ export async function claimDue(
 
 /**
  * Budget left over once every due row is handed out: the rows due soonest (a bounded window of the
- * index), of which `chooseAhead` picks `count`, each then locked (one a sync holds is skipped). A row
- * behind its subscriber's plan is judged by that plan (it is due then).
+ * index), of which `chooseAhead` picks `count`, each then read as the claim holds it. A row behind
+ * its subscriber's plan is judged by that plan (it is due then).
  */
 async function claimAhead(
   client: Pick<pg.PoolClient, 'query'>,
@@ -186,17 +194,16 @@ async function claimAhead(
     rows[0]!.now_ms,
   );
   if (chosen.length === 0) return [];
-  const locked = await client.query<DueRow>({
-    name: 'cards-sync-claim-ahead-lock',
-    text: `select q.subscriber_id, false as behind,
+  const read = await client.query<DueRow>({
+    name: 'cards-sync-claim-ahead-read',
+    text: `select q.subscriber_id, q.due_at, false as behind,
         (extract(epoch from s.last_success_at) * 1000)::float8 as last_success_ms,
         s.change_rate_per_day, (extract(epoch from clock_timestamp()) * 1000)::float8 as now_ms
       from subscriber_schedule q join subscribers s on s.subscriber_id = q.subscriber_id
-      where q.subscriber_id = any($1::bigint[]) and ${UNHELD}
-      for update of q skip locked`,
+      where q.subscriber_id = any($1::bigint[]) and ${UNHELD}`,
     values: [chosen],
   });
-  return locked.rows;
+  return read.rows;
 }
 
 /** How many subscribers there are: the planner's estimate on a large table, an exact count on a small one. */

@@ -375,6 +375,34 @@ describe('the schedule in Postgres', () => {
     expect(rows[2]!.due_in).toBeLessThanOrEqual(0);
   });
 
+  it('a row a sync moves while the claim reads it is waited for and not taken', async () => {
+    await seed([88_001, 88_002], new Date(Date.now() - 60_000), new Date(Date.now() + 3_600_000));
+    // A sync of 88_001, not yet committed, plans it sooner than its row says: its trigger has
+    // written the row's new due time and holds the row until the sync commits.
+    const sync = await pool().connect();
+    try {
+      await sync.query('begin');
+      await sync.query(
+        "update subscribers set last_synced_at = now(), next_refresh_at = now() + interval '10 minutes' where subscriber_id = 88001",
+      );
+      // Without a chooser the claim takes the first rows whatever their due time (a test's claim).
+      const claiming = claim(2, defaultPolicy(7));
+      await new Promise((r) => setTimeout(r, 300));
+      await sync.query('commit');
+      // It read 88_001 as it was before the sync; by the time it could hold it, the sync had moved it.
+      expect(await claiming).toEqual([88_002]);
+    } finally {
+      sync.release();
+    }
+    const { rows } = await pool().query<{ id: number; held: boolean }>(
+      'select subscriber_id as id, leased_until is not null as held from subscriber_schedule where subscriber_id in (88001, 88002) order by 1',
+    );
+    expect(rows).toEqual([
+      { id: 88_001, held: false },
+      { id: 88_002, held: true },
+    ]);
+  });
+
   it('a plan a sync moved later is caught up by the claim that reaches it, not handed out', async () => {
     await seed([84_001, 84_002, 84_003], new Date(Date.now() - 60_000), new Date(Date.now() - 3000));
     // 84_001's last sync planned a day on and, as an unchanged sync does, left its schedule row.
