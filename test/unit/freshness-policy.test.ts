@@ -266,6 +266,37 @@ describe('the schedule', () => {
     expect(c.staleShare).toBeLessThan(rr.staleShare * 0.8);
   });
 
+  it("the forecast's snapshots read the stale share as a sampler of the real fleet does, between syncs (simulator)", () => {
+    // The trial world (bench:freshness-e2e --world trial): 1,200 subscribers, 150 syncs a second,
+    // a 5-minute max age, 30% of wallets changing every 12.5 s and synced every 2-3 s. Its windows
+    // are the forecast beside the real run; they must read what the whole run's time-integrated
+    // share reads. Read at the instant the tick's syncs land, they were a third under it (0.27x
+    // round robin where the run and the real workers read 0.36x).
+    const o = {
+      subscribers: 1200,
+      classes: [
+        { label: 'never', share: 0.7, ratePerDay: 0 },
+        { label: '288/h', share: 0.3, ratePerDay: 288 * 24 },
+      ],
+      budgetPerDay: 150 * 86_400,
+      days: 12 / 1440,
+      warmupDays: 3 / 1440,
+      maxAgeDays: 5 / 1440,
+      auditShare: 0.02,
+      seed: 7,
+      tickSeconds: 1,
+      replanSeconds: 60,
+      snapshotSeconds: 10,
+      windowsFromDays: 3 / 1440,
+    };
+    for (const policy of ['round-robin', 'continuous'] as const) {
+      const r = simulate(policy, o);
+      const windows = r.windows.reduce((sum, w) => sum + w.staleShare, 0) / r.windows.length;
+      expect(windows / r.staleShare, policy).toBeGreaterThan(0.9);
+      expect(windows / r.staleShare, policy).toBeLessThan(1.1);
+    }
+  });
+
   it("every token reissued: the plan's own syncs, finding every copy changed, send it round in turn long before the audit could (simulator, real policy code)", () => {
     // World 49 of the family of seed 7702: 1,040 subscribers, 1.9 syncs each per max age, 11% of
     // them changing 20-52 times per max age, every token reissued at 2 max ages. Judged by the audit

@@ -138,36 +138,48 @@ export class Figures {
     return this.copies.lastSuccessAt(id) ?? this.world.arrivesAt[id]!;
   }
 
-  /** Every `snapshotSeconds`: the stale share now (of the subscribers arrived), by wallet kind, and the estimate's error. */
+  /**
+   * Every `snapshotSeconds`: the stale share over the tick that follows (of the subscribers
+   * arrived), by wallet kind, and the estimate's error at the tick's middle. Over the tick, not at
+   * its start: the tick's syncs have just landed, and the next come a tick on, so each copy is stale
+   * for the part of the tick after its next change. Read at the instant of the syncs, every copy
+   * synced in the tick counted at age 0, where a sampler of the real fleet reads at any moment
+   * between syncs; in a world whose busy wallets are synced every few ticks that put the forecast
+   * a third under the real run (docs/refresh.md, the trial world).
+   */
   snapshot(now: number, params: PolicyParams) {
     if (now < this.nextSnapshot) return;
     const { n, o, warmMs } = this;
     const { nextChange, trueRate, woken, arrivesAt } = this.world;
     this.nextSnapshot = now + (o.snapshotSeconds ?? 3600) * 1000;
+    const tickMs = (o.tickSeconds ?? 60) * 1000;
     let stale = 0;
     let arrived = 0;
     const snap: Snapshot = { at: now, stale: 0, woken: 0, wokenStale: 0, same: 0, sameStale: 0 };
     for (let id = 0; id < n; id++) {
       if (arrivesAt[id]! > now) continue;
       arrived += 1;
-      const isStale = this.copies.lastSuccessAt(id) === null || nextChange[id]! <= now;
+      const staleFor =
+        this.copies.lastSuccessAt(id) === null
+          ? 1
+          : Math.min(1, Math.max(0, (now + tickMs - nextChange[id]!) / tickMs));
       if (woken[id]) {
         snap.woken += 1;
-        if (isStale) snap.wokenStale += 1;
+        snap.wokenStale += staleFor;
       } else if (o.wakeUp && trueRate[id] === o.wakeUp.ratePerDay) {
         snap.same += 1;
-        if (isStale) snap.sameStale += 1;
+        snap.sameStale += staleFor;
       }
-      if (isStale && now >= warmMs) {
-        stale += 1;
-        this.staleAgeSum += now - this.since(id);
-        this.staleAgeCount += 1;
-      } else if (isStale) stale += 1;
+      stale += staleFor;
+      if (staleFor > 0 && now >= warmMs) {
+        this.staleAgeSum += staleFor * (now - this.since(id));
+        this.staleAgeCount += staleFor;
+      }
     }
     snap.stale = stale / arrived;
     this.snapshots.push(snap);
     if (this.policy === 'continuous' && now >= warmMs) {
-      const estimate = estimatedStaleShare(this.copies.all(), now, params.prior.ratePerDay);
+      const estimate = estimatedStaleShare(this.copies.all(), now + tickMs / 2, params.prior.ratePerDay);
       snap.estimate = estimate;
       this.errors.abs += Math.abs(estimate - stale / arrived);
       this.errors.truth += stale / arrived;
