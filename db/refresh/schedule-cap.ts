@@ -12,7 +12,8 @@ const BATCH = 5000;
  * the claim would catch the row up to that plan again (db/refresh/schedule.ts `BEHIND`). The
  * last successes spread the new due times the way the syncs were spread, instead of one second.
  * Reads the range `due_at > now + cap` of `subscriber_schedule_due_idx`: nothing to read when
- * every plan is within the bound. Rows a claim or a sync holds are left for the next call.
+ * every plan is within the bound. Rows a sync is writing are left for the next call; a claim's
+ * hold is shortened by {@link capHolds}.
  * Returns how many it moved.
  */
 export async function capDueTimes(pool: pg.Pool, capMs: number, batch = BATCH): Promise<number> {
@@ -79,4 +80,21 @@ export async function pullInSeenOnce(pool: pg.Pool, intervalMs: number, batch = 
     moved += n;
     if (n < batch) return moved;
   }
+}
+
+/**
+ * Shortens every claim's hold that would run past now + `capMs` to end then (migration 0037: a
+ * hold is the claim's next-due time under the max age it was made under, days at a long one). Its
+ * sync ends a hold long before; this is for the hold of a job lost or failing, which would otherwise
+ * keep its subscriber past a lowered REFRESH_MAX_AGE. Holds are not indexed (that is what keeps a
+ * claim's write HOT), so this reads the whole table: call it when the max age is lowered, not at
+ * every plan. Returns how many it shortened.
+ */
+export async function capHolds(pool: pg.Pool, capMs: number): Promise<number> {
+  const { rowCount } = await pool.query(
+    `update subscriber_schedule set leased_until = now() + make_interval(secs => $1::float8 / 1000)
+      where leased_until > now() + make_interval(secs => $1::float8 / 1000)`,
+    [capMs],
+  );
+  return rowCount ?? 0;
 }

@@ -52,16 +52,30 @@ const BEHIND = `(date_trunc('milliseconds', s.next_refresh_at) > q.due_at or (q.
  */
 const UNHELD = '(q.leased_until is null or q.leased_until <= clock_timestamp())';
 
-/** Moves behind rows of `ids` up to their subscriber's plan; they take their place further on. */
+/**
+ * Moves behind rows of `ids` up to their subscriber's plan; they take their place further on. A row
+ * a sync is writing is skipped, not waited for (the next claim reaches it). Few rows: only those
+ * a sync that was not held planned later.
+ */
 async function catchUp(client: Pick<pg.PoolClient, 'query'>, ids: number[]): Promise<void> {
   if (ids.length === 0) return;
   await client.query({
     name: 'cards-sync-schedule-catch-up',
     text: `update subscriber_schedule q set due_at = s.next_refresh_at from subscribers s
-      where s.subscriber_id = q.subscriber_id and q.subscriber_id = any($1::bigint[]) and ${BEHIND}`,
+      where s.subscriber_id = q.subscriber_id and ${BEHIND}
+        and q.subscriber_id in (select subscriber_id from subscriber_schedule
+          where subscriber_id = any($1::bigint[]) for update skip locked)`,
     values: [ids],
   });
 }
+
+/**
+ * How long the claim's write of its holds waits for a row another transaction is writing (a sync,
+ * a person's UPDATE left open) before it writes them skipping such rows instead: well under
+ * Postgres's deadlock_timeout (1 s by default), so that a sync batch waiting on a row the claim
+ * holds is never the one a deadlock check cancels.
+ */
+const HOLD_WAIT = '200ms';
 
 /** A row not yet due, as {@link claimDue} hands it to its chooser: its due time and last success, ms. */
 interface NotYetDue {
@@ -138,14 +152,24 @@ export async function claimDue(
           ),
       );
       // A row a sync is writing is waited for (its transaction is short), then read again: one it
-      // moved or held since this claim read it is left out, as a locking read would have skipped it.
-      const { rows } = await client.query<{ subscriber_id: number }>({
-        name: 'cards-sync-claim-hold',
-        text: `update subscriber_schedule q set leased_until = ($2::timestamptz[])[array_position($1::bigint[], q.subscriber_id)]
-          where q.subscriber_id = any($1::bigint[]) and ${UNHELD}
-            and q.due_at is not distinct from ($3::timestamptz[])[array_position($1::bigint[], q.subscriber_id)]
-          returning q.subscriber_id`,
-        values: [taken.map((r) => r.subscriber_id), next, taken.map((r) => r.due_at)],
+      // moved or held since this claim read it is left out. Past HOLD_WAIT, the holds are written
+      // again with the rows others are writing skipped (a row lock each, written to the WAL).
+      const values = [taken.map((r) => r.subscriber_id), next, taken.map((r) => r.due_at)];
+      const hold = (rowsOf: string) =>
+        client.query<{ subscriber_id: number }>({
+          text: `update subscriber_schedule q set leased_until = ($2::timestamptz[])[array_position($1::bigint[], q.subscriber_id)]
+            where q.subscriber_id ${rowsOf} and ${UNHELD}
+              and q.due_at is not distinct from ($3::timestamptz[])[array_position($1::bigint[], q.subscriber_id)]
+            returning q.subscriber_id`,
+          values,
+        });
+      await client.query(`savepoint hold; set local lock_timeout = '${HOLD_WAIT}'`);
+      const { rows } = await hold('= any($1::bigint[])').catch(async (error: unknown) => {
+        if ((error as { code?: string }).code !== '55P03') throw error;
+        await client.query('rollback to savepoint hold');
+        return hold(
+          'in (select subscriber_id from subscriber_schedule where subscriber_id = any($1::bigint[]) for update skip locked)',
+        );
       });
       const kept = new Set(rows.map((r) => Number(r.subscriber_id)));
       held = taken.map((r) => r.subscriber_id).filter((id) => kept.has(id));

@@ -4,6 +4,7 @@ import type pg from 'pg';
 import { type Db, poolOf } from '../../db/client.js';
 import {
   capDueTimes,
+  capHolds,
   claimDue,
   pullInSeenOnce,
   type RefreshRun,
@@ -84,6 +85,12 @@ export async function replanAndPullIn(
   const pulled = await capDueTimes(deps.claims, pull.longestDays * MS_PER_DAY);
   if (pulled > 0)
     deps.logger.info({ pulled }, "due times beyond the plan's longest interval pulled within it");
+  // A claim's hold was made under the max age of its day: a lowered one shortens them too.
+  if (before !== undefined && settings.maxAgeMs < before.maxAgeSeconds * 1000) {
+    const held = await capHolds(deps.claims, pull.longestDays * MS_PER_DAY);
+    if (held > 0)
+      deps.logger.info({ held }, "claims' holds beyond the plan's longest interval shortened to it");
+  }
   if (pull.seenOnceDays !== null) {
     const seenOnce = await pullInSeenOnce(deps.claims, pull.seenOnceDays * MS_PER_DAY);
     if (seenOnce > 0)
