@@ -44,7 +44,7 @@ async function main() {
         s.change_rate_per_day
       from subscriber_schedule q join subscribers s on s.subscriber_id = q.subscriber_id
       where q.subscriber_id <> all('{}'::bigint[]) and (q.leased_until is null or q.leased_until <= clock_timestamp())
-      order by q.due_at asc nulls first, q.subscriber_id limit 1000 for update of q skip locked`,
+      order by q.due_at asc nulls first, q.subscriber_id limit 1000`,
   );
   console.log(plan.rows.map((r) => r['QUERY PLAN']).join('\n'));
   const times: number[] = [];

@@ -6,10 +6,15 @@
 -- meant to an earlier release: when the subscriber is due, never later; a held row is skipped by
 -- the claims of this release until its hold ends (db/refresh/schedule.ts).
 ALTER TABLE "subscriber_schedule" ADD COLUMN "leased_until" timestamp (3) with time zone;--> statement-breakpoint
--- A sync (its last_synced_at moved) of a held row hands the row its plan, or, a failed sync that
--- planned nothing, the hold's end, and ends the hold; one that was not held, and any other writer of
--- the plan (a cap, a person's UPDATE, a sync of an earlier release), moves due_at only sooner, as
--- before: a later plan is left for the claim that reaches the row to catch up, so that a nightly
+-- Room on every page for the claim's new row version: a HOT update must find it on the row's own
+-- page, and at the default fillfactor (100) the pages filled and 59% of the claims' writes went
+-- elsewhere, non-HOT (`npm run bench:wal-cli`, 300 s of continuous refresh: 912 bytes of records a
+-- sync at 100, 826 at 50). Pages filled from now on keep half free; the table is narrow.
+ALTER TABLE "subscriber_schedule" SET (fillfactor = 50);--> statement-breakpoint
+-- A sync (its last_synced_at moved, whichever release runs it) of a held row hands the row its
+-- plan, or, a failed sync that planned nothing, the hold's end, and ends the hold; a sync of a row
+-- not held, and any other writer of the plan (a cap, a person's UPDATE), moves due_at only sooner,
+-- as before: a later plan is left for the claim that reaches the row to catch up, so that a nightly
 -- sync, which plans later and is never held, writes no schedule row.
 CREATE OR REPLACE FUNCTION "subscriber_schedule_sooner"() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN

@@ -96,5 +96,6 @@ export const subscriberSchedule = pgTable(
      */
     leasedUntil: timestamp('leased_until', { withTimezone: true, mode: 'date', precision: 3 }),
   },
+  // fillfactor 50 (migration 0037, SQL only): room on each page for the claim's HOT update.
   (t) => [index('subscriber_schedule_due_idx').on(t.dueAt.asc().nullsFirst(), t.subscriberId)],
 );
