@@ -171,8 +171,9 @@ export async function claimDue(
           'in (select subscriber_id from subscriber_schedule where subscriber_id = any($1::bigint[]) for update skip locked)',
         );
       });
-      const kept = new Set(rows.map((r) => Number(r.subscriber_id)));
-      held = taken.map((r) => r.subscriber_id).filter((id) => kept.has(id));
+      // Compared as text: a pool without an int8 parser hands bigints back as strings.
+      const kept = new Set(rows.map((r) => String(r.subscriber_id)));
+      held = taken.map((r) => r.subscriber_id).filter((id) => kept.has(String(id)));
     }
     await client.query('commit');
     return held;

@@ -21,6 +21,7 @@ import {
   wilson,
 } from '../../src/freshness/index.js';
 import { drawWorld, simulate } from '../support/freshness-sim/index.js';
+import { e2eSimOptions } from '../support/sim-options.js';
 
 // The freshness policy as pure code (src/freshness/): the change-rate estimate, the schedule, the
 // budget and the audit's interval, and the simulator that runs that code (test/support/freshness-sim/sim.ts).
@@ -272,7 +273,7 @@ describe('the schedule', () => {
     // are the forecast beside the real run; they must read what the whole run's time-integrated
     // share reads. Read at the instant the tick's syncs land, they were a third under it (0.27x
     // round robin where the run and the real workers read 0.36x).
-    const o = {
+    const o = e2eSimOptions({
       subscribers: 1200,
       classes: [
         { label: 'never', share: 0.7, ratePerDay: 0 },
@@ -281,14 +282,8 @@ describe('the schedule', () => {
       budgetPerDay: 150 * 86_400,
       days: 12 / 1440,
       warmupDays: 3 / 1440,
-      maxAgeDays: 5 / 1440,
-      auditShare: 0.02,
-      seed: 7,
-      tickSeconds: 1,
-      replanSeconds: 60,
-      snapshotSeconds: 10,
       windowsFromDays: 3 / 1440,
-    };
+    });
     for (const policy of ['round-robin', 'continuous'] as const) {
       const r = simulate(policy, o);
       const windows = r.windows.reduce((sum, w) => sum + w.staleShare, 0) / r.windows.length;
