@@ -7,7 +7,7 @@
 -- the claims of this release until its hold ends (db/refresh/schedule.ts).
 ALTER TABLE "subscriber_schedule" ADD COLUMN "leased_until" timestamp (3) with time zone;--> statement-breakpoint
 -- Room on every page for the claim's new row version: a HOT update must find it on the row's own
--- page, and at the default fillfactor (100) the pages filled and 59% of the claims' writes went
+-- page, and at the default fillfactor (100) the pages filled and 65% of the claims' writes went
 -- elsewhere, non-HOT (`npm run bench:wal-cli`, 300 s of continuous refresh: 912 bytes of records a
 -- sync at 100, 826 at 50). Pages filled from now on keep half free; the table is narrow.
 ALTER TABLE "subscriber_schedule" SET (fillfactor = 50);--> statement-breakpoint

@@ -86,7 +86,7 @@ export async function replanAndPullIn(
   if (pulled > 0)
     deps.logger.info({ pulled }, "due times beyond the plan's longest interval pulled within it");
   // A claim's hold was made under the max age of its day: a lowered one shortens them too.
-  if (before !== undefined && settings.maxAgeMs < before.maxAgeSeconds * 1000) {
+  if (before !== undefined && Math.round(settings.maxAgeMs / 1000) < before.maxAgeSeconds) {
     const held = await capHolds(deps.claims, pull.longestDays * MS_PER_DAY);
     if (held > 0)
       deps.logger.info({ held }, "claims' holds beyond the plan's longest interval shortened to it");
