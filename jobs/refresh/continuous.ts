@@ -77,6 +77,12 @@ export async function replanAndPullIn(
   before: StoredPolicy | undefined,
   settings: RefreshPlanSettings,
 ): Promise<StoredPolicy & { estimatedStaleRatio: number | null }> {
+  // A claim's hold was made under the max age of its day: a lowered one shortens them, before the
+  // plan that records the new max age is stored (after it, a crash would leave them long for good).
+  if (before !== undefined && Math.round(settings.maxAgeMs / 1000) < before.maxAgeSeconds) {
+    const held = await capHolds(deps.claims, settings.maxAgeMs);
+    if (held > 0) deps.logger.info({ held }, "claims' holds beyond the lowered max age shortened to it");
+  }
   const stored = await replan(deps.pool, settings, deps.logger, before);
   const pull = pullIn(
     before ? policyParams(before, settings.maxAgeMs) : undefined,
@@ -85,12 +91,6 @@ export async function replanAndPullIn(
   const pulled = await capDueTimes(deps.claims, pull.longestDays * MS_PER_DAY);
   if (pulled > 0)
     deps.logger.info({ pulled }, "due times beyond the plan's longest interval pulled within it");
-  // A claim's hold was made under the max age of its day: a lowered one shortens them too.
-  if (before !== undefined && Math.round(settings.maxAgeMs / 1000) < before.maxAgeSeconds) {
-    const held = await capHolds(deps.claims, pull.longestDays * MS_PER_DAY);
-    if (held > 0)
-      deps.logger.info({ held }, "claims' holds beyond the plan's longest interval shortened to it");
-  }
   if (pull.seenOnceDays !== null) {
     const seenOnce = await pullInSeenOnce(deps.claims, pull.seenOnceDays * MS_PER_DAY);
     if (seenOnce > 0)

@@ -4,6 +4,7 @@
 // import circle.
 
 export { refreshBacklog } from './backlog.js';
+export { replanAndPullIn } from './continuous.js';
 export { pauseProcessing, resumeProcessing } from './control.js';
 export { readLeaseHolder } from './lease-holder.js';
 export type { RefreshOptions } from './nightly.js';

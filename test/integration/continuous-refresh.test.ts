@@ -2,7 +2,12 @@ import { sql } from 'drizzle-orm';
 import { afterEach, describe, expect, inject, it } from 'vitest';
 import { capDueTimes, capHolds, claimDue, loadRefreshRun } from '../../db/refresh/index.js';
 import { subscribers } from '../../db/schema/index.js';
-import { createRefreshQueue, type RefreshOptions, startRefreshWorker } from '../../jobs/refresh/index.js';
+import {
+  createRefreshQueue,
+  type RefreshOptions,
+  replanAndPullIn,
+  startRefreshWorker,
+} from '../../jobs/refresh/index.js';
 import { pauseQueue, resumeQueue, startSyncWorker } from '../../jobs/sync/index.js';
 import { createApiClient } from '../../src/api/index.js';
 import { afterClaim, defaultPolicy, MS_PER_DAY, type PolicyParams } from '../../src/freshness/index.js';
@@ -254,6 +259,29 @@ describe('REFRESH_MODE=continuous', () => {
     );
     expect(rows[0]!.late).toBe(0);
   }, 60_000);
+
+  it("a lowered REFRESH_MAX_AGE shortens the claims' holds made under the longer one (a lost job's)", async () => {
+    const ids = range(82_500, 4);
+    await seed(ids, new Date(Date.now() - 180_000), new Date(Date.now() + MS_PER_DAY));
+    const deps = { pool: pool(), claims: pool(), logger: captureLogger().logger };
+    const week = { mode: 'continuous' as const, budgetPerSec: 8, maxAgeMs: 7 * MS_PER_DAY, auditShare: 0 };
+    const before = await replanAndPullIn(deps, undefined, week);
+    // 82_500's job was lost after a claim under the week's max age: held five days on.
+    await pool().query(
+      "update subscriber_schedule set leased_until = now() + interval '5 days' where subscriber_id = 82500",
+    );
+    // The same max age again shortens nothing; a lowered one, before its plan is stored.
+    await replanAndPullIn(deps, before, week);
+    const kept = await pool().query<{ days: number }>(
+      'select extract(epoch from leased_until - now()) / 86400 as days from subscriber_schedule where subscriber_id = 82500',
+    );
+    expect(Number(kept.rows[0]!.days)).toBeGreaterThan(4.9);
+    await replanAndPullIn(deps, before, { ...week, maxAgeMs: 60_000 });
+    const { rows } = await pool().query<{ ends_in: number }>(
+      'select extract(epoch from leased_until - now())::float8 as ends_in from subscriber_schedule where subscriber_id = 82500',
+    );
+    expect(rows[0]!.ends_in).toBeLessThanOrEqual(60);
+  });
 
   it('pause stops the claims and resume starts them again; the wipe breaker halts a window', async () => {
     const ids = range(82_000, 30);
