@@ -52,6 +52,10 @@ const BEHIND = `(date_trunc('milliseconds', s.next_refresh_at) > q.due_at or (q.
  */
 const UNHELD = '(q.leased_until is null or q.leased_until <= clock_timestamp())';
 
+/** Of the ids in $1, the rows no other transaction is writing, each locked for this one. */
+const NOT_BEING_WRITTEN = `in (select subscriber_id from subscriber_schedule
+  where subscriber_id = any($1::bigint[]) for update skip locked)`;
+
 /**
  * Moves behind rows of `ids` up to their subscriber's plan; they take their place further on. A row
  * a sync is writing is skipped, not waited for (the next claim reaches it). Few rows: only those
@@ -62,9 +66,7 @@ async function catchUp(client: Pick<pg.PoolClient, 'query'>, ids: number[]): Pro
   await client.query({
     name: 'cards-sync-schedule-catch-up',
     text: `update subscriber_schedule q set due_at = s.next_refresh_at from subscribers s
-      where s.subscriber_id = q.subscriber_id and ${BEHIND}
-        and q.subscriber_id in (select subscriber_id from subscriber_schedule
-          where subscriber_id = any($1::bigint[]) for update skip locked)`,
+      where s.subscriber_id = q.subscriber_id and ${BEHIND} and q.subscriber_id ${NOT_BEING_WRITTEN}`,
     values: [ids],
   });
 }
@@ -167,9 +169,7 @@ export async function claimDue(
       const { rows } = await hold('= any($1::bigint[])').catch(async (error: unknown) => {
         if ((error as { code?: string }).code !== '55P03') throw error;
         await client.query('rollback to savepoint hold');
-        return hold(
-          'in (select subscriber_id from subscriber_schedule where subscriber_id = any($1::bigint[]) for update skip locked)',
-        );
+        return hold(NOT_BEING_WRITTEN);
       });
       // Compared as text: a pool without an int8 parser hands bigints back as strings.
       const kept = new Set(rows.map((r) => String(r.subscriber_id)));
