@@ -1,7 +1,7 @@
 import type { ChildProcess } from 'node:child_process';
 import type pg from 'pg';
 import { type Freshness, readFreshness } from '../../db/refresh/freshness.js';
-import { wilson } from '../../src/freshness/index.js';
+import { STALE_MODEL } from '../../src/freshness/index.js';
 import type { MockApi } from '../../src/mock-api/server.js';
 import { parseKeyRing } from '../../src/tokens/index.js';
 import { BENCH_CARD_TOKEN_KEYS } from '../harness.js';
@@ -101,7 +101,7 @@ export function sampler(
       peersStale,
       oldestMs: ages.rows[0]?.oldest ?? Number.POSITIVE_INFINITY,
     };
-    if (r.setup === 'continuous') sample.freshness = await readFreshness(r.pool, maxAgeAt(atMs), wilson);
+    if (r.setup === 'continuous') sample.freshness = await readFreshness(r.pool, maxAgeAt(atMs), STALE_MODEL);
     return sample;
   };
 }

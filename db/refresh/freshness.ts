@@ -64,48 +64,67 @@ interface AuditInterval {
   high: number;
 }
 
+/** The population a subscriber synced once is counted at (the shape of src/freshness `Population`). */
+export interface StoredPopulation {
+  ratePerDay: number;
+  mixture?: { ratesPerDay: number[]; weights: number[] } | null;
+}
+
 /**
- * Reads the freshness figures. The estimate is the mean of 1 − e^{−λ·age} over subscribers
- * (src/freshness/staleness.ts `estimatedStaleShare`, the same formula in SQL, checked against it
- * by test/process/freshness.test.ts): a never-synced one counts as stale, one synced once (no
- * observation of its own) at the population's rate. Above 200,000 subscribers it reads a page sample, not the whole table.
- * The audit's interval is the policy's to compute: its callers hand in src/freshness `wilson`.
+ * What the policy computes for the figures (src/freshness `STALE_MODEL`): the audit's interval, and
+ * the chance that a copy the population alone describes is stale at an age.
+ */
+export interface StaleModel {
+  interval: (found: number, samples: number) => AuditInterval | null;
+  populationStale: (population: StoredPopulation, ageDays: number) => number;
+}
+
+/**
+ * Reads the freshness figures. The estimate is the mean over subscribers of each copy's chance of
+ * being stale (src/freshness/staleness.ts `staleEstimate`, the same sums in SQL, checked against it
+ * by test/process/freshness.test.ts): a never-synced one counts as stale; one with observations of
+ * its own 1 − e^{−λ·age} at the rate its last sync stored for the estimate (`stale_rate_per_day`,
+ * else `change_rate_per_day`); one synced once at the population's, read from its age in
+ * logarithmic buckets (a thousand from a second to 27 years, each 2% wide) so that the population's mixture is
+ * evaluated in the model's code, not per row. Above 200,000 subscribers it reads a page sample,
+ * not the whole table.
  */
 export async function readFreshness(
   pool: pg.Pool,
   fallbackMaxAgeMs: number,
-  interval: (found: number, samples: number) => AuditInterval | null,
+  model: StaleModel,
   /**
-   * The population's rate a subscriber synced once is counted at, where not the stored plan's: the
-   * plan being made judges the audit by the rate it has just pooled, as the simulator does.
+   * The population a subscriber synced once is counted at, where not the stored plan's: the plan
+   * being made judges the audit by the population it has just fitted, as the simulator does.
    */
-  priorRatePerDay?: number,
+  population?: StoredPopulation,
 ): Promise<Freshness> {
   const policy = await readPolicy(pool);
   const maxAgeSeconds = policy?.maxAgeSeconds ?? Math.round(fallbackMaxAgeMs / 1000);
-  const prior = priorRatePerDay ?? policy?.priorRatePerDay ?? 86_400 / maxAgeSeconds;
+  const counted: StoredPopulation =
+    population ??
+    (policy
+      ? { ratePerDay: policy.priorRatePerDay, mixture: policy.priorMixture }
+      : { ratePerDay: 86_400 / maxAgeSeconds });
   const total = await subscriberCount(pool);
   const from = sampledFrom(total, 100_000);
-  const [subs, audit] = await Promise.all([
-    // Each copy's chance of being stale, p (null: never synced); the sums give the estimate, its
-    // spread and the share of it resting on the population's rate (synced once: no observation).
+  const [subs, once, audit] = await Promise.all([
+    // Each copy's chance of being stale, p (null: never synced, or synced once); the sums give the
+    // estimate of the copies with observations of their own and its spread.
     pool.query<{
       n: number;
       never: number;
       past: number;
       not_upstream: number;
       learned: number;
-      once: number;
       sum_p: number | null;
       var_p: number | null;
-      once_p: number | null;
     }>(
       `with c as (
           select last_success_at, consecutive_not_found,
             coalesce(cardinality(change_observations), 0) > 0 as observed,
-            case when last_success_at is not null then
-              1 - exp(-least(700, (case when coalesce(cardinality(change_observations), 0) > 0
-                  then coalesce(change_rate_per_day, $2) else $2 end)
+            case when last_success_at is not null and coalesce(cardinality(change_observations), 0) > 0 then
+              1 - exp(-least(700, coalesce(stale_rate_per_day, change_rate_per_day, $2)
                 * greatest(0, extract(epoch from now() - last_success_at)) / 86400)) end as p
           from ${from})
         select count(*)::int as n,
@@ -113,11 +132,18 @@ export async function readFreshness(
           count(*) filter (where last_success_at < now() - make_interval(secs => $1))::int as past,
           count(*) filter (where last_success_at is null and consecutive_not_found > 0)::int as not_upstream,
           count(*) filter (where last_success_at is not null and observed)::int as learned,
-          count(*) filter (where last_success_at is not null and not observed)::int as once,
-          sum(p)::float8 as sum_p, sum(p * (1 - p))::float8 as var_p,
-          sum(p) filter (where not observed)::float8 as once_p
+          sum(p)::float8 as sum_p, sum(p * (1 - p))::float8 as var_p
         from c`,
-      [maxAgeSeconds, prior],
+      [maxAgeSeconds, counted.ratePerDay],
+    ),
+    // The copies synced once, by their age in days: a bucket's count and mean age.
+    pool.query<{ n: number; age_days: number }>(
+      `with c as (
+          select greatest(0, extract(epoch from now() - last_success_at)) / 86400 as age_days
+          from ${from}
+          where last_success_at is not null and coalesce(cardinality(change_observations), 0) = 0)
+        select count(*)::int as n, avg(age_days)::float8 as age_days from c
+        group by width_bucket(ln(greatest(age_days, 1e-5)), ln(1e-5), ln(1e4), 1000)`,
     ),
     pool.query<{ samples: number; changed: number }>(
       `select count(*)::int as samples,
@@ -127,16 +153,25 @@ export async function readFreshness(
       [maxAgeSeconds],
     ),
   ]);
+  let syncedOnce = 0;
+  let onceP = 0;
+  let onceVar = 0;
+  for (const b of once.rows) {
+    const p = model.populationStale(counted, b.age_days);
+    syncedOnce += b.n;
+    onceP += b.n * p;
+    onceVar += b.n * p * (1 - p);
+  }
   const s = subs.rows[0]!;
   const scale = s.n > 0 && from !== 'subscribers' ? total / s.n : 1;
   const a = audit.rows[0]!;
-  const audited = interval(a.changed, a.samples);
+  const audited = model.interval(a.changed, a.samples);
   // As src/freshness/staleness.ts `staleEstimate`: a never-synced subscriber is stale for sure, one
   // never synced that the API does not know is left out.
   const never = s.never - s.not_upstream;
   const covers = s.n - s.not_upstream;
-  const share = covers > 0 ? ((s.sum_p ?? 0) + never) / covers : 0;
-  const half = covers > 0 ? (1.96 * Math.sqrt(s.var_p ?? 0)) / covers : 0;
+  const share = covers > 0 ? ((s.sum_p ?? 0) + onceP + never) / covers : 0;
+  const half = covers > 0 ? (1.96 * Math.sqrt((s.var_p ?? 0) + onceVar)) / covers : 0;
   return {
     mode: policy?.mode ?? null,
     estimatedStaleRatio: share,
@@ -145,10 +180,10 @@ export async function readFreshness(
       high: Math.min(1, share + half),
       covers: Math.round(covers * scale),
       learned: Math.round(s.learned * scale),
-      syncedOnce: Math.round(s.once * scale),
+      syncedOnce: Math.round(syncedOnce * scale),
       neverSynced: Math.round(never * scale),
       notUpstream: Math.round(s.not_upstream * scale),
-      fromPopulationRate: covers > 0 ? (s.once_p ?? 0) / covers : 0,
+      fromPopulationRate: covers > 0 ? onceP / covers : 0,
     },
     audit: {
       samples: a.samples,

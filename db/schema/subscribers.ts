@@ -49,6 +49,14 @@ export const subscribers = pgTable(
      */
     changeRatePerDay: doublePrecision('change_rate_per_day'),
     /**
+     * The rate the estimate of the stale share reads for it until its next sync: the one that keeps
+     * its copy stale over its planned interval as long as its rate's posterior does
+     * (src/freshness/mixture.ts `posteriorStaleRate`); null before the population's mixture is
+     * fitted, or in a row last synced by a release before migration 0038, where the estimate reads
+     * `change_rate_per_day`.
+     */
+    staleRatePerDay: doublePrecision('stale_rate_per_day'),
+    /**
      * When its last sync planned the next one (src/freshness/schedule.ts); null: never planned.
      * Not indexed: the scheduler reads `subscriber_schedule` instead (migration 0025).
      */

@@ -67,6 +67,8 @@ export const subscribersReport = pgView('subscribers_report').as((qb) =>
       changeRatePerDay: subscribers.changeRatePerDay,
       nextRefreshAt: subscribers.nextRefreshAt,
       changeObservations: subscribers.changeObservations,
+      // The rate the estimate reads (migration 0038).
+      staleRatePerDay: subscribers.staleRatePerDay,
     })
     .from(subscribers),
 );

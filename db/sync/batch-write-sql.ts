@@ -108,8 +108,9 @@ with removed as (
     order by part, seq
 ), sub as (
   -- Observations as array text: unnest would flatten an array of arrays.
-  select * from unnest($33::bigint[], $34::int[], $11::text[], $38::float8[], $39::timestamptz[], $40::text[])
-    as sub(subscriber_id, active_cards, digest, rate, next_refresh_at, observations)
+  select * from unnest($33::bigint[], $34::int[], $11::text[], $38::float8[], $39::timestamptz[], $40::text[],
+      $42::float8[])
+    as sub(subscriber_id, active_cards, digest, rate, next_refresh_at, observations, stale_rate)
 ), subscriber as (
   -- A subscriber stored before: a plain UPDATE, not INSERT … ON CONFLICT, whose conflict path
   -- locks the row before it updates it, a WAL record of its own (54 bytes a sync). By
@@ -121,16 +122,16 @@ with removed as (
     active_cards = case when sub.digest is null then s.active_cards else sub.active_cards end,
     cards_digest = coalesce(sub.digest, s.cards_digest),
     consecutive_not_found = 0, gone_at = null,
-    change_rate_per_day = sub.rate, next_refresh_at = sub.next_refresh_at,
+    change_rate_per_day = sub.rate, stale_rate_per_day = sub.stale_rate, next_refresh_at = sub.next_refresh_at,
     change_observations = sub.observations::real[]
   from sub where s.subscriber_id = any($33::bigint[]) and s.subscriber_id = sub.subscriber_id
   returning s.subscriber_id
 ), new_subscriber as (
   insert into subscribers as s (subscriber_id, email, last_synced_at, last_success_at, last_status,
       last_error, consecutive_failures, active_cards, cards_digest, change_rate_per_day,
-      next_refresh_at, change_observations)
+      stale_rate_per_day, next_refresh_at, change_observations)
     select sub.subscriber_id, null, $1, $1, 'succeeded', null, 0, sub.active_cards, sub.digest,
-      sub.rate, sub.next_refresh_at, sub.observations::real[]
+      sub.rate, sub.stale_rate, sub.next_refresh_at, sub.observations::real[]
     from sub where sub.subscriber_id not in (select subscriber_id from subscriber)
     order by sub.subscriber_id
   -- One inserted meanwhile by another transaction.
@@ -140,8 +141,8 @@ with removed as (
     active_cards = case when excluded.cards_digest is null then s.active_cards else excluded.active_cards end,
     cards_digest = coalesce(excluded.cards_digest, s.cards_digest),
     consecutive_not_found = 0, gone_at = null,
-    change_rate_per_day = excluded.change_rate_per_day, next_refresh_at = excluded.next_refresh_at,
-    change_observations = excluded.change_observations
+    change_rate_per_day = excluded.change_rate_per_day, stale_rate_per_day = excluded.stale_rate_per_day,
+    next_refresh_at = excluded.next_refresh_at, change_observations = excluded.change_observations
 )
 -- For a run: its position in the batch; for a removed card: its subscriber.
 select 'run' as kind, id, ord as ref from run_of

@@ -53,6 +53,8 @@ interface ScheduleToWrite {
   /** `change_observations`, or null to keep none. */
   observations: readonly number[] | null;
   ratePerDay: number;
+  /** `stale_rate_per_day`: the rate the estimate reads for it; null: none (it reads `ratePerDay`). */
+  staleRatePerDay: number | null;
   /** `next_refresh_at`, ms since the epoch. */
   nextRefreshAt: number;
 }
@@ -158,6 +160,7 @@ export async function writeBatch(
         const run = w.addedBy.get(c.id);
         return run === undefined ? null : run + 1;
       }),
+      of(w.successes, (s) => s.schedule.staleRatePerDay),
     ],
   });
   const mayChange = w.changeEvents && (cards.length > 0 || w.removals.length > 0 || w.changes.length > 0);

@@ -24,11 +24,13 @@ import {
   PLANNED_SHARE,
   PLANS_SYNCS_READ,
   type PlansSyncs,
+  type Population,
   PRIOR_WEIGHT,
   plannedRates,
   plansSyncsFrom,
   pooledRate,
   refitPrior,
+  STALE_MODEL,
   solveThreshold,
   wilson,
 } from '../../src/freshness/index.js';
@@ -89,7 +91,7 @@ export async function replan(
   // trusted: the plan goes round in turn until the two agree again (src/freshness `auditAction`).
   const judged: { action: AuditAction; estimate: number | null } =
     settings.mode === 'continuous'
-      ? await judgeAudit(pool, settings, before, prior).catch(() => ({
+      ? await judgeAudit(pool, settings, before, { ratePerDay: prior, mixture: priorMixture }).catch(() => ({
           action: 'none' as const,
           estimate: null,
         }))
@@ -206,10 +208,10 @@ async function judgeAudit(
   pool: pg.Pool,
   settings: RefreshPlanSettings,
   before: PlanInForce | undefined,
-  priorRatePerDay: number,
+  population: Population,
 ): Promise<{ action: AuditAction; estimate: number }> {
   const { maxAgeMs, budgetPerSec } = settings;
-  const f = await readFreshness(pool, maxAgeMs, wilson, priorRatePerDay);
+  const f = await readFreshness(pool, maxAgeMs, STALE_MODEL, population);
   const { samples, staleRatio, low, high } = f.audit;
   const lastMaxAge =
     staleRatio === null || low === null || high === null ? null : { ratio: staleRatio, low, high, samples };

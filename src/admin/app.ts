@@ -9,7 +9,7 @@ import { countDue, lastRefreshRun, readFreshness } from '../../db/refresh/index.
 import { ping } from '../../db/server.js';
 import { queueStatusOf, readLeaseHolder } from '../../jobs/refresh/index.js';
 import { liveFleet } from '../fleet/index.js';
-import { wilson } from '../freshness/index.js';
+import { STALE_MODEL } from '../freshness/index.js';
 import { continuousStatus, isContinuous } from '../status/index.js';
 import { registerApiRoutes } from './api-routes.js';
 import { type AdminEnv, requireToken } from './auth.js';
@@ -101,7 +101,7 @@ export function createAdminApp(deps: AdminDeps) {
       lastRefreshRun(deps.db),
       recentAdminActions(deps.db, RECENT_ACTIONS),
       // REFRESH_MAX_AGE as the plan recorded it, or this process's before there is one (as status reads it).
-      readFreshness(poolOf(deps.db), maxAgeOf(deps), wilson),
+      readFreshness(poolOf(deps.db), maxAgeOf(deps), STALE_MODEL),
       liveFleet(poolOf(deps.db)).catch(() => []),
     ]);
     const continuous = isContinuous(queue, lastRefresh ?? null)

@@ -6,7 +6,7 @@ import { AUTO_DISABLED_REASON } from '../../db/webhooks/index.js';
 import { progressOf } from '../../jobs/refresh/index.js';
 import { bulkPauseKey, readPauseReason } from '../../jobs/sync/index.js';
 import { fleetCounts, fleetDisagreements, liveFleet } from '../fleet/index.js';
-import { wilson } from '../freshness/index.js';
+import { STALE_MODEL } from '../freshness/index.js';
 import { type Metrics, STALE_AFTER_HOURS } from '../metrics/index.js';
 import { DEFAULT_RETENTION_DAYS, readWebhooksStatus } from '../webhooks/index.js';
 import { type AdminDeps, maxAgeOf } from './deps.js';
@@ -38,7 +38,7 @@ export async function collectGauges(
       conflictSummary(deps.db).catch(() => undefined),
       deps.redis.exists(bulkPauseKey(prefix)).catch(() => undefined),
       // REFRESH_MAX_AGE as the refresh's plan recorded it (this process's before there is one, as status reads it).
-      readFreshness(poolOf(deps.db), maxAgeOf(deps), wilson).catch(() => undefined),
+      readFreshness(poolOf(deps.db), maxAgeOf(deps), STALE_MODEL).catch(() => undefined),
       liveFleet(poolOf(deps.db)).catch(() => undefined),
       readWebhooksStatus(poolOf(deps.db), retentionDays).catch(() => undefined),
     ]);

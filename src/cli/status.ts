@@ -16,7 +16,7 @@ import { createSyncQueue, type HoldCause, laneWaitsLine } from '../../jobs/sync/
 import { actionJson, describeAction } from '../audit/index.js';
 import type { Config } from '../config/index.js';
 import { type FleetEntry, fleetRateLimit, formatFleet, liveFleet } from '../fleet/index.js';
-import { wilson } from '../freshness/index.js';
+import { STALE_MODEL } from '../freshness/index.js';
 import { formatDuration, formatTime } from '../shared/index.js';
 import {
   type ContinuousStatus,
@@ -266,7 +266,7 @@ export async function cmdStatus(config: Config, io: Io, opts: { json: boolean })
   let continuous: ContinuousStatus | null = null;
   try {
     data = { ...(await readDataStatus(handle.db)), lastRefresh: (await lastRefreshRun(handle.db)) ?? null };
-    freshness = await readFreshness(handle.pool, config.refreshMaxAgeMs, wilson);
+    freshness = await readFreshness(handle.pool, config.refreshMaxAgeMs, STALE_MODEL);
     if (isContinuous(queue, data.lastRefresh)) {
       const { lastRefresh, oldestSuccessAt } = data;
       continuous = continuousStatus({

@@ -1,6 +1,6 @@
 import { estimateRate, forgetDaysFor, MS_PER_DAY, PRIOR_WEIGHT, type RatePrior } from './estimate.js';
 import { type Evidence, type EvidenceSample, mixtureFor } from './evidence.js';
-import { posteriorRateDraw, type RateMixture } from './mixture.js';
+import { posteriorRateDraw, posteriorStaleRate, type RateMixture } from './mixture.js';
 import { appendObservation, type Observation, observation } from './observation.js';
 
 // When each subscriber is synced next, within a request budget. Pure: the time is always passed
@@ -148,6 +148,12 @@ export interface SubscriberSchedule {
 export interface ScheduleUpdate {
   observations: Observation[] | null;
   ratePerDay: number;
+  /**
+   * The rate the estimate of the stale share reads for this copy until its next sync: the one that
+   * keeps it stale over its planned interval as long as its posterior does (mixture.ts
+   * `posteriorStaleRate`); null without a mixture, where the estimate reads the mean.
+   */
+  staleRatePerDay: number | null;
   nextRefreshAt: number;
 }
 
@@ -187,7 +193,17 @@ export function afterSuccess(
   // Exploration only ever asks sooner: a draw that reads a wallet busier than the budget can keep
   // fresh would otherwise leave it to the max age.
   const days = Math.min(intervalDays(ratePerDay, params), intervalDays(planned, params));
-  return { observations, ratePerDay, nextRefreshAt: now + days * MS_PER_DAY };
+  // Without a mixture there is no posterior to read: the estimate takes the population's rate for
+  // one synced once (a sync made before any plan stored the default's), the mean for the others.
+  const staleRatePerDay = params.prior.mixture
+    ? posteriorStaleRate(
+        observations,
+        mixtureFor(params.prior.mixture, before.evidence, observations),
+        days,
+        params.prior.forgetDays,
+      )
+    : null;
+  return { observations, ratePerDay, staleRatePerDay, nextRefreshAt: now + days * MS_PER_DAY };
 }
 
 /**

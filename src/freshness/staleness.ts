@@ -4,9 +4,17 @@ import { MS_PER_DAY, pooledRate, type RatePrior, staleProbability } from './esti
 import type { Observation } from './observation.js';
 import type { AuditAction } from './schedule.js';
 
+/** The population a subscriber synced once is counted at: its pooled rate, and its mixture once fitted. */
+export type Population = Pick<RatePrior, 'ratePerDay' | 'mixture'>;
+
 /** One subscriber as the estimate reads it. */
 export interface Copy {
   ratePerDay: number | null;
+  /**
+   * The rate its last sync set for the estimate (schedule.ts `ScheduleUpdate.staleRatePerDay`);
+   * absent or null (a row synced before it was kept): `ratePerDay`.
+   */
+  staleRatePerDay?: number | null;
   lastSuccessAt: number | null;
   /**
    * Whether its rate rests on observations of its own (two successes or more): false for one synced
@@ -55,7 +63,7 @@ export interface StaleEstimate {
  * without an estimate yet at the population's rate; one never synced that the API does not know is
  * left out.
  */
-export function staleEstimate(copies: Iterable<Copy>, now: number, priorRatePerDay: number): StaleEstimate {
+export function staleEstimate(copies: Iterable<Copy>, now: number, population: Population): StaleEstimate {
   let covers = 0;
   let sum = 0;
   let variance = 0;
@@ -79,8 +87,10 @@ export function staleEstimate(copies: Iterable<Copy>, now: number, priorRatePerD
     // One synced once has no interval of its own: the population's rate, not the rate stored at its
     // sync (under whatever plan, or none, was in force then).
     const observed = c.observed ?? c.ratePerDay !== null;
-    const rate = observed ? (c.ratePerDay ?? priorRatePerDay) : priorRatePerDay;
-    const p = staleProbability(rate, (now - c.lastSuccessAt) / MS_PER_DAY);
+    const ageDays = (now - c.lastSuccessAt) / MS_PER_DAY;
+    const p = observed
+      ? staleProbability(c.staleRatePerDay ?? c.ratePerDay ?? population.ratePerDay, ageDays)
+      : populationStaleProbability(population, ageDays);
     sum += p;
     variance += p * (1 - p);
     if (observed) learned += 1;
@@ -117,8 +127,24 @@ export function staleEstimate(copies: Iterable<Copy>, now: number, priorRatePerD
 }
 
 /** {@link staleEstimate}'s share alone. */
-export function estimatedStaleShare(copies: Iterable<Copy>, now: number, priorRatePerDay: number): number {
-  return staleEstimate(copies, now, priorRatePerDay).share;
+export function estimatedStaleShare(copies: Iterable<Copy>, now: number, population: Population): number {
+  return staleEstimate(copies, now, population).share;
+}
+
+/**
+ * The chance that the copy of a subscriber the population alone describes (synced once), `ageDays`
+ * old, is stale: under the population's mixture, the mean of 1 − e^{−λ·age} over its rates; without
+ * one, at its pooled rate. Not 1 − e^{−λ̄·age} at the mean rate λ̄, which a few fast wallets raise far
+ * more than they raise the chance of a change (Jensen's inequality): in a fleet of under one sync
+ * per subscriber per max age, that read 48.6% stale where 35.1% were.
+ */
+export function populationStaleProbability(population: Population, ageDays: number): number {
+  const m = population.mixture;
+  if (!m) return staleProbability(population.ratePerDay, ageDays);
+  let p = 0;
+  for (let k = 0; k < m.ratesPerDay.length; k++)
+    p += m.weights[k]! * staleProbability(m.ratesPerDay[k]!, ageDays);
+  return p;
 }
 
 export interface Interval {
@@ -137,6 +163,12 @@ export function wilson(found: number, samples: number, z = 1.96): Interval | nul
   const half = (z * Math.sqrt((p * (1 - p)) / samples + z2 / (4 * samples * samples))) / denominator;
   return { ratio: p, low: Math.max(0, centre - half), high: Math.min(1, centre + half) };
 }
+
+/**
+ * What the figures' reader (db/refresh `readFreshness`, which may not import this folder) is handed
+ * to compute with: the audit's interval and a copy synced once's chance of being stale.
+ */
+export const STALE_MODEL = { interval: wilson, populationStale: populationStaleProbability } as const;
 
 /**
  * Audit samples (of the last max age) below which a disagreement is not acted on: with fewer, one

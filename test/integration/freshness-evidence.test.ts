@@ -223,11 +223,18 @@ describe('the evidence reaches the policy', () => {
       ],
       { policy: () => params },
     );
-    const { rows } = await database.handle.pool.query<{ subscriber_id: number; change_rate_per_day: number }>(
-      'select subscriber_id::int, change_rate_per_day from subscribers order by subscriber_id',
+    const { rows } = await database.handle.pool.query<{
+      subscriber_id: number;
+      change_rate_per_day: number;
+      stale_rate_per_day: number;
+    }>(
+      'select subscriber_id::int, change_rate_per_day, stale_rate_per_day from subscribers order by subscriber_id',
     );
     expect(rows[0]!.change_rate_per_day).toBeCloseTo(10, 3);
     expect(rows[1]!.change_rate_per_day).toBeCloseTo(0.001, 5);
+    // And the rate the estimate reads: each group's posterior is one rate here, so the same.
+    expect(rows[0]!.stale_rate_per_day / 10).toBeCloseTo(1, 3);
+    expect(rows[1]!.stale_rate_per_day / 0.001).toBeCloseTo(1, 3);
   });
 
   it('the plan fits a prior per evidence group from saved_cards.create_date', async () => {

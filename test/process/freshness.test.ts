@@ -10,6 +10,7 @@ import {
   MS_PER_DAY,
   PLANNED_SHARE,
   policyParams,
+  STALE_MODEL,
   staleEstimate,
   staleProbability,
   wilson,
@@ -69,7 +70,7 @@ describe('the freshness figures', () => {
 
   it("the estimate in SQL is the policy code's, and the audit is counted with its interval", async () => {
     await seedPopulation();
-    const f = await readFreshness(pool(), 7 * MS_PER_DAY, wilson);
+    const f = await readFreshness(pool(), 7 * MS_PER_DAY, STALE_MODEL);
     const { rows } = await pool().query<{ ms: number | null; rate: number | null; now_ms: number }>(
       `select (extract(epoch from last_success_at) * 1000)::float8 as ms, change_rate_per_day as rate,
           (extract(epoch from now()) * 1000)::float8 as now_ms from subscribers`,
@@ -79,7 +80,7 @@ describe('the freshness figures', () => {
       // rate its sync stored (one stored under an older plan, or none, says nothing of the wallet).
       rows.map((r) => ({ lastSuccessAt: r.ms, ratePerDay: r.rate, observed: false })),
       rows[0]!.now_ms,
-      0.2,
+      { ratePerDay: 0.2 },
     );
     expect(f.estimatedStaleRatio).toBeCloseTo(expected, 4);
     // No observation anywhere: every synced one rests on the population's rate.
@@ -101,22 +102,32 @@ describe('the freshness figures', () => {
 
   it('the estimate says what it covers and how sure it is, in SQL as in the policy code, and leaves out ids not found upstream', async () => {
     await seedPopulation();
-    // Subscribers 6…25 have observations of their own; 3 and 4 were enqueued but the API does not know them.
+    // Subscribers 6…25 have observations of their own, 6…15 a rate stored for the estimate; 3 and 4
+    // were enqueued but the API does not know them.
     await pool().query(
-      `update subscribers set change_observations = array[-0.5, 0.5]::real[] where subscriber_id between 6 and 25`,
+      `update subscribers set change_observations = array[-0.5, 0.5]::real[],
+          stale_rate_per_day = case when subscriber_id <= 15 then 0.002 * subscriber_id end
+        where subscriber_id between 6 and 25`,
     );
     await pool().query(
       `update subscribers set consecutive_not_found = 1, last_status = 'not_found' where subscriber_id in (3, 4)`,
     );
-    const f = await readFreshness(pool(), 7 * MS_PER_DAY, wilson);
+    // The population a subscriber synced once is counted at: its mixture, not its pooled rate.
+    const population = {
+      ratePerDay: 0.2,
+      mixture: { ratesPerDay: [0.001, 0.1, 5], weights: [0.7, 0.25, 0.05] },
+    };
+    const f = await readFreshness(pool(), 7 * MS_PER_DAY, STALE_MODEL, population);
     const { rows } = await pool().query<{
       ms: number | null;
       rate: number | null;
+      stale_rate: number | null;
       observed: boolean;
       gone: boolean;
       now_ms: number;
     }>(
       `select (extract(epoch from last_success_at) * 1000)::float8 as ms, change_rate_per_day as rate,
+          stale_rate_per_day as stale_rate,
           change_observations is not null as observed, consecutive_not_found > 0 as gone,
           (extract(epoch from now()) * 1000)::float8 as now_ms from subscribers`,
     );
@@ -124,11 +135,12 @@ describe('the freshness figures', () => {
       rows.map((r) => ({
         lastSuccessAt: r.ms,
         ratePerDay: r.rate,
+        staleRatePerDay: r.stale_rate,
         observed: r.observed,
         notUpstream: r.gone,
       })),
       rows[0]!.now_ms,
-      0.2,
+      population,
     );
     expect(expected).toMatchObject({
       covers: 38,
@@ -138,6 +150,18 @@ describe('the freshness figures', () => {
       notUpstream: 2,
     });
     expect(f.estimatedStaleRatio).toBeCloseTo(expected.share, 4);
+    // Both matter: at the stored mean rates and the pooled rate, as before, it reads otherwise.
+    const before = staleEstimate(
+      rows.map((r) => ({
+        lastSuccessAt: r.ms,
+        ratePerDay: r.rate,
+        observed: r.observed,
+        notUpstream: r.gone,
+      })),
+      rows[0]!.now_ms,
+      { ratePerDay: 0.2 },
+    );
+    expect(Math.abs(before.share - expected.share)).toBeGreaterThan(0.02);
     expect(f.estimate.low).toBeCloseTo(expected.low, 4);
     expect(f.estimate.high).toBeCloseTo(expected.high, 4);
     expect(f.estimate.fromPopulationRate).toBeCloseTo(expected.fromPopulationRate, 4);
@@ -406,7 +430,7 @@ describe('the freshness figures', () => {
     const stored = await readPolicy(pool());
     expect(stored).toMatchObject({ auditAction: 'estimate-high', priorMixture: null });
     // Read at the refitted rate (half a change a day, where the sample said one), the estimate comes down.
-    const f = await readFreshness(pool(), MS_PER_DAY, wilson);
+    const f = await readFreshness(pool(), MS_PER_DAY, STALE_MODEL);
     expect(f.estimatedStaleRatio).toBeLessThan(plan.estimatedStaleRatio! - 0.1);
     const q = testQueue();
     cleanups.push(q.cleanup);

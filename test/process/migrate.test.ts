@@ -158,6 +158,8 @@ const DOCUMENTED_COLUMNS: Record<string, string[]> = {
     'change_rate_per_day',
     'next_refresh_at',
     'change_observations',
+    // The rate the estimate reads (migration 0038).
+    'stale_rate_per_day',
   ],
   // The continuous refresh's queue (migration 0025).
   subscriber_schedule: ['subscriber_id', 'due_at', 'leased_until'],
@@ -288,6 +290,7 @@ const DOCUMENTED_COLUMNS: Record<string, string[]> = {
     'change_rate_per_day',
     'next_refresh_at',
     'change_observations',
+    'stale_rate_per_day',
   ],
   sync_runs_report: [
     'id',

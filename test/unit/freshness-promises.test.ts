@@ -238,7 +238,7 @@ describe('a subscriber it knows little about', () => {
   it('is estimated at the population’s rate, not at the rate stored under an older plan', () => {
     const now = 10 * MS_PER_DAY;
     const copies = [{ ratePerDay: 1 / 7, lastSuccessAt: now - MS_PER_DAY / 24, observed: false }];
-    const e = staleEstimate(copies, now, 12);
+    const e = staleEstimate(copies, now, { ratePerDay: 12 });
     expect(e.share).toBeCloseTo(staleProbability(12, 1 / 24), 9);
     expect(e.syncedOnce).toBe(1);
   });

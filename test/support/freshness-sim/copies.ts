@@ -9,6 +9,8 @@ export interface Copies {
   /** The last sync, ms; NaN while never synced. */
   readonly lastSync: Float64Array;
   readonly rate: (number | null)[];
+  /** The rate the estimate reads (src/freshness `ScheduleUpdate.staleRatePerDay`), as the row's `stale_rate_per_day`. */
+  readonly staleRate: (number | null)[];
   readonly observations: (Observation[] | null)[];
   /** The newest card's createDate as the last answer had it (the world's at that sync). */
   readonly seenNewest: Float64Array;
@@ -51,6 +53,7 @@ export function createCopies(o: SimOptions, newestCreated: Float64Array, neverSy
     }
   }
   const rate: (number | null)[] = new Array(n).fill(null);
+  const staleRate: (number | null)[] = new Array(n).fill(null);
   const observations: (Observation[] | null)[] = new Array(n).fill(null);
   const lastSuccessAt = (id: number) => (Number.isNaN(lastSync[id]!) ? null : lastSync[id]!);
   const answerEvidence = (id: number, now: number): Evidence | null =>
@@ -58,6 +61,7 @@ export function createCopies(o: SimOptions, newestCreated: Float64Array, neverSy
   return {
     lastSync,
     rate,
+    staleRate,
     observations,
     seenNewest,
     known,
@@ -78,6 +82,7 @@ export function createCopies(o: SimOptions, newestCreated: Float64Array, neverSy
         const seen = observations[id];
         yield {
           ratePerDay: rate[id]!,
+          staleRatePerDay: staleRate[id]!,
           lastSuccessAt: lastSuccessAt(id),
           observed: seen != null && seen.length > 0,
         };

@@ -179,7 +179,7 @@ export class Figures {
     snap.stale = stale / arrived;
     this.snapshots.push(snap);
     if (this.policy === 'continuous' && now >= warmMs) {
-      const estimate = estimatedStaleShare(this.copies.all(), now + tickMs / 2, params.prior.ratePerDay);
+      const estimate = estimatedStaleShare(this.copies.all(), now + tickMs / 2, params.prior);
       snap.estimate = estimate;
       this.errors.abs += Math.abs(estimate - stale / arrived);
       this.errors.truth += stale / arrived;
@@ -270,7 +270,7 @@ export class Figures {
           samples,
           ...w,
           truthAtEnd: truthAtEnd / arrived,
-          estimateAtEnd: estimatedStaleShare(this.copies.all(), endMs, params.prior.ratePerDay),
+          estimateAtEnd: estimatedStaleShare(this.copies.all(), endMs, params.prior),
         };
       }
     }

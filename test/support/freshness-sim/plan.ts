@@ -10,6 +10,7 @@ import {
   type Observation,
   PLANNED_SHARE,
   type PolicyParams,
+  type Population,
   PRIOR_WEIGHT,
   plannedRates,
   pooledRate,
@@ -103,7 +104,7 @@ export function createPlan(
   copies: Copies,
   random: () => number,
   /** How the continuous policy's plan acts on the audit at `at`, its prior's pooled rate given. */
-  judgeAudit?: (at: number, priorRatePerDay: number) => AuditAction,
+  judgeAudit?: (at: number, population: Population) => AuditAction,
   /** The audit's draws of the last max age at `at`, as observations. */
   auditDraws?: (at: number) => Observation[],
 ): Plan {
@@ -198,7 +199,7 @@ export function createPlan(
         held.map((id) => ({ observations: observations[id]!, evidence: copies.evidenceAt(id, planAt) })),
         prior,
       );
-      audit = judgeAudit?.(planAt, pooled) ?? 'none';
+      audit = judgeAudit?.(planAt, prior) ?? 'none';
       const refit = audit === 'estimate-high' ? refitPrior(prior, auditDraws?.(planAt) ?? []) : null;
       if (audit === 'estimate-high' && !refit) audit = 'round-robin';
       const planPrior = refit ?? prior;

@@ -17,6 +17,7 @@ import {
   observation,
   PLANS_SYNCS_READ,
   type PolicyParams,
+  type Population,
   plansSyncsFrom,
   pullIn,
   splitForAudit,
@@ -85,12 +86,12 @@ export function simulate(policy: PolicyName, given: SimOptions & RealRun): SimRe
   let planEstimate: number | null = null;
   const judge =
     policy === 'continuous' && !o.classPrior
-      ? (at: number, prior: number) => {
+      ? (at: number, population: Population) => {
           // The copies as the last tick's syncs left them, at that tick's time: the moment the audit
           // drew at. Read a tick later, every copy synced in it has aged a tick it was not given
           // (production syncs continuously), which doubled the estimate of wallets synced every few
           // ticks and sent the plan round in turn on a disagreement of the simulator's own making.
-          planEstimate = estimatedStaleShare(copies.all(), Math.max(0, at - tickMs), prior);
+          planEstimate = estimatedStaleShare(copies.all(), Math.max(0, at - tickMs), population);
           return auditAction(planEstimate, {
             lastMaxAge: figures.auditInterval(at),
             sincePlan: planMadeAt === null ? null : figures.auditSince(planMadeAt),
@@ -188,6 +189,7 @@ export function simulate(policy: PolicyName, given: SimOptions & RealRun): SimRe
     );
     observations[id] = update.observations;
     rate[id] = update.ratePerDay;
+    copies.staleRate[id] = update.staleRatePerDay;
     lastSync[id] = now;
     if (policy === 'continuous' || policy === 'nightly-by-estimate') schedule(update.nextRefreshAt, id);
     else if (policy === 'oracle') schedule(plan.dueOf(id, now), id);
