@@ -60,6 +60,16 @@ GRANT SELECT (subscriber_id, last_synced_at, last_success_at, last_status, last_
               consecutive_failures, active_cards, consecutive_not_found, gone_at,
               change_rate_per_day, next_refresh_at, change_observations)
   ON subscribers TO cards_sync_reporting;
+-- subscribers.stale_rate_per_day (migration 0038): here only once it exists, so the file still runs
+-- on a database migrated before it.
+DO $$
+BEGIN
+  IF EXISTS (SELECT FROM information_schema.columns
+             WHERE table_schema = 'public' AND table_name = 'subscribers' AND column_name = 'stale_rate_per_day') THEN
+    GRANT SELECT (stale_rate_per_day) ON subscribers TO cards_sync_reporting;
+  END IF;
+END
+$$;
 GRANT SELECT (id, subscriber_id, trigger, job_id, refresh_run_id, started_at, finished_at, status,
               cards_seen, inserted, updated, unchanged, removed, restored, error_code, error_message)
   ON sync_runs TO cards_sync_reporting;

@@ -108,9 +108,10 @@ export async function readFreshness(
       : { ratePerDay: 86_400 / maxAgeSeconds });
   const total = await subscriberCount(pool);
   const from = sampledFrom(total, 100_000);
-  const [subs, once, audit] = await Promise.all([
-    // Each copy's chance of being stale, p (null: never synced, or synced once); the sums give the
-    // estimate of the copies with observations of their own and its spread.
+  const [subs, audit] = await Promise.all([
+    // One read of the table (or of one sample of its pages): each copy's chance of being stale, p,
+    // for those with observations of their own, whose sums give that part of the estimate and its
+    // spread; and the copies synced once by their age in days, a bucket's count and mean age.
     pool.query<{
       n: number;
       never: number;
@@ -119,31 +120,30 @@ export async function readFreshness(
       learned: number;
       sum_p: number | null;
       var_p: number | null;
+      once: { n: number; age_days: number }[];
     }>(
-      `with c as (
-          select last_success_at, consecutive_not_found,
-            coalesce(cardinality(change_observations), 0) > 0 as observed,
-            case when last_success_at is not null and coalesce(cardinality(change_observations), 0) > 0 then
-              1 - exp(-least(700, coalesce(stale_rate_per_day, change_rate_per_day, $2)
-                * greatest(0, extract(epoch from now() - last_success_at)) / 86400)) end as p
-          from ${from})
+      `with c as materialized (
+          select last_success_at, consecutive_not_found, observed, age_days,
+            case when last_success_at is not null and observed then 1 - exp(-least(700, rate * age_days)) end as p
+          from (
+            select last_success_at, consecutive_not_found,
+              coalesce(cardinality(change_observations), 0) > 0 as observed,
+              coalesce(stale_rate_per_day, change_rate_per_day, $2) as rate,
+              greatest(0, extract(epoch from now() - last_success_at)::float8) / 86400 as age_days
+            from ${from}) t),
+        once as (
+          select count(*)::int as n, avg(age_days) as age_days from c
+          where last_success_at is not null and not observed
+          group by width_bucket(ln(greatest(age_days, 1e-5)), ln(1e-5), ln(1e4), 1000))
         select count(*)::int as n,
           count(*) filter (where last_success_at is null)::int as never,
           count(*) filter (where last_success_at < now() - make_interval(secs => $1))::int as past,
           count(*) filter (where last_success_at is null and consecutive_not_found > 0)::int as not_upstream,
           count(*) filter (where last_success_at is not null and observed)::int as learned,
-          sum(p)::float8 as sum_p, sum(p * (1 - p))::float8 as var_p
+          sum(p)::float8 as sum_p, sum(p * (1 - p))::float8 as var_p,
+          (select coalesce(json_agg(json_build_object('n', n, 'age_days', age_days)), '[]') from once) as once
         from c`,
       [maxAgeSeconds, counted.ratePerDay],
-    ),
-    // The copies synced once, by their age in days: a bucket's count and mean age.
-    pool.query<{ n: number; age_days: number }>(
-      `with c as (
-          select greatest(0, extract(epoch from now() - last_success_at)) / 86400 as age_days
-          from ${from}
-          where last_success_at is not null and coalesce(cardinality(change_observations), 0) = 0)
-        select count(*)::int as n, avg(age_days)::float8 as age_days from c
-        group by width_bucket(ln(greatest(age_days, 1e-5)), ln(1e-5), ln(1e4), 1000)`,
     ),
     pool.query<{ samples: number; changed: number }>(
       `select count(*)::int as samples,
@@ -156,7 +156,7 @@ export async function readFreshness(
   let syncedOnce = 0;
   let onceP = 0;
   let onceVar = 0;
-  for (const b of once.rows) {
+  for (const b of subs.rows[0]!.once) {
     const p = model.populationStale(counted, b.age_days);
     syncedOnce += b.n;
     onceP += b.n * p;

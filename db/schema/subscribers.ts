@@ -49,10 +49,10 @@ export const subscribers = pgTable(
      */
     changeRatePerDay: doublePrecision('change_rate_per_day'),
     /**
-     * The rate the estimate of the stale share reads for it until its next sync: the one that keeps
-     * its copy stale over its planned interval as long as its rate's posterior does
-     * (src/freshness/mixture.ts `posteriorStaleRate`); null before the population's mixture is
-     * fitted, or in a row last synced by a release before migration 0038, where the estimate reads
+     * The rate the estimate of the stale share reads for it until its next sync, once it has syncs
+     * of its own: the one that keeps its copy stale over its planned interval as long as its rate's
+     * posterior does (src/freshness/mixture.ts `posteriorStaleRate`); null while the plan has no
+     * mixture, or in a row last synced by a release before migration 0038, where the estimate reads
      * `change_rate_per_day`.
      */
     staleRatePerDay: doublePrecision('stale_rate_per_day'),

@@ -5,6 +5,7 @@ import {
   planEvidenceSample,
   plansSyncsSince,
   readFreshness,
+  readPolicy,
   type StoredPolicy,
   savePolicy,
 } from '../../db/refresh/index.js';
@@ -28,6 +29,7 @@ import {
   PRIOR_WEIGHT,
   plannedRates,
   plansSyncsFrom,
+  policyParams,
   pooledRate,
   refitPrior,
   STALE_MODEL,
@@ -72,14 +74,20 @@ export async function replan(
   const priorMixture = fitGroupedMixture(sample.samples, prior, forgetDays);
   const weight = sample.samples.length > 0 ? sample.total / sample.samples.length : 1;
   // The load is that of the rates the next syncs will plan by, under this prior (as the workers
-  // read it: src/freshness/schedule.ts `policyParams`).
+  // read it: src/freshness/schedule.ts `policyParams`), each at the interval the plan in force gives
+  // (a nightly plan is made without `before`: the stored one is in force).
+  const inForce = policyParams(before ?? (await readPolicy(pool)), settings.maxAgeMs);
   const groups = groupRates(
-    plannedRates(sample.samples, {
-      ratePerDay: prior,
-      weight: PRIOR_WEIGHT,
-      mixture: priorMixture,
-      forgetDays,
-    }),
+    plannedRates(
+      sample.samples,
+      {
+        ratePerDay: prior,
+        weight: PRIOR_WEIGHT,
+        mixture: priorMixture,
+        forgetDays,
+      },
+      inForce,
+    ),
     weight,
   );
   // A nightly sweep without a budget syncs everyone once a day: the threshold only orders it.
@@ -122,7 +130,7 @@ export async function replan(
       : null;
   const audit: AuditAction = judgedAction === 'estimate-high' && !refit ? 'round-robin' : judgedAction;
   const threshold = solveThreshold(
-    refit ? groupRates(plannedRates(sample.samples, refit), weight) : groups,
+    refit ? groupRates(plannedRates(sample.samples, refit, inForce), weight) : groups,
     scheduledPerDay,
     { maxAgeDays, minIntervalDays: 0 },
     refit ? 'none' : audit,
@@ -197,7 +205,16 @@ export async function replan(
 /** What the next plan reads of the plan in force: when it was made, and what it expected of its syncs. */
 export type PlanInForce = Pick<
   StoredPolicy,
-  'computedAt' | 'expectedChangedShare' | 'expectedSince' | 'expectedFrom' | 'auditAction'
+  | 'computedAt'
+  | 'expectedChangedShare'
+  | 'expectedSince'
+  | 'expectedFrom'
+  | 'auditAction'
+  | 'thresholdDays'
+  | 'priorRatePerDay'
+  | 'priorMixture'
+  | 'coverageDays'
+  | 'minIntervalDays'
 >;
 
 /**

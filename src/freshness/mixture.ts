@@ -191,7 +191,8 @@ function staleShareOver(ratePerDay: number, days: number): number {
  * posterior mean: the posterior of a wallet watched once or twice holds a little of every fast
  * rate, which raises its mean far more than its chance of a change, and the copy's age makes up the
  * difference (Jensen's inequality): in fleets of under one sync per subscriber per max age the
- * estimate read 11.6% stale where 7.6% were (docs/refresh.md, "How stale is the copy?").
+ * estimate read a third above the truth, or more (docs/refresh.md, "How stale is the copy?"). The
+ * posterior is the plain mixture's: a change point (`changePointHazard`, off by default) is not in it.
  */
 export function posteriorStaleRate(
   observations: readonly Observation[] | null,
@@ -211,10 +212,12 @@ export function posteriorStaleRate(
   if (!(total > 0)) return mixture.ratesPerDay[0]!;
   if (!(days > 0) || !Number.isFinite(days)) return mean / total;
   const target = stale / total;
-  // staleShareOver grows with the rate: bisect on the log scale between the grid's ends.
-  let lo = Math.log(mixture.ratesPerDay[0]!);
-  let hi = Math.log(mixture.ratesPerDay.at(-1)!);
-  for (let i = 0; i < 50; i++) {
+  if (!(target > 0)) return 0;
+  // staleShareOver grows with the rate: bisect on the log scale, from far below the grid's least
+  // rate (a grid may hold 0, a wallet that never changes: the simulator's true classes) to its most.
+  let lo = Math.log(1e-9 * Math.max(1e-9, mixture.ratesPerDay.find((r) => r > 0) ?? 1e-9));
+  let hi = Math.log(Math.max(1e-9, mixture.ratesPerDay.at(-1)!));
+  for (let i = 0; i < 60; i++) {
     const mid = (lo + hi) / 2;
     if (staleShareOver(Math.exp(mid), days) < target) lo = mid;
     else hi = mid;

@@ -190,9 +190,13 @@ export function afterSuccess(
           params.prior.forgetDays,
         )
       : ratePerDay;
+  const planRate = planningRate(observations, params.prior, before.evidence, params, ratePerDay);
   // Exploration only ever asks sooner: a draw that reads a wallet busier than the budget can keep
   // fresh would otherwise leave it to the max age.
-  const days = Math.min(intervalDays(ratePerDay, params), intervalDays(planned, params));
+  const days = Math.min(
+    intervalDays(planRate, params),
+    draw !== undefined ? intervalDays(planned, params) : Number.POSITIVE_INFINITY,
+  );
   // Without a mixture there is no posterior to read: the estimate takes the population's rate for
   // one synced once (a sync made before any plan stored the default's), the mean for the others.
   const staleRatePerDay = params.prior.mixture
@@ -215,8 +219,43 @@ export function afterSuccess(
  * rates lag far behind (a first sweep's are all the same), and the plan then overestimated the
  * load, pushed every interval out to the max age and left the budget with nobody due.
  */
-export function plannedRates(samples: readonly EvidenceSample[], prior: RatePrior): number[] {
-  return samples.map((s) => estimateRate(s.observations, prior, s.evidence));
+export function plannedRates(
+  samples: readonly EvidenceSample[],
+  prior: RatePrior,
+  /** The plan in force's intervals, at which each rate is taken ({@link planningRate}); absent: the means. */
+  inForce?: IntervalParams,
+): number[] {
+  return samples.map((s) =>
+    inForce
+      ? planningRate(s.observations, prior, s.evidence, inForce)
+      : estimateRate(s.observations, prior, s.evidence),
+  );
+}
+
+/**
+ * The rate a subscriber is planned by: the one that keeps its copy stale over its interval as long
+ * as its posterior does (mixture.ts `posteriorStaleRate`), taken at the interval its mean rate gets
+ * under `params`; without a mixture, the mean. Not the mean itself: a little chance of a fast
+ * wallet raises the mean far more than the chance of a change, so that a wallet watched once or
+ * twice was synced as often as the fast one it is unlikely to be, and one likely quiet but possibly
+ * beyond keeping fresh was left to the max age with the fast (docs/refresh.md, "What the refresh
+ * promises"). `afterSuccess` plans by it, `plannedRates` solves the threshold on it, and `pullIn`
+ * pulls the subscribers seen once in to it.
+ */
+export function planningRate(
+  observations: readonly Observation[] | null,
+  prior: RatePrior,
+  evidence: Evidence | null | undefined,
+  params: IntervalParams,
+  mean = estimateRate(observations, prior, evidence),
+): number {
+  if (!prior.mixture) return mean;
+  return posteriorStaleRate(
+    observations,
+    mixtureFor(prior.mixture, evidence, observations),
+    intervalDays(mean, params),
+    prior.forgetDays,
+  );
 }
 
 /**
@@ -514,9 +553,9 @@ export interface PullIn {
  */
 export function pullIn(before: PolicyParams | undefined, after: PolicyParams): PullIn {
   const longestDays = longestIntervalDays(after);
-  const seenOnce = intervalDays(estimateRate(null, after.prior), after);
+  const seenOnce = intervalDays(planningRate(null, after.prior, null, after), after);
   const seenOnceBefore = before
-    ? intervalDays(estimateRate(null, before.prior), before)
+    ? intervalDays(planningRate(null, before.prior, null, before), before)
     : Number.POSITIVE_INFINITY;
   // A fifth shorter at least: the population's rate moves a little at every plan.
   return {

@@ -47,7 +47,7 @@ export interface StaleEstimate {
   covers: number;
   /** Of them: with a rate learned from observations of their own. */
   learned: number;
-  /** Synced once: no interval observed yet, so at the population's rate for their kind of answer. */
+  /** Synced once: no interval observed yet, so at the population's mixture of rates. */
   syncedOnce: number;
   /** Never synced: nothing stored, counted stale for sure. */
   neverSynced: number;
@@ -58,10 +58,11 @@ export interface StaleEstimate {
 }
 
 /**
- * The model's expected share of subscribers whose stored cards differ from upstream at `now`:
- * the mean of 1 − e^{−λ·age}. A subscriber never synced counts as stale (nothing is stored), one
- * without an estimate yet at the population's rate; one never synced that the API does not know is
- * left out.
+ * The model's expected share of subscribers whose stored cards differ from upstream at `now`: the
+ * mean of each copy's chance of being stale. One with syncs of its own counts 1 − e^{−λ·age} at the
+ * rate its last sync stored for the estimate (`staleRatePerDay`, else its mean rate); one synced
+ * once, the population's ({@link populationStaleProbability}); one never synced counts as stale
+ * (nothing is stored), and one never synced that the API does not know is left out.
  */
 export function staleEstimate(copies: Iterable<Copy>, now: number, population: Population): StaleEstimate {
   let covers = 0;

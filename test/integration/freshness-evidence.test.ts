@@ -187,7 +187,8 @@ describe('the evidence reaches the policy', () => {
   });
 
   it("a first sync's answer puts its subscriber in its evidence group: young cards start busy, old ones quiet", async () => {
-    // A plan whose prior says: wallets with a card saved within a day change 10 times a day, the rest never.
+    // A plan whose prior says: wallets with a card saved within a day change 10 times a day; of the
+    // rest, 9 in 10 never and 1 in 10 as often.
     const grid = [0.001, 0.1, 10];
     const params: PolicyParams = {
       ...defaultPolicy(7),
@@ -197,7 +198,7 @@ describe('the evidence reaches the policy', () => {
         forgetDays: 21,
         mixture: {
           ratesPerDay: grid,
-          weights: [1, 0, 0],
+          weights: [0.9, 0, 0.1],
           groups: { 'age-3': [0, 0, 1] },
         },
       },
@@ -214,15 +215,11 @@ describe('the evidence reaches the policy', () => {
         startedAt: new Date(),
       },
     });
-    await applyCardsBatch(
-      database.handle.db,
-      testTokens,
-      [
-        answer(36001, [makeCard(36001, { createDate: istanbulDate(now - 3_600_000) })]),
-        answer(36002, [makeCard(36002, { createDate: '2019-03-01T10:00:00+03:00' })]),
-      ],
-      { policy: () => params },
-    );
+    const young = [makeCard(36001, { createDate: istanbulDate(now - 3_600_000) })];
+    const old = [makeCard(36002, { createDate: '2019-03-01T10:00:00+03:00' })];
+    await applyCardsBatch(database.handle.db, testTokens, [answer(36001, young), answer(36002, old)], {
+      policy: () => params,
+    });
     const { rows } = await database.handle.pool.query<{
       subscriber_id: number;
       change_rate_per_day: number;
@@ -231,10 +228,15 @@ describe('the evidence reaches the policy', () => {
       'select subscriber_id::int, change_rate_per_day, stale_rate_per_day from subscribers order by subscriber_id',
     );
     expect(rows[0]!.change_rate_per_day).toBeCloseTo(10, 3);
-    expect(rows[1]!.change_rate_per_day).toBeCloseTo(0.001, 5);
-    // And the rate the estimate reads: each group's posterior is one rate here, so the same.
+    expect(rows[1]!.change_rate_per_day).toBeCloseTo(0.9 * 0.001 + 0.1 * 10, 4);
+    // And the rate it was planned by, which the estimate reads: the young group's posterior is one
+    // rate, the same; the old one's mean is the 1 in 10 that change ten times a day, while its copy
+    // is far less likely stale over its interval than that mean says.
     expect(rows[0]!.stale_rate_per_day / 10).toBeCloseTo(1, 3);
-    expect(rows[1]!.stale_rate_per_day / 0.001).toBeCloseTo(1, 3);
+    const first = { lastSuccessAt: null, observations: null, ratePerDay: null };
+    const planned = afterSuccess({ ...first, evidence: evidenceOf(old, now) }, false, now, params);
+    expect(rows[1]!.stale_rate_per_day).toBeCloseTo(planned.staleRatePerDay!, 6);
+    expect(rows[1]!.stale_rate_per_day).toBeLessThan(rows[1]!.change_rate_per_day / 10);
   });
 
   it('the plan fits a prior per evidence group from saved_cards.create_date', async () => {

@@ -205,10 +205,16 @@ describe('the freshness figures', () => {
     await pool().query(`update refresh_policy set prior_mixture = '{"ratesPerDay": [1], "weights": "x"}'`);
     expect((await readPolicy(pool()))?.priorMixture).toBeNull();
     expect(policyParams(await readPolicy(pool()), 7 * MS_PER_DAY).prior.mixture).toBeNull();
-    // The threshold is solved on each subscriber's estimate under this plan's prior: the rates the
-    // last syncs stored (under older priors) do not move it.
-    await pool().query('update subscribers set change_rate_per_day = 1000');
-    expect((await replan(pool(), settings)).thresholdDays).toBeCloseTo(plan.thresholdDays!, 9);
+    // The threshold is solved on each subscriber's estimate under this plan's prior (at the
+    // intervals of the plan in force): the rates the last syncs stored (under older priors) do not
+    // move it.
+    const inForce = stored!;
+    const again = await replan(pool(), settings, undefined, inForce);
+    await pool().query('update subscribers set change_rate_per_day = 1000, stale_rate_per_day = 1000');
+    expect((await replan(pool(), settings, undefined, inForce)).thresholdDays).toBeCloseTo(
+      again.thresholdDays!,
+      9,
+    );
     // Fewer than 50 observed: no mixture is fitted.
     await pool().query('update subscribers set change_observations = null where subscriber_id > 40');
     expect((await replan(pool(), settings)).priorMixture).toBeNull();

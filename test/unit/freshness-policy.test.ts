@@ -300,16 +300,18 @@ describe('the schedule', () => {
     // World 49 of the family of seed 7702: 1,040 subscribers, 1.9 syncs each per max age, 11% of
     // them changing 20-52 times per max age, every token reissued at 2 max ages. Judged by the audit
     // alone, the plan kept its due times of before for most of a max age: 44.6% stale in the max
-    // age after the event, where round robin was at 36.4%.
+    // age after the event, where round robin was at 36.4%. Since the plan reads each wallet's chance
+    // of a change, not its mean rate, the audit alone leaves 38.7% (fewer of its syncs were on
+    // wallets unlikely to be fast), and the plan with its own syncs held to what it expected 37.2%.
     const w = drawWorld(7702, 49);
     expect(w.event).toBe('mass-change');
     const after = { ...w.options, warmupDays: 2 * w.maxAgeDays, days: 3 * w.maxAgeDays };
     const rr = simulate('round-robin', after).staleShare;
     const auditAlone = simulate('continuous', { ...after, plansSyncsIgnored: true }).staleShare;
     const c = simulate('continuous', after).staleShare;
-    expect(auditAlone).toBeGreaterThan(rr * 1.15);
-    expect(c).toBeLessThan(auditAlone - 0.04);
-    expect(c).toBeLessThan(rr * 1.1);
+    expect(auditAlone).toBeGreaterThan(rr * 1.05);
+    expect(c).toBeLessThan(auditAlone - 0.01);
+    expect(c).toBeLessThan(rr * 1.05);
   });
 
   it('every token reissued in a fleet synced less than once a max age: a plan that expected most of its syncs to find a change still sees it (simulator, real policy code)', () => {
@@ -352,6 +354,19 @@ describe('the schedule', () => {
     expect(w.budgetPerMaxAge).toBeLessThan(0.2);
     const { meanEstimate, meanTruth } = simulate('continuous', w.options).estimateError!;
     expect(Math.abs(meanEstimate - meanTruth)).toBeLessThan(0.3 * meanTruth);
+  });
+
+  it('a wallet watched once or twice is planned at its chance of a change, not at its mean rate (simulator, real policy code)', () => {
+    // World 6 of the family of seed 61332: 33,348 subscribers (2,000 simulated), 6.6 syncs each per
+    // max age of 2.8 hours, 76% never changing, 14% 0.27 and 10% 5.4 times a max age, an intake of
+    // 17% at 2 max ages. Planned at the mean rate, the newcomers and every wallet seen once or twice
+    // looked a tenth likely to be fast, and went to the max age with the hopeless or were synced as
+    // often as the fast: 2.81% stale where the oracle keeps 0.80% (3.5x).
+    const w = drawWorld(61332, 6);
+    expect(w.event).toBe('intake');
+    const oracle = simulate('oracle', w.options).staleShare;
+    const c = simulate('continuous', w.options).staleShare;
+    expect(c).toBeLessThan(1.8 * oracle);
   });
 
   it('a copy is stale over its interval as long as its posterior says, not as its mean rate would have it', () => {

@@ -168,6 +168,7 @@ export function createPlan(
         const rates = plannedRates(
           observations.map((obs, id) => ({ observations: obs, evidence: copies.evidenceAt(id, planAt) })),
           prior,
+          params,
         );
         const t = solveThreshold(groupRates(rates), o.budgetPerDay * budgetShare * PLANNED_SHARE, base);
         params = { ...base, ...coverage(t), thresholdDays: t.thresholdDays, prior };
@@ -198,6 +199,7 @@ export function createPlan(
       const rates = plannedRates(
         held.map((id) => ({ observations: observations[id]!, evidence: copies.evidenceAt(id, planAt) })),
         prior,
+        params,
       );
       audit = judgeAudit?.(planAt, prior) ?? 'none';
       const refit = audit === 'estimate-high' ? refitPrior(prior, auditDraws?.(planAt) ?? []) : null;
@@ -207,6 +209,7 @@ export function createPlan(
         ? plannedRates(
             held.map((id) => ({ observations: observations[id]!, evidence: copies.evidenceAt(id, planAt) })),
             refit,
+            params,
           )
         : rates;
       const t = solveThreshold(
