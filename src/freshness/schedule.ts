@@ -242,7 +242,7 @@ export function plannedRates(
  * promises"). `afterSuccess` plans by it, `plannedRates` solves the threshold on it, and `pullIn`
  * pulls the subscribers seen once in to it.
  */
-export function planningRate(
+function planningRate(
   observations: readonly Observation[] | null,
   prior: RatePrior,
   evidence: Evidence | null | undefined,
