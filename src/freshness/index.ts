@@ -8,3 +8,4 @@ export * from './mixture.js';
 export * from './observation.js';
 export * from './schedule.js';
 export * from './staleness.js';
+export * from './threshold.js';

@@ -197,7 +197,7 @@ export type AuditWindow = Interval & { samples: number };
 /**
  * How the plan acts on the audit: when the audit's 95% interval, of at least {@link AUDIT_ACTS_FROM}
  * samples, widened by {@link AUDIT_TOLERANCE}, excludes the model's estimate, the rates cannot be
- * trusted and the plan goes round in turn (src/freshness/schedule.ts `solveThreshold`), which no
+ * trusted and the plan goes round in turn (src/freshness/threshold.ts `solveThreshold`), which no
  * wrong rate can make worse; the syncs go on teaching each subscriber's rate, and once the two
  * agree again the plan uses them. Two windows are read: the last max age (the steady measure), and
  * the draws since the plan in force was made (`sincePlan`), which see a sudden change at once. The
