@@ -85,8 +85,8 @@ export function staleEstimate(copies: Iterable<Copy>, now: number, population: P
       continue;
     }
     covers += 1;
-    // One synced once has no interval of its own: the population's rate, not the rate stored at its
-    // sync (under whatever plan, or none, was in force then).
+    // One synced once has no interval of its own: the population's mixture (or pooled rate), not the
+    // rate stored at its sync (under whatever plan, or none, was in force then).
     const observed = c.observed ?? c.ratePerDay !== null;
     const ageDays = (now - c.lastSuccessAt) / MS_PER_DAY;
     const p = observed
