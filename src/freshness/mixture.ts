@@ -200,29 +200,43 @@ export function posteriorStaleRate(
   days: number,
   forgetDays?: number,
 ): number {
+  return posteriorStaleRates(observations, mixture, forgetDays)(days);
+}
+
+/**
+ * {@link posteriorStaleRate} at any interval, the posterior read once: a sync takes it at two
+ * intervals (the one its mean gets, then the one it plans).
+ */
+export function posteriorStaleRates(
+  observations: readonly Observation[] | null,
+  mixture: Pick<RateMixture, 'ratesPerDay' | 'weights'>,
+  forgetDays?: number,
+): (days: number) => number {
   const p = posteriorWeights(observations, mixture, forgetDays);
   let total = 0;
-  let stale = 0;
   let mean = 0;
   for (let j = 0; j < p.length; j++) {
     total += p[j]!;
-    stale += p[j]! * staleShareOver(mixture.ratesPerDay[j]!, days);
     mean += p[j]! * mixture.ratesPerDay[j]!;
   }
-  if (!(total > 0)) return mixture.ratesPerDay[0]!;
-  if (!(days > 0) || !Number.isFinite(days)) return mean / total;
-  const target = stale / total;
-  if (!(target > 0)) return 0;
-  // staleShareOver grows with the rate: bisect on the log scale, from far below the grid's least
-  // rate (a grid may hold 0, a wallet that never changes: the simulator's true classes) to its most.
-  let lo = Math.log(1e-9 * Math.max(1e-9, mixture.ratesPerDay.find((r) => r > 0) ?? 1e-9));
-  let hi = Math.log(Math.max(1e-9, mixture.ratesPerDay.at(-1)!));
-  for (let i = 0; i < 60; i++) {
-    const mid = (lo + hi) / 2;
-    if (staleShareOver(Math.exp(mid), days) < target) lo = mid;
-    else hi = mid;
-  }
-  return Math.exp((lo + hi) / 2);
+  return (days) => {
+    if (!(total > 0)) return mixture.ratesPerDay[0]!;
+    if (!(days > 0) || !Number.isFinite(days)) return mean / total;
+    let stale = 0;
+    for (let j = 0; j < p.length; j++) stale += p[j]! * staleShareOver(mixture.ratesPerDay[j]!, days);
+    const target = stale / total;
+    if (!(target > 0)) return 0;
+    // staleShareOver grows with the rate: bisect on the log scale, from far below the grid's least
+    // rate (a grid may hold 0, a wallet that never changes: the simulator's true classes) to its most.
+    let lo = Math.log(1e-9 * Math.max(1e-9, mixture.ratesPerDay.find((r) => r > 0) ?? 1e-9));
+    let hi = Math.log(Math.max(1e-9, mixture.ratesPerDay.at(-1)!));
+    for (let i = 0; i < 60; i++) {
+      const mid = (lo + hi) / 2;
+      if (staleShareOver(Math.exp(mid), days) < target) lo = mid;
+      else hi = mid;
+    }
+    return Math.exp((lo + hi) / 2);
+  };
 }
 
 /** One subscriber's posterior over the mixture's grid, unnormalised (the largest weight is 1). */

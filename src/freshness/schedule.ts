@@ -1,6 +1,6 @@
 import { estimateRate, forgetDaysFor, MS_PER_DAY, PRIOR_WEIGHT, type RatePrior } from './estimate.js';
 import { type Evidence, type EvidenceSample, mixtureFor } from './evidence.js';
-import { posteriorRateDraw, posteriorStaleRate, type RateMixture } from './mixture.js';
+import { posteriorRateDraw, posteriorStaleRate, posteriorStaleRates, type RateMixture } from './mixture.js';
 import { appendObservation, type Observation, observation } from './observation.js';
 
 // When each subscriber is synced next, within a request budget. Pure: the time is always passed
@@ -190,7 +190,15 @@ export function afterSuccess(
           params.prior.forgetDays,
         )
       : ratePerDay;
-  const planRate = planningRate(observations, params.prior, before.evidence, params, ratePerDay);
+  // The posterior read once, for the rate it plans by and the one it stores for the estimate.
+  const staleRateAt = params.prior.mixture
+    ? posteriorStaleRates(
+        observations,
+        mixtureFor(params.prior.mixture, before.evidence, observations),
+        params.prior.forgetDays,
+      )
+    : null;
+  const planRate = staleRateAt ? staleRateAt(intervalDays(ratePerDay, params)) : ratePerDay;
   // Exploration only ever asks sooner: a draw that reads a wallet busier than the budget can keep
   // fresh would otherwise leave it to the max age.
   const days = Math.min(
@@ -199,14 +207,7 @@ export function afterSuccess(
   );
   // Without a mixture there is no posterior to read: the estimate takes the population's rate for
   // one synced once (a sync made before any plan stored the default's), the mean for the others.
-  const staleRatePerDay = params.prior.mixture
-    ? posteriorStaleRate(
-        observations,
-        mixtureFor(params.prior.mixture, before.evidence, observations),
-        days,
-        params.prior.forgetDays,
-      )
-    : null;
+  const staleRatePerDay = staleRateAt ? staleRateAt(days) : null;
   return { observations, ratePerDay, staleRatePerDay, nextRefreshAt: now + days * MS_PER_DAY };
 }
 
