@@ -1,3 +1,4 @@
+import { writeFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
 import {
@@ -14,7 +15,7 @@ import {
 import { parseFlags } from './harness.js';
 
 // npm run bench:freshness-family [-- --worlds 200 --seed S --jobs 2 --world I --audit-on-top --learner
-//   --recheck 20000 --forget 3 --change-point 0.05 --production-cadence]
+//   --recheck 20000 --forget 3 --change-point 0.05 --production-cadence --json FILE]
 // Draws worlds from the family (test/support/freshness-sim/family.ts) and runs round robin, the continuous
 // policy (the product's code, src/freshness/) and the oracle on each, in the simulator; prints the
 // distribution of the policy against both, the contract's checks (docs/refresh.md, "What the
@@ -30,6 +31,7 @@ import { parseFlags } from './harness.js';
 // with forgetting or change points on (both off in the product: docs/benchmarks.md), to judge them
 // across the family rather than in one world. `--production-cadence` plans as often as production
 // does (every 10 minutes at most, where the family plans every fifth of the max age): slower to run.
+// `--json FILE` writes every world's figures, to compare two builds world by world.
 
 /** What one world gave. */
 interface Outcome {
@@ -181,6 +183,8 @@ async function main() {
       /** The change-point hazard (src/freshness `CHANGE_POINT_HAZARD`), as bench:freshness takes it. */
       'change-point': { type: 'string' },
       'production-cadence': { type: 'boolean', default: false },
+      /** A file to write every world's figures to, as JSON: to compare two builds world by world. */
+      json: { type: 'string' },
     },
   });
   const positive = (name: string, v: string | undefined, fallback: number, least = 1) => {
@@ -230,6 +234,8 @@ async function main() {
   const run = (worlds: number[], atMost: number) =>
     runWorlds(seed, worlds, atMost, jobs, tweaks, values.learner === true);
   const outcomes = await run(indices, simulatedAtMost);
+  if (values.json !== undefined)
+    writeFileSync(values.json, `${JSON.stringify({ seed, outcomes }, null, 1)}\n`);
   const pct = (x: number) => `${(x * 100).toFixed(2)}%`;
   const q = (xs: number[], p: number) => {
     const s = [...xs].sort((a, b) => a - b);

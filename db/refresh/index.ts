@@ -38,4 +38,4 @@ export {
   subscriberPage,
 } from './runs.js';
 export { claimDue, countDue, randomSubscribers } from './schedule.js';
-export { capDueTimes, capHolds, pullInSeenOnce } from './schedule-cap.js';
+export { capDueTimes, capHolds, dueInTurn, pullInSeenOnce } from './schedule-cap.js';

@@ -1,7 +1,9 @@
 import type pg from 'pg';
 
-// The max age kept when it is lowered: plans made under a longer REFRESH_MAX_AGE (due times days
-// out) are pulled in to the new bound. Nothing else would move them before they fall due.
+// Due times moved by a new plan rather than by a sync: plans made under a longer REFRESH_MAX_AGE
+// (due times days out) pulled in to the new bound, subscribers seen once pulled in to the
+// population's rate, and a plan that starts going round in turn putting everyone in turn. Nothing
+// else would move them before they fall due.
 
 /** Rows one statement moves: a short transaction each, whatever the fleet's size. */
 const BATCH = 5000;
@@ -79,6 +81,49 @@ export async function pullInSeenOnce(pool: pg.Pool, intervalMs: number, batch = 
     const n = rows[0]?.n ?? 0;
     moved += n;
     if (n < batch) return moved;
+  }
+}
+
+/**
+ * Puts every due time sooner than its subscriber's last success + `roundMs` back to that, with the
+ * subscriber's own plan (or the claim would catch the row up to the old one): a plan that starts
+ * going round in turn (src/freshness/schedule.ts `pullIn`) takes the copies in the order they were
+ * last synced, where due times its rates planned short would put a wallet synced seconds ago ahead
+ * of every copy synced before a mass change. The new due times are not held to now: overdue rows
+ * keep the order of their last successes. Which rows were planned short is known only row by row,
+ * so this reads the whole schedule, a batch of ids at a time (keyset on the primary key, whatever
+ * it moves); it runs only when a plan starts going round. Never-synced rows keep their place, rows
+ * a sync is writing are left to that sync. Returns how many it moved.
+ */
+export async function dueInTurn(pool: pg.Pool, roundMs: number, batch = BATCH): Promise<number> {
+  let moved = 0;
+  let after = 0;
+  for (;;) {
+    const { rows } = await pool.query<{ n: number; last: string | null }>({
+      name: 'cards-sync-schedule-in-turn',
+      text: `with span as (
+          select subscriber_id from subscriber_schedule where subscriber_id > $3
+            order by subscriber_id limit $2
+        ),
+        picked as (
+          select q.subscriber_id, s.last_success_at + make_interval(secs => $1::float8 / 1000) as due
+            from subscriber_schedule q join subscribers s using (subscriber_id)
+            where q.subscriber_id in (select subscriber_id from span) and s.last_success_at is not null
+              and q.due_at < s.last_success_at + make_interval(secs => $1::float8 / 1000)
+            for update of q skip locked
+        ),
+        plans as (
+          update subscribers s set next_refresh_at = p.due from picked p
+            where s.subscriber_id = p.subscriber_id and s.next_refresh_at < p.due
+        ),
+        rows as (update subscriber_schedule q set due_at = p.due from picked p where q.subscriber_id = p.subscriber_id)
+        select (select count(*)::int from picked) as n, (select max(subscriber_id)::text from span) as last`,
+      values: [roundMs, batch, after],
+    });
+    moved += rows[0]?.n ?? 0;
+    const last = rows[0]?.last ?? null;
+    if (last === null) return moved;
+    after = Number(last);
   }
 }
 

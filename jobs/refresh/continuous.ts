@@ -6,6 +6,7 @@ import {
   capDueTimes,
   capHolds,
   claimDue,
+  dueInTurn,
   pullInSeenOnce,
   type RefreshRun,
   randomSubscribers,
@@ -68,15 +69,16 @@ export interface ContinuousStep {
 /**
  * Makes the shared plan again, then pulls in what it asks sooner than the due times planned under
  * the one before (`before`, as stored): REFRESH_MAX_AGE is a hard bound (plans made under a longer
- * one are pulled within it), coverage shortens the longest interval, and a subscriber seen once is
- * planned at the population's rate. Returns the plan as stored, and the estimate it was judged
+ * one are pulled within it), coverage shortens the longest interval, a subscriber seen once is
+ * planned at the population's rate, and a plan that starts going round in turn because its own
+ * syncs found nearly everything changed takes everyone in the order of their last syncs. Returns the plan as stored, and the estimate it was judged
  * against (jobs/refresh/policy.ts `replan`).
  */
 export async function replanAndPullIn(
   deps: { pool: pg.Pool; claims: pg.Pool; logger: Logger },
   before: StoredPolicy | undefined,
   settings: RefreshPlanSettings,
-): Promise<StoredPolicy & { estimatedStaleRatio: number | null }> {
+): Promise<StoredPolicy & { estimatedStaleRatio: number | null; syncsMissed: boolean }> {
   // A claim's hold was made under the max age of its day: a lowered one shortens them, before the
   // plan that records the new max age is stored (after it, a crash would leave them long for good).
   if (before !== undefined && Math.round(settings.maxAgeMs / 1000) < before.maxAgeSeconds) {
@@ -87,6 +89,11 @@ export async function replanAndPullIn(
   const pull = pullIn(
     before ? policyParams(before, settings.maxAgeMs) : undefined,
     policyParams(stored, settings.maxAgeMs),
+    {
+      before: before?.auditAction === 'round-robin',
+      after: stored.auditAction === 'round-robin',
+      syncsMissed: stored.syncsMissed,
+    },
   );
   const pulled = await capDueTimes(deps.claims, pull.longestDays * MS_PER_DAY);
   if (pulled > 0)
@@ -95,6 +102,13 @@ export async function replanAndPullIn(
     const seenOnce = await pullInSeenOnce(deps.claims, pull.seenOnceDays * MS_PER_DAY);
     if (seenOnce > 0)
       deps.logger.info({ pulled: seenOnce }, "subscribers seen once pulled in to the population's rate");
+  }
+  if (pull.inTurnDays !== null) {
+    const inTurn = await dueInTurn(deps.claims, pull.inTurnDays * MS_PER_DAY);
+    deps.logger.info(
+      { moved: inTurn },
+      "the plan's own syncs found far more changed than it expected: due times planned sooner than the round put back to it, so that the copies synced longest ago come first",
+    );
   }
   return stored;
 }

@@ -34,6 +34,7 @@ import {
   refitPrior,
   STALE_MODEL,
   solveThreshold,
+  syncsDisagree,
   wilson,
 } from '../../src/freshness/index.js';
 import type { Logger } from '../../src/logging/index.js';
@@ -64,7 +65,7 @@ export async function replan(
   settings: RefreshPlanSettings,
   logger?: Logger,
   before?: PlanInForce,
-): Promise<StoredPolicy & { estimatedStaleRatio: number | null }> {
+): Promise<StoredPolicy & { estimatedStaleRatio: number | null; syncsMissed: boolean }> {
   const maxAgeDays = settings.maxAgeMs / MS_PER_DAY;
   const sample = await planEvidenceSample(pool);
   const observations = sample.samples.map((s) => s.observations);
@@ -97,13 +98,14 @@ export async function replan(
     refreshPerDay * (settings.mode === 'continuous' ? 1 - settings.auditShare : 1) * PLANNED_SHARE;
   // When the audit disagrees with the estimate beyond the model's usual error, the rates cannot be
   // trusted: the plan goes round in turn until the two agree again (src/freshness `auditAction`).
-  const judged: { action: AuditAction; estimate: number | null } =
+  const judged: { action: AuditAction; estimate: number | null; syncsMissed: boolean } =
     settings.mode === 'continuous'
       ? await judgeAudit(pool, settings, before, { ratePerDay: prior, mixture: priorMixture }).catch(() => ({
           action: 'none' as const,
           estimate: null,
+          syncsMissed: false,
         }))
-      : { action: 'none' as const, estimate: null };
+      : { action: 'none' as const, estimate: null, syncsMissed: false };
   const judgedAction: AuditAction = judged.action;
   // The estimate above the audit: the population's rate is refitted from the audit's own draws
   // (src/freshness `refitPrior`), and the plan is made on it; too few draws, round in turn.
@@ -199,7 +201,7 @@ export async function replan(
       `${maxAgeVerdict(judged)!}${whose}`,
     );
   }
-  return { ...plan, ...saved, estimatedStaleRatio: judged.estimate };
+  return { ...plan, ...saved, estimatedStaleRatio: judged.estimate, syncsMissed: judged.syncsMissed };
 }
 
 /** What the next plan reads of the plan in force: when it was made, and what it expected of its syncs. */
@@ -226,23 +228,21 @@ async function judgeAudit(
   settings: RefreshPlanSettings,
   before: PlanInForce | undefined,
   population: Population,
-): Promise<{ action: AuditAction; estimate: number }> {
+): Promise<{ action: AuditAction; estimate: number; syncsMissed: boolean }> {
   const { maxAgeMs, budgetPerSec } = settings;
   const f = await readFreshness(pool, maxAgeMs, STALE_MODEL, population);
   const { samples, staleRatio, low, high } = f.audit;
   const lastMaxAge =
     staleRatio === null || low === null || high === null ? null : { ratio: staleRatio, low, high, samples };
   const sincePlan = before === undefined ? null : await auditWindowSince(pool, before.computedAt);
+  const plansSyncs =
+    before === undefined || budgetPerSec === null
+      ? null
+      : await plansSyncsOf(pool, before, { maxAgeMs, budgetPerSec });
   return {
-    action: auditAction(f.estimatedStaleRatio, {
-      lastMaxAge,
-      sincePlan,
-      plansSyncs:
-        before === undefined || budgetPerSec === null
-          ? null
-          : await plansSyncsOf(pool, before, { maxAgeMs, budgetPerSec }),
-    }),
+    action: auditAction(f.estimatedStaleRatio, { lastMaxAge, sincePlan, plansSyncs }),
     estimate: f.estimatedStaleRatio,
+    syncsMissed: plansSyncs !== null && syncsDisagree(plansSyncs.expected, plansSyncs),
   };
 }
 

@@ -344,6 +344,24 @@ export interface PullIn {
    * sooner than the plan before did, so nothing of that kind is read.
    */
   seenOnceDays: number | null;
+  /**
+   * When the new plan goes round in turn, the one before did not, and its own syncs found far more
+   * changed than it expected (every token reissued): every due time sooner than its subscriber's
+   * last success plus this (days) is put back to it, so that the claim, earliest due first, takes
+   * them in the order they were last synced. Null otherwise.
+   */
+  inTurnDays: number | null;
+}
+
+/**
+ * Whether the plan in force went round in turn (`before`), whether the new one does (`after`), and
+ * whether the plan in force's own syncs found far more changed than it expected
+ * (src/freshness/staleness.ts `syncsDisagree`), as every token reissued makes them.
+ */
+export interface GoesRound {
+  before: boolean;
+  after: boolean;
+  syncsMissed: boolean;
 }
 
 /**
@@ -352,9 +370,19 @@ export interface PullIn {
  * audit's disagreement, a population rate learnt higher) would otherwise wait for every due time
  * planned under the old one. A subscriber synced before any plan was made (everyone at the max
  * age) or under a population rate since learnt higher is one it knows little about: it is planned
- * at what the population now tells, not left where the old plan put it.
+ * at what the population now tells, not left where the old plan put it. A plan that starts going
+ * round in turn because the plan before's own syncs found nearly everything changed ({@link GoesRound})
+ * puts back the due times its rates had planned sooner than the round: after every token is
+ * reissued, the copies synced before the event are the stale ones, and a busy wallet synced seconds
+ * after it would otherwise come round again ahead of them. Not when the audit alone disagrees (a
+ * wake-up): the busy wallets are still busy, and put back to the round they went stale, which sent
+ * the next plan round in turn again (docs/refresh.md "When the audit disagrees").
  */
-export function pullIn(before: PolicyParams | undefined, after: PolicyParams): PullIn {
+export function pullIn(
+  before: PolicyParams | undefined,
+  after: PolicyParams,
+  goesRound: GoesRound = { before: false, after: false, syncsMissed: false },
+): PullIn {
   const longestDays = longestIntervalDays(after);
   const seenOnce = intervalDays(planningRate(null, after.prior, null, after), after);
   const seenOnceBefore = before
@@ -364,6 +392,7 @@ export function pullIn(before: PolicyParams | undefined, after: PolicyParams): P
   return {
     longestDays,
     seenOnceDays: seenOnce < Math.min(longestDays, 0.8 * seenOnceBefore) ? seenOnce : null,
+    inTurnDays: goesRound.after && !goesRound.before && goesRound.syncsMissed ? longestDays : null,
   };
 }
 

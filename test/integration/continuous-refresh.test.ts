@@ -1,6 +1,6 @@
 import { sql } from 'drizzle-orm';
 import { afterEach, describe, expect, inject, it } from 'vitest';
-import { capDueTimes, capHolds, claimDue, loadRefreshRun } from '../../db/refresh/index.js';
+import { capDueTimes, capHolds, claimDue, dueInTurn, loadRefreshRun } from '../../db/refresh/index.js';
 import { subscribers } from '../../db/schema/index.js';
 import {
   createRefreshQueue,
@@ -495,6 +495,46 @@ describe('the schedule in Postgres', () => {
       { id: 85_001, ends_in: 60 },
       { id: 85_002, ends_in: 10 },
     ]);
+  });
+
+  it('a plan going round in turn puts back the due times planned sooner than the round, in batches: the claim then takes them by last success', async () => {
+    const ago = (s: number) => new Date(Date.now() - s * 1000);
+    // Every token was reissued 60 s ago. 87_001 was planned past the round (pulled in by the cap, as
+    // before); 87_002 and 87_003, synced before the event, and 87_004, a busy wallet synced after
+    // it, were planned sooner than the round; 87_005 is planned on it; 87_006 was never synced.
+    await seed([87_001], ago(200), ago(-100));
+    await seed([87_002], ago(150), ago(140));
+    await seed([87_003], ago(100), ago(50));
+    await seed([87_004], ago(10), ago(-3));
+    await seed([87_005], ago(30), ago(-30));
+    await seed([87_006], null, null);
+    expect(await capDueTimes(pool(), 60_000)).toBe(1);
+    expect(await dueInTurn(pool(), 60_000, 2)).toBe(3);
+    const { rows } = await pool().query<{
+      subscriber_id: string;
+      due_ms: number | null;
+      plan_ms: number | null;
+    }>(
+      `select subscriber_id, extract(epoch from q.due_at) * 1000 as due_ms,
+          extract(epoch from s.next_refresh_at) * 1000 as plan_ms
+        from subscriber_schedule q join subscribers s using (subscriber_id) order by subscriber_id`,
+    );
+    const due = new Map(rows.map((r) => [Number(r.subscriber_id), r]));
+    for (const [id, last] of [
+      [87_001, 200],
+      [87_002, 150],
+      [87_003, 100],
+      [87_004, 10],
+      [87_005, 30],
+    ] as const) {
+      expect(Number(due.get(id)!.due_ms), String(id)).toBeCloseTo(Date.now() - last * 1000 + 60_000, -3);
+      expect(Number(due.get(id)!.plan_ms)).toBe(Number(due.get(id)!.due_ms));
+    }
+    expect(due.get(87_006)!.due_ms).toBeNull();
+    expect(await dueInTurn(pool(), 60_000)).toBe(0);
+    // The never-synced first, then the copies by their last success: the busy wallet synced after
+    // the event is no longer ahead of those synced before it.
+    expect(await claim(6, defaultPolicy(7))).toEqual([87_006, 87_001, 87_002, 87_003, 87_005, 87_004]);
   });
 
   it('choosing the next due reads the index, not the table', async () => {

@@ -2,6 +2,7 @@ import { sql } from 'drizzle-orm';
 import { afterEach, describe, expect, inject, it } from 'vitest';
 import { readFreshness } from '../../db/refresh/freshness.js';
 import { policyCache, readPolicy, savePolicy } from '../../db/refresh/policy.js';
+import { replanAndPullIn } from '../../jobs/refresh/continuous.js';
 import { replan } from '../../jobs/refresh/policy.js';
 import {
   estimatedStaleShare,
@@ -16,7 +17,7 @@ import {
   wilson,
 } from '../../src/freshness/index.js';
 import { adminFor } from '../support/admin-helpers.js';
-import { useTestDatabase } from '../support/helpers.js';
+import { captureLogger, useTestDatabase } from '../support/helpers.js';
 import { runCli, testQueue } from '../support/queue-helpers.js';
 
 /** The refresh settings the plan tests make their plans under: continuous, 1/s, a week's max age. */
@@ -271,7 +272,28 @@ describe('the freshness figures', () => {
     expect((await replan(pool(), settings, undefined, stored)).auditAction).toBe('none');
     // 60 of the plan's syncs, every token reissued (one card removed, one inserted): far more than it expected.
     await since(`'refresh', now() + interval '1 second', now(), 'succeeded', 1, 1, 0, 1, 0`);
-    expect((await replan(pool(), settings, undefined, stored)).auditAction).toBe('round-robin');
+    // Each planned a minute after its last sync, as the rates of a busy wallet would plan it.
+    await pool().query(`update subscribers set next_refresh_at = last_success_at + interval '1 minute'`);
+    await pool().query(
+      'update subscriber_schedule q set due_at = s.next_refresh_at from subscribers s where s.subscriber_id = q.subscriber_id',
+    );
+    const { logger, lines } = captureLogger('info');
+    const round = await replanAndPullIn({ pool: pool(), claims: pool(), logger }, stored, settings);
+    expect(round.auditAction).toBe('round-robin');
+    expect(round.syncsMissed).toBe(true);
+    // Going round in turn, each is due at its last sync plus the round: the claim takes them in the
+    // order they were last synced (test/integration/continuous-refresh.test.ts has the claim).
+    const { rows } = await pool().query<{ planned: number; due: number }>(
+      `select distinct round(extract(epoch from s.next_refresh_at - s.last_success_at))::int as planned,
+          round(extract(epoch from q.due_at - s.last_success_at))::int as due
+        from subscribers s join subscriber_schedule q using (subscriber_id)`,
+    );
+    const roundSeconds = Math.round(round.coverageDays! * 86_400);
+    expect(roundSeconds).toBeGreaterThan(60);
+    expect(rows).toEqual([{ planned: roundSeconds, due: roundSeconds }]);
+    expect(lines.some((l) => l.includes('due times planned sooner than the round put back to it'))).toBe(
+      true,
+    );
     // A plan stored by an earlier release expected nothing: its syncs are held to nothing.
     expect(
       (await replan(pool(), settings, undefined, { ...stored, expectedChangedShare: null })).auditAction,

@@ -303,6 +303,9 @@ describe('the schedule', () => {
     // age after the event, where round robin was at 36.4%. Since the plan reads each wallet's chance
     // of a change, not its mean rate, the audit alone leaves 38.7% (fewer of its syncs were on
     // wallets unlikely to be fast), and the plan with its own syncs held to what it expected 37.2%.
+    // Going round in turn, it still took first the busy wallets its rates had planned seconds out,
+    // fresh since the event, ahead of the copies synced before it; in the order of their last syncs
+    // it is at 36.4% (src/freshness/schedule.ts `pullIn`, `inTurnDays`).
     const w = drawWorld(7702, 49);
     expect(w.event).toBe('mass-change');
     const after = { ...w.options, warmupDays: 2 * w.maxAgeDays, days: 3 * w.maxAgeDays };
@@ -311,7 +314,7 @@ describe('the schedule', () => {
     const c = simulate('continuous', after).staleShare;
     expect(auditAlone).toBeGreaterThan(rr * 1.05);
     expect(c).toBeLessThan(auditAlone - 0.01);
-    expect(c).toBeLessThan(rr * 1.05);
+    expect(c).toBeLessThan(rr * 1.005);
   });
 
   it('every token reissued in a fleet synced less than once a max age: a plan that expected most of its syncs to find a change still sees it (simulator, real policy code)', () => {

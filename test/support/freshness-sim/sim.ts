@@ -21,6 +21,7 @@ import {
   plansSyncsFrom,
   pullIn,
   splitForAudit,
+  syncsDisagree,
 } from '../../../src/freshness/index.js';
 import { type Copies, createCopies } from './copies.js';
 import { DueHeap } from './due-heap.js';
@@ -266,8 +267,11 @@ export function simulate(policy: PolicyName, given: SimOptions & RealRun): SimRe
     }
     if (now >= nextReplan) {
       const before = plan.params;
-      const inForce =
-        planMadeAt === null ? null : { ...expectation, roundRobin: plan.audit === 'round-robin' };
+      const wentRound = plan.audit === 'round-robin';
+      // Read before the plan changes, as its judge reads them (src/freshness `auditAction`).
+      const held = plansSyncs(now);
+      const syncsMissed = held !== null && syncsDisagree(held.expected, held);
+      const inForce = planMadeAt === null ? null : { ...expectation, roundRobin: wentRound };
       plan.replan(now);
       planMadeAt = now;
       expectation = expectationSince(
@@ -279,8 +283,13 @@ export function simulate(policy: PolicyName, given: SimOptions & RealRun): SimRe
       if (policy === 'continuous') {
         // As production's replan does (jobs/refresh/policy.ts): due times beyond the plan's longest
         // interval are pulled in, and so are those of subscribers seen once when the population's
-        // rate now asks sooner (src/freshness/schedule.ts `pullIn`).
-        const pull = pullIn(before, plan.params);
+        // rate now asks sooner; a plan that starts going round in turn puts back the due times
+        // planned sooner than the round (src/freshness/schedule.ts `pullIn`).
+        const pull = pullIn(before, plan.params, {
+          before: wentRound,
+          after: plan.audit === 'round-robin',
+          syncsMissed,
+        });
         for (let id = 0; id < n; id++) {
           if (!copies.known[id]) continue;
           const last = copies.lastSuccessAt(id);
@@ -292,6 +301,12 @@ export function simulate(policy: PolicyName, given: SimOptions & RealRun): SimRe
               : Number.POSITIVE_INFINITY,
           );
           if (dueAt[id]! > Math.max(now, by)) schedule(Math.max(now, by), id);
+          else if (
+            pull.inTurnDays !== null &&
+            last !== null &&
+            dueAt[id]! < last + pull.inTurnDays * MS_PER_DAY
+          )
+            schedule(last + pull.inTurnDays * MS_PER_DAY, id);
         }
       }
       nextReplan = now + (o.replanSeconds ?? 3600) * 1000;
