@@ -1,7 +1,7 @@
 // The refresh's statements: runs, the continuous refresh's schedule and lease, the stored plan,
 // the evidence the plan is fitted to, and how fresh the copy is.
 
-export { planEvidenceSample } from './evidence.js';
+export { fillStaleRates, planEvidenceSample, withoutStaleRate } from './evidence.js';
 export {
   auditDisagrees,
   auditDraws,

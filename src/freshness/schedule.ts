@@ -180,7 +180,7 @@ export function afterSuccess(
       : before.observations === null
         ? null
         : [...before.observations];
-  const ratePerDay = estimateRate(observations, params.prior, before.evidence);
+  const { ratePerDay, staleRateAt, planRate } = posteriorPlan(observations, before.evidence, params);
   const planned =
     draw !== undefined && params.prior.mixture
       ? posteriorRateDraw(
@@ -190,15 +190,6 @@ export function afterSuccess(
           params.prior.forgetDays,
         )
       : ratePerDay;
-  // The posterior read once, for the rate it plans by and the one it stores for the estimate.
-  const staleRateAt = params.prior.mixture
-    ? posteriorStaleRates(
-        observations,
-        mixtureFor(params.prior.mixture, before.evidence, observations),
-        params.prior.forgetDays,
-      )
-    : null;
-  const planRate = staleRateAt ? staleRateAt(intervalDays(ratePerDay, params)) : ratePerDay;
   // Exploration only ever asks sooner: a draw that reads a wallet busier than the budget can keep
   // fresh would otherwise leave it to the max age.
   const days = Math.min(
@@ -209,6 +200,44 @@ export function afterSuccess(
   // one synced once (a sync made before any plan stored the default's), the mean for the others.
   const staleRatePerDay = staleRateAt ? staleRateAt(days) : null;
   return { observations, ratePerDay, staleRatePerDay, nextRefreshAt: now + days * MS_PER_DAY };
+}
+
+/**
+ * A subscriber's posterior under the plan's prior, read once: its mean rate, its stale rate at any
+ * interval (null without a mixture), and the rate it is planned by ({@link planningRate}).
+ */
+function posteriorPlan(
+  observations: readonly Observation[] | null,
+  evidence: Evidence | null | undefined,
+  params: PolicyParams,
+): { ratePerDay: number; staleRateAt: ((days: number) => number) | null; planRate: number } {
+  const ratePerDay = estimateRate(observations, params.prior, evidence);
+  const staleRateAt = params.prior.mixture
+    ? posteriorStaleRates(
+        observations,
+        mixtureFor(params.prior.mixture, evidence, observations),
+        params.prior.forgetDays,
+      )
+    : null;
+  const planRate = staleRateAt ? staleRateAt(intervalDays(ratePerDay, params)) : ratePerDay;
+  return { ratePerDay, staleRateAt, planRate };
+}
+
+/**
+ * The stale rate a sync under `params` would store for a subscriber with these observations and
+ * this evidence (as {@link afterSuccess} does, without exploration); null without a mixture. For a
+ * subscriber synced before the plan had a mixture, whose row holds none: the estimate would count
+ * it at its mean rate until its next sync, a round of the fleet away where the budget syncs each
+ * copy less than once a max age, and read a third or more above the truth (docs/refresh.md, "How
+ * stale is the copy?").
+ */
+export function staleRateOf(
+  observations: readonly Observation[] | null,
+  evidence: Evidence | null | undefined,
+  params: PolicyParams,
+): number | null {
+  const { staleRateAt, planRate } = posteriorPlan(observations, evidence, params);
+  return staleRateAt ? staleRateAt(intervalDays(planRate, params)) : null;
 }
 
 /**

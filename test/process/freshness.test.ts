@@ -14,6 +14,7 @@ import {
   STALE_MODEL,
   staleEstimate,
   staleProbability,
+  staleRateOf,
   wilson,
 } from '../../src/freshness/index.js';
 import { adminFor } from '../support/admin-helpers.js';
@@ -219,6 +220,46 @@ describe('the freshness figures', () => {
     // Fewer than 50 observed: no mixture is fitted.
     await pool().query('update subscribers set change_observations = null where subscriber_id > 40');
     expect((await replan(pool(), settings)).priorMixture).toBeNull();
+  });
+
+  it('the first plan with a mixture stores a stale rate for each subscriber synced before it; a rate a sync stored is kept', async () => {
+    // As the test above: 70 quiet, 30 busy, all synced before any plan; 101 synced once, no
+    // observation; 5 since synced under a mixture (its own stale rate).
+    await pool().query(
+      `insert into subscribers (subscriber_id, last_success_at, change_observations)
+        select g, now(), case when g <= 70 then array[7, 7]::real[] else array[-1, -1, -1]::real[] end
+        from generate_series(1, 100) g`,
+    );
+    await pool().query(`insert into subscribers (subscriber_id, last_success_at) values (101, now())`);
+    await pool().query('update subscribers set stale_rate_per_day = 0.123 where subscriber_id = 5');
+    const { logger, lines } = captureLogger('info');
+    const deps = { pool: pool(), claims: pool(), logger };
+    const plan = await replanAndPullIn(deps, undefined, CONTINUOUS);
+    expect(plan.priorMixture).not.toBeNull();
+    const params = policyParams(plan, CONTINUOUS.maxAgeMs);
+    const read = async () =>
+      (
+        await pool().query<{ id: number; observations: number[] | null; rate: number | null }>(
+          `select subscriber_id as id, change_observations as observations, stale_rate_per_day as rate
+            from subscribers order by subscriber_id`,
+        )
+      ).rows;
+    const rows = await read();
+    // What a sync of the same wallet (no card listed) would store under this plan.
+    const noCard = { newestCardAgeDays: null, cards: 0 };
+    for (const r of rows.filter((r) => r.id !== 5 && r.id !== 101))
+      expect(r.rate, String(r.id)).toBeCloseTo(staleRateOf(r.observations, noCard, params)!, 12);
+    // A quiet wallet's chance of a change is far below a busy one's.
+    expect(rows[0]!.rate!).toBeLessThan(rows[99]!.rate! / 10);
+    expect(rows.find((r) => r.id === 5)!.rate).toBe(0.123);
+    expect(rows.find((r) => r.id === 101)!.rate).toBeNull();
+    expect(lines.some((l) => l.includes('stale rates stored for the subscribers synced before it'))).toBe(
+      true,
+    );
+    // A plan after one with a mixture reads nothing of the kind.
+    await pool().query('update subscribers set stale_rate_per_day = null where subscriber_id = 1');
+    await replanAndPullIn(deps, plan, CONTINUOUS);
+    expect((await read())[0]!.rate).toBeNull();
   });
 
   it('a worker that found no plan reads it again within a second; once it has one, at its usual pace', async () => {

@@ -21,6 +21,7 @@ import {
   plansSyncsFrom,
   pullIn,
   splitForAudit,
+  staleRateOf,
   syncsDisagree,
 } from '../../../src/freshness/index.js';
 import { type Copies, createCopies } from './copies.js';
@@ -280,6 +281,15 @@ export function simulate(policy: PolicyName, given: SimOptions & RealRun): SimRe
         now,
       );
       if (plan.audit !== 'none') plansActingOnAudit += 1;
+      if (policy === 'continuous' && plan.params.prior.mixture && !before.prior.mixture) {
+        // As production's replan does (jobs/refresh/continuous.ts): the first plan with a mixture
+        // stores a stale rate for each subscriber with observations synced before it.
+        for (let id = 0; id < n; id++) {
+          const seen = observations[id];
+          if (!seen?.length || copies.staleRate[id] != null) continue;
+          copies.staleRate[id] = staleRateOf(seen, copies.evidenceAt(id, lastSync[id]!), plan.params);
+        }
+      }
       if (policy === 'continuous') {
         // As production's replan does (jobs/refresh/policy.ts): due times beyond the plan's longest
         // interval are pulled in, and so are those of subscribers seen once when the population's
