@@ -85,15 +85,18 @@ export async function pullInSeenOnce(pool: pg.Pool, intervalMs: number, batch = 
 }
 
 /**
- * Puts every due time sooner than its subscriber's last success + `roundMs` back to that, with the
- * subscriber's own plan (or the claim would catch the row up to the old one): a plan that starts
- * going round in turn (src/freshness/schedule.ts `pullIn`) takes the copies in the order they were
- * last synced, where due times its rates planned short would put a wallet synced seconds ago ahead
- * of every copy synced before a mass change. The new due times are not held to now: overdue rows
- * keep the order of their last successes. Which rows were planned short is known only row by row,
- * so this reads the whole schedule, a batch of ids at a time (keyset on the primary key, whatever
- * it moves); it runs only when a plan starts going round. Never-synced rows keep their place, rows
- * a sync is writing are left to that sync. Returns how many it moved.
+ * Puts every due time sooner than its subscriber's last success + `roundMs` back to that: a plan
+ * going round in turn because its own syncs found nearly everything changed (src/freshness/schedule.ts
+ * `pullIn`) takes the copies in the order they were last synced, where due times its rates planned
+ * short would put a wallet synced seconds ago ahead of every copy synced before a mass change. The
+ * new due times are not held to now: overdue rows keep the order of their last successes. The
+ * subscriber's own plan (`next_refresh_at`) is left as its sync wrote it: a plan sooner than the due
+ * time is not caught up to (db/refresh/schedule.ts `BEHIND`), and leaving the wide row alone keeps
+ * the locks in the order a sync takes them (its row, then the schedule's, by the trigger). Rows held
+ * by a claim are left to their sync, never-synced rows keep their place at the front, and rows
+ * another transaction is writing are skipped. Which rows were planned short is known only row by
+ * row, so this reads the whole schedule, a batch of ids at a time (keyset on the primary key,
+ * whatever it moves). Returns how many it moved.
  */
 export async function dueInTurn(pool: pg.Pool, roundMs: number, batch = BATCH): Promise<number> {
   let moved = 0;
@@ -110,11 +113,8 @@ export async function dueInTurn(pool: pg.Pool, roundMs: number, batch = BATCH): 
             from subscriber_schedule q join subscribers s using (subscriber_id)
             where q.subscriber_id in (select subscriber_id from span) and s.last_success_at is not null
               and q.due_at < s.last_success_at + make_interval(secs => $1::float8 / 1000)
+              and (q.leased_until is null or q.leased_until <= now())
             for update of q skip locked
-        ),
-        plans as (
-          update subscribers s set next_refresh_at = p.due from picked p
-            where s.subscriber_id = p.subscriber_id and s.next_refresh_at < p.due
         ),
         rows as (update subscriber_schedule q set due_at = p.due from picked p where q.subscriber_id = p.subscriber_id)
         select (select count(*)::int from picked) as n, (select max(subscriber_id)::text from span) as last`,

@@ -7,14 +7,12 @@ import {
   capHolds,
   claimDue,
   dueInTurn,
-  fillStaleRates,
   pullInSeenOnce,
   type RefreshRun,
   randomSubscribers,
   readPolicy,
   recordFanoutPage,
   type StoredPolicy,
-  withoutStaleRate,
 } from '../../db/refresh/index.js';
 import {
   AUDIT_CHECK_SECONDS,
@@ -24,12 +22,10 @@ import {
   auditAction,
   chooseAhead,
   MS_PER_DAY,
-  type PolicyParams,
   policyParams,
   pullIn,
   replanEveryMs,
   splitForAudit,
-  staleRateOf,
 } from '../../src/freshness/index.js';
 import type { Logger } from '../../src/logging/index.js';
 import { enqueueSyncs, type SyncJobData, type SyncJobResult } from '../sync/index.js';
@@ -93,11 +89,7 @@ export async function replanAndPullIn(
   const pull = pullIn(
     before ? policyParams(before, settings.maxAgeMs) : undefined,
     policyParams(stored, settings.maxAgeMs),
-    {
-      before: before?.auditAction === 'round-robin',
-      after: stored.auditAction === 'round-robin',
-      syncsMissed: stored.syncsMissed,
-    },
+    { roundRobin: stored.auditAction === 'round-robin', syncsMissed: stored.syncsMissed },
   );
   const pulled = await capDueTimes(deps.claims, pull.longestDays * MS_PER_DAY);
   if (pulled > 0)
@@ -107,14 +99,6 @@ export async function replanAndPullIn(
     if (seenOnce > 0)
       deps.logger.info({ pulled: seenOnce }, "subscribers seen once pulled in to the population's rate");
   }
-  if (stored.priorMixture !== null && !before?.priorMixture) {
-    const filled = await fillStaleRatesUnder(deps.claims, policyParams(stored, settings.maxAgeMs));
-    if (filled > 0)
-      deps.logger.info(
-        { filled },
-        'the first plan with a mixture: stale rates stored for the subscribers synced before it',
-      );
-  }
   if (pull.inTurnDays !== null) {
     const inTurn = await dueInTurn(deps.claims, pull.inTurnDays * MS_PER_DAY);
     deps.logger.info(
@@ -123,30 +107,6 @@ export async function replanAndPullIn(
     );
   }
   return stored;
-}
-
-/**
- * Stores, for every subscriber with observations and no stale rate (synced before the plan had a
- * mixture), the stale rate a sync under `params` would store (src/freshness `staleRateOf`): the
- * estimate otherwise counts it at its mean rate until its next sync, which a budget of under one
- * sync per subscriber per max age puts a round of the fleet away (docs/refresh.md, "How stale is
- * the copy?"). One pass over the table, 5,000 rows a page, at the plan that first has a mixture.
- * Returns how many it stored.
- */
-async function fillStaleRatesUnder(pool: pg.Pool, params: PolicyParams): Promise<number> {
-  let filled = 0;
-  for (let after = 0; ; ) {
-    const page = await withoutStaleRate(pool, after);
-    if (page.length === 0) return filled;
-    const rates = page.flatMap((r) => {
-      const staleRatePerDay = staleRateOf(r.observations, r.evidence, params);
-      return staleRatePerDay === null || !Number.isFinite(staleRatePerDay)
-        ? []
-        : [{ id: r.id, staleRatePerDay }];
-    });
-    filled += await fillStaleRates(pool, rates);
-    after = page.at(-1)!.id;
-  }
 }
 
 /** Runs one window's fan-out; returns the run as it stands when the window is over. */

@@ -2,12 +2,14 @@ import type pg from 'pg';
 import {
   auditDraws,
   auditSince,
+  fillStaleRates,
   planEvidenceSample,
   plansSyncsSince,
   readFreshness,
   readPolicy,
   type StoredPolicy,
   savePolicy,
+  withoutStaleRate,
 } from '../../db/refresh/index.js';
 import { liveFleet, strictestMaxAge } from '../../src/fleet/index.js';
 import {
@@ -16,6 +18,7 @@ import {
   type AuditAction,
   type AuditWindow,
   auditAction,
+  auditJudgedFrom,
   expectationSince,
   fitGroupedMixture,
   forgetDaysFor,
@@ -25,6 +28,7 @@ import {
   PLANNED_SHARE,
   PLANS_SYNCS_READ,
   type PlansSyncs,
+  type PolicyParams,
   type Population,
   PRIOR_WEIGHT,
   plannedRates,
@@ -34,6 +38,7 @@ import {
   refitPrior,
   STALE_MODEL,
   solveThreshold,
+  staleRateOf,
   syncsDisagree,
   wilson,
 } from '../../src/freshness/index.js';
@@ -173,6 +178,17 @@ export async function replan(
     expectedChangedShare: threshold.changedShare,
     minIntervalDays: threshold.minIntervalDays,
   };
+  // The first plan with a mixture (the plan in force has none: none yet, or a refit from the
+  // audit) stores a stale rate for the subscribers synced without one; before the plan is stored,
+  // so that a pass cut short (a restart) is made again by the next plan.
+  if (plan.priorMixture !== null && !inForce.prior.mixture) {
+    const filled = await fillStaleRatesUnder(pool, policyParams(plan, settings.maxAgeMs));
+    if (filled > 0)
+      logger?.info(
+        { filled },
+        'the first plan with a mixture: stale rates stored for the subscribers synced before it',
+      );
+  }
   // A plan that begins its own expectation takes the database's clock, as computed_at does; the
   // stored times come back, and the next plan reads them from the plan in force.
   const saved = await savePolicy(pool, {
@@ -204,6 +220,29 @@ export async function replan(
   return { ...plan, ...saved, estimatedStaleRatio: judged.estimate, syncsMissed: judged.syncsMissed };
 }
 
+/**
+ * Stores, for every subscriber with observations and no stale rate (synced before the plan had a
+ * mixture), the stale rate a sync under `params` would store (src/freshness `staleRateOf`): the
+ * estimate otherwise counts it at its mean rate until its next sync, which a budget of under one
+ * sync per subscriber per max age puts a round of the fleet away (docs/refresh.md, "How stale is
+ * the copy?"). One pass over the table, 5,000 rows a page. Returns how many it stored.
+ */
+async function fillStaleRatesUnder(pool: pg.Pool, params: PolicyParams): Promise<number> {
+  let filled = 0;
+  for (let after = 0; ; ) {
+    const page = await withoutStaleRate(pool, after);
+    if (page.length === 0) return filled;
+    const rates = page.flatMap((r) => {
+      const staleRatePerDay = staleRateOf(r.observations, r.evidence, params);
+      return staleRatePerDay === null || !Number.isFinite(staleRatePerDay)
+        ? []
+        : [{ id: r.id, staleRatePerDay }];
+    });
+    filled += await fillStaleRates(pool, rates);
+    after = page.at(-1)!.id;
+  }
+}
+
 /** What the next plan reads of the plan in force: when it was made, and what it expected of its syncs. */
 export type PlanInForce = Pick<
   StoredPolicy,
@@ -232,8 +271,16 @@ async function judgeAudit(
   const { maxAgeMs, budgetPerSec } = settings;
   const f = await readFreshness(pool, maxAgeMs, STALE_MODEL, population);
   const { samples, staleRatio, low, high } = f.audit;
+  // The last max age's draws, but none made under plans of another kind than those in force.
   const lastMaxAge =
-    staleRatio === null || low === null || high === null ? null : { ratio: staleRatio, low, high, samples };
+    before === undefined
+      ? staleRatio === null || low === null || high === null
+        ? null
+        : { ratio: staleRatio, low, high, samples }
+      : await auditWindowSince(
+          pool,
+          new Date(auditJudgedFrom(before.expectedSince.getTime(), Date.now(), maxAgeMs)),
+        );
   const sincePlan = before === undefined ? null : await auditWindowSince(pool, before.computedAt);
   const plansSyncs =
     before === undefined || budgetPerSec === null

@@ -374,22 +374,22 @@ export interface PullIn {
    */
   seenOnceDays: number | null;
   /**
-   * When the new plan goes round in turn, the one before did not, and its own syncs found far more
+   * When the new plan goes round in turn because the plan in force's own syncs found far more
    * changed than it expected (every token reissued): every due time sooner than its subscriber's
    * last success plus this (days) is put back to it, so that the claim, earliest due first, takes
-   * them in the order they were last synced. Null otherwise.
+   * them in the order they were last synced. Null otherwise. Each such plan asks it again: once the
+   * due times are in turn it moves none, and a pass cut short (a restart) is finished by the next.
    */
   inTurnDays: number | null;
 }
 
 /**
- * Whether the plan in force went round in turn (`before`), whether the new one does (`after`), and
- * whether the plan in force's own syncs found far more changed than it expected
- * (src/freshness/staleness.ts `syncsDisagree`), as every token reissued makes them.
+ * Whether the new plan goes round in turn (`auditAction` `round-robin`), and whether the plan in
+ * force's own syncs found far more changed than it expected (src/freshness/staleness.ts
+ * `syncsDisagree`), as every token reissued makes them.
  */
 export interface GoesRound {
-  before: boolean;
-  after: boolean;
+  roundRobin: boolean;
   syncsMissed: boolean;
 }
 
@@ -399,8 +399,8 @@ export interface GoesRound {
  * audit's disagreement, a population rate learnt higher) would otherwise wait for every due time
  * planned under the old one. A subscriber synced before any plan was made (everyone at the max
  * age) or under a population rate since learnt higher is one it knows little about: it is planned
- * at what the population now tells, not left where the old plan put it. A plan that starts going
- * round in turn because the plan before's own syncs found nearly everything changed ({@link GoesRound})
+ * at what the population now tells, not left where the old plan put it. A plan that goes round in
+ * turn because the plan in force's own syncs found nearly everything changed ({@link GoesRound})
  * puts back the due times its rates had planned sooner than the round: after every token is
  * reissued, the copies synced before the event are the stale ones, and a busy wallet synced seconds
  * after it would otherwise come round again ahead of them. Not when the audit alone disagrees (a
@@ -410,7 +410,7 @@ export interface GoesRound {
 export function pullIn(
   before: PolicyParams | undefined,
   after: PolicyParams,
-  goesRound: GoesRound = { before: false, after: false, syncsMissed: false },
+  goesRound: GoesRound = { roundRobin: false, syncsMissed: false },
 ): PullIn {
   const longestDays = longestIntervalDays(after);
   const seenOnce = intervalDays(planningRate(null, after.prior, null, after), after);
@@ -421,7 +421,7 @@ export function pullIn(
   return {
     longestDays,
     seenOnceDays: seenOnce < Math.min(longestDays, 0.8 * seenOnceBefore) ? seenOnce : null,
-    inTurnDays: goesRound.after && !goesRound.before && goesRound.syncsMissed ? longestDays : null,
+    inTurnDays: goesRound.roundRobin && goesRound.syncsMissed ? longestDays : null,
   };
 }
 

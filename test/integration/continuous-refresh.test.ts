@@ -501,13 +501,18 @@ describe('the schedule in Postgres', () => {
     const ago = (s: number) => new Date(Date.now() - s * 1000);
     // Every token was reissued 60 s ago. 87_001 was planned past the round (pulled in by the cap, as
     // before); 87_002 and 87_003, synced before the event, and 87_004, a busy wallet synced after
-    // it, were planned sooner than the round; 87_005 is planned on it; 87_006 was never synced.
+    // it, were planned sooner than the round; 87_005 is planned on it; 87_006 was never synced;
+    // 87_007, planned sooner too, is held by a claim (its sync under way).
     await seed([87_001], ago(200), ago(-100));
     await seed([87_002], ago(150), ago(140));
     await seed([87_003], ago(100), ago(50));
     await seed([87_004], ago(10), ago(-3));
     await seed([87_005], ago(30), ago(-30));
     await seed([87_006], null, null);
+    await seed([87_007], ago(120), ago(-2));
+    await pool().query(
+      "update subscriber_schedule set leased_until = now() + interval '30 seconds' where subscriber_id = 87007",
+    );
     expect(await capDueTimes(pool(), 60_000)).toBe(1);
     expect(await dueInTurn(pool(), 60_000, 2)).toBe(3);
     const { rows } = await pool().query<{
@@ -528,13 +533,18 @@ describe('the schedule in Postgres', () => {
       [87_005, 30],
     ] as const) {
       expect(Number(due.get(id)!.due_ms), String(id)).toBeCloseTo(Date.now() - last * 1000 + 60_000, -3);
-      expect(Number(due.get(id)!.plan_ms)).toBe(Number(due.get(id)!.due_ms));
     }
+    // The cap moves the subscriber's own plan with the due time; putting in turn leaves it as the
+    // sync wrote it (sooner: the claim does not catch up to it).
+    expect(Number(due.get(87_001)!.plan_ms)).toBe(Number(due.get(87_001)!.due_ms));
+    for (const id of [87_002, 87_003, 87_004])
+      expect(Number(due.get(id)!.plan_ms), String(id)).toBeLessThan(Number(due.get(id)!.due_ms) - 5000);
     expect(due.get(87_006)!.due_ms).toBeNull();
+    expect(Number(due.get(87_007)!.due_ms)).toBeCloseTo(Date.now() + 2000, -3);
     expect(await dueInTurn(pool(), 60_000)).toBe(0);
     // The never-synced first, then the copies by their last success: the busy wallet synced after
-    // the event is no longer ahead of those synced before it.
-    expect(await claim(6, defaultPolicy(7))).toEqual([87_006, 87_001, 87_002, 87_003, 87_005, 87_004]);
+    // the event is no longer ahead of those synced before it; the held row is not handed out.
+    expect(await claim(7, defaultPolicy(7))).toEqual([87_006, 87_001, 87_002, 87_003, 87_005, 87_004]);
   });
 
   it('choosing the next due reads the index, not the table', async () => {

@@ -256,10 +256,13 @@ describe('the freshness figures', () => {
     expect(lines.some((l) => l.includes('stale rates stored for the subscribers synced before it'))).toBe(
       true,
     );
-    // A plan after one with a mixture reads nothing of the kind.
+    // A plan after one with a mixture reads nothing of the kind; one after a plan without (a refit
+    // from the audit) does.
     await pool().query('update subscribers set stale_rate_per_day = null where subscriber_id = 1');
-    await replanAndPullIn(deps, plan, CONTINUOUS);
+    expect((await replanAndPullIn(deps, plan, CONTINUOUS)).priorMixture).not.toBeNull();
     expect((await read())[0]!.rate).toBeNull();
+    await replanAndPullIn(deps, { ...plan, priorMixture: null }, CONTINUOUS);
+    expect((await read())[0]!.rate).toBeCloseTo(rows[0]!.rate!, 12);
   });
 
   it('a worker that found no plan reads it again within a second; once it has one, at its usual pace', async () => {
@@ -324,14 +327,13 @@ describe('the freshness figures', () => {
     expect(round.syncsMissed).toBe(true);
     // Going round in turn, each is due at its last sync plus the round: the claim takes them in the
     // order they were last synced (test/integration/continuous-refresh.test.ts has the claim).
-    const { rows } = await pool().query<{ planned: number; due: number }>(
-      `select distinct round(extract(epoch from s.next_refresh_at - s.last_success_at))::int as planned,
-          round(extract(epoch from q.due_at - s.last_success_at))::int as due
+    const { rows } = await pool().query<{ due: number }>(
+      `select distinct round(extract(epoch from q.due_at - s.last_success_at))::int as due
         from subscribers s join subscriber_schedule q using (subscriber_id)`,
     );
     const roundSeconds = Math.round(round.coverageDays! * 86_400);
     expect(roundSeconds).toBeGreaterThan(60);
-    expect(rows).toEqual([{ planned: roundSeconds, due: roundSeconds }]);
+    expect(rows).toEqual([{ due: roundSeconds }]);
     expect(lines.some((l) => l.includes('due times planned sooner than the round put back to it'))).toBe(
       true,
     );
@@ -339,6 +341,29 @@ describe('the freshness figures', () => {
     expect(
       (await replan(pool(), settings, undefined, { ...stored, expectedChangedShare: null })).auditAction,
     ).toBe('none');
+  });
+
+  it("the audit's draws made under plans of another kind than those in force are not held against the estimate", async () => {
+    // 100 subscribers synced an hour ago, each observed quiet for a day: the estimate is low.
+    await pool().query(
+      `insert into subscribers (subscriber_id, last_success_at, change_observations)
+        select g, now() - interval '1 hour', array[1]::real[] from generate_series(1, 100) g`,
+    );
+    expect((await replan(pool(), CONTINUOUS)).auditAction).toBe('none');
+    const stored = (await readPolicy(pool()))!;
+    // 60 audit draws two hours ago, every one found changed: under a plan that went round in turn,
+    // say, in a fleet far staler then than the plans in force keep it.
+    await pool().query(
+      `insert into sync_runs (subscriber_id, trigger, started_at, finished_at, status, cards_seen, inserted, updated, removed, unchanged)
+        select g, 'audit', now() - interval '2 hours', now() - interval '2 hours', 'succeeded', 1, 0, 1, 0, 0
+        from generate_series(1, 60) g`,
+    );
+    const hoursAgo = (h: number) => new Date(Date.now() - h * 3_600_000);
+    // The plans in force began to expect what they expect an hour ago: the draws are not theirs.
+    const since = (h: number) => ({ ...stored, computedAt: hoursAgo(1), expectedSince: hoursAgo(h) });
+    expect((await replan(pool(), CONTINUOUS, undefined, since(1))).auditAction).toBe('none');
+    // Three hours ago: they are, and the audit finds far more changed than the estimate says.
+    expect((await replan(pool(), CONTINUOUS, undefined, since(3))).auditAction).toBe('round-robin');
   });
 
   it("a budget of a few syncs a plan: the plans' own syncs count together while they expect about the same, and a plan that went round in turn begins anew", async () => {

@@ -6,6 +6,7 @@ import {
   aheadWindow,
   allowance,
   auditAction,
+  auditJudgedFrom,
   chooseAhead,
   claimLeaseMs,
   type Expectation,
@@ -80,7 +81,8 @@ export function simulate(policy: PolicyName, given: SimOptions & RealRun): SimRe
   const copies = createCopies(o, world.newestCreated, o.neverSynced);
   const { lastSync, rate, observations, seenNewest } = copies;
   // The plan acts on the audit as production's does (jobs/refresh/policy.ts): the estimate against
-  // the audit's draws of the last max age and of those since the plan in force was made, which the
+  // the audit's draws of the last max age (since the plans in force began to expect what they
+  // expect: src/freshness `auditJudgedFrom`) and of those since the plan in force was made, which the
   // refresh also reads between plans (jobs/refresh/continuous.ts). The class learner, a bound, is
   // given the true mixture.
   const auditWeight = o.auditWeight ?? 1;
@@ -95,7 +97,10 @@ export function simulate(policy: PolicyName, given: SimOptions & RealRun): SimRe
           // ticks and sent the plan round in turn on a disagreement of the simulator's own making.
           planEstimate = estimatedStaleShare(copies.all(), Math.max(0, at - tickMs), population);
           return auditAction(planEstimate, {
-            lastMaxAge: figures.auditInterval(at),
+            lastMaxAge:
+              planMadeAt === null
+                ? figures.auditInterval(at)
+                : figures.auditSince(auditJudgedFrom(expectation.since, at, o.maxAgeDays * MS_PER_DAY)),
             sincePlan: planMadeAt === null ? null : figures.auditSince(planMadeAt),
             plansSyncs: plansSyncs(at),
           });
@@ -151,7 +156,12 @@ export function simulate(policy: PolicyName, given: SimOptions & RealRun): SimRe
       // (the weight's fraction by chance), each found stale or not as its copy is now.
       const fraction = auditWeight % 1;
       const samples = Math.floor(auditWeight) + (fraction > 0 && peeks() < fraction ? 1 : 0);
-      let found = changed ? 1 : 0;
+      // A copy never synced is stale for the audit as for the estimate: production's draw of it
+      // inserts its cards, and an insert counts as found changed (db/refresh `readFreshness`).
+      // Counted by its wallet's next change alone, an intake's newcomers read fresh, the audit fell
+      // far below the estimate, and the plan swung between refitting and going round in turn.
+      const staleNow = (j: number) => copies.lastSuccessAt(j) === null || world.nextChange[j]! <= now;
+      let found = staleNow(id) ? 1 : 0;
       // Each draw as an observation too (its copy's age, and whether it had changed): what the
       // plan refits the population's rate from when the estimate is above the audit.
       const seen: Observation[] = [];
@@ -164,7 +174,7 @@ export function simulate(policy: PolicyName, given: SimOptions & RealRun): SimRe
       observe(id, changed);
       for (let k = 1; k < samples; k++) {
         const j = peekKnown();
-        const stale = world.nextChange[j]! <= now;
+        const stale = staleNow(j);
         if (stale) found += 1;
         observe(j, stale);
       }
@@ -291,15 +301,11 @@ export function simulate(policy: PolicyName, given: SimOptions & RealRun): SimRe
         }
       }
       if (policy === 'continuous') {
-        // As production's replan does (jobs/refresh/policy.ts): due times beyond the plan's longest
+        // As production's replan does (jobs/refresh/continuous.ts): due times beyond the plan's longest
         // interval are pulled in, and so are those of subscribers seen once when the population's
-        // rate now asks sooner; a plan that starts going round in turn puts back the due times
+        // rate now asks sooner; a plan that goes round in turn because its own syncs found nearly everything changed puts back the due times
         // planned sooner than the round (src/freshness/schedule.ts `pullIn`).
-        const pull = pullIn(before, plan.params, {
-          before: wentRound,
-          after: plan.audit === 'round-robin',
-          syncsMissed,
-        });
+        const pull = pullIn(before, plan.params, { roundRobin: plan.audit === 'round-robin', syncsMissed });
         for (let id = 0; id < n; id++) {
           if (!copies.known[id]) continue;
           const last = copies.lastSuccessAt(id);
