@@ -30,7 +30,7 @@ import { e2eSimOptions } from '../support/sim-options.js';
 // The freshness policy as pure code (src/freshness/): the change-rate estimate, the schedule, the
 // budget and the audit's interval, and the simulator that runs that code (test/support/freshness-sim/sim.ts).
 // What the refresh promises in every fleet is in freshness-promises.test.ts; the policy against the
-// database (the figures, the stored plan) in test/process/freshness.test.ts.
+// database in test/process/freshness.test.ts (the figures) and freshness-plan.test.ts (the stored plan).
 
 /** A Poisson process of `rate` a day watched every `every` days, `n` times: the observations. */
 function watch(rate: number, every: number, n: number, seed = 1): number[] {
