@@ -86,7 +86,8 @@ export async function withoutStaleRate(
 
 /**
  * Stores each row's stale rate where none is stored yet: a sync since has stored its own, from a
- * later posterior, and keeps it. Returns how many it stored.
+ * later posterior, and keeps it. A row a sync is writing is skipped, not waited for (that sync stores
+ * its own), so the pass never holds a lock a sync waits on. Returns how many it stored.
  */
 export async function fillStaleRates(
   pool: pg.Pool,
@@ -96,7 +97,9 @@ export async function fillStaleRates(
   const { rowCount } = await pool.query(
     `update subscribers s set stale_rate_per_day = v.rate
       from unnest($1::bigint[], $2::float8[]) as v(id, rate)
-      where s.subscriber_id = v.id and s.stale_rate_per_day is null`,
+      where s.subscriber_id = v.id and s.stale_rate_per_day is null
+        and s.subscriber_id in (select subscriber_id from subscribers
+          where subscriber_id = any($1::bigint[]) and stale_rate_per_day is null for update skip locked)`,
     [rows.map((r) => r.id), rows.map((r) => r.staleRatePerDay)],
   );
   return rowCount ?? 0;

@@ -285,13 +285,19 @@ export async function plansSyncsSince(
  * The audit's draws since `since` (the plan in force was made then): how many, and how many found
  * the copy changed. The continuous refresh reads it between plans (src/freshness `AUDIT_CHECK_SECONDS`).
  */
-export async function auditSince(pool: pg.Pool, since: Date): Promise<{ samples: number; changed: number }> {
+export async function auditSince(
+  pool: pg.Pool,
+  since: Date,
+  /** Not before the last this many seconds either, by the database's clock. */
+  withinSeconds?: number,
+): Promise<{ samples: number; changed: number }> {
   const { rows } = await pool.query<{ samples: number; changed: number }>(
     `select count(*)::int as samples,
         count(*) filter (where inserted + updated + removed + restored > 0)::int as changed
       from sync_runs
-      where trigger = 'audit' and status = 'succeeded' and started_at > $1`,
-    [since],
+      where trigger = 'audit' and status = 'succeeded' and started_at > $1
+        and ($2::float8 is null or started_at > now() - make_interval(secs => $2::float8))`,
+    [since, withinSeconds ?? null],
   );
   return rows[0]!;
 }

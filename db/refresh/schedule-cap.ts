@@ -2,7 +2,7 @@ import type pg from 'pg';
 
 // Due times moved by a new plan rather than by a sync: plans made under a longer REFRESH_MAX_AGE
 // (due times days out) pulled in to the new bound, subscribers seen once pulled in to the
-// population's rate, and a plan that starts going round in turn putting everyone in turn. Nothing
+// population's rate, and a plan going round in turn after a mass change putting everyone in turn. Nothing
 // else would move them before they fall due.
 
 /** Rows one statement moves: a short transaction each, whatever the fleet's size. */
@@ -96,7 +96,8 @@ export async function pullInSeenOnce(pool: pg.Pool, intervalMs: number, batch = 
  * by a claim are left to their sync, never-synced rows keep their place at the front, and rows
  * another transaction is writing are skipped. Which rows were planned short is known only row by
  * row, so this reads the whole schedule, a batch of ids at a time (keyset on the primary key,
- * whatever it moves). Returns how many it moved.
+ * whatever it moves). A due time within a millisecond of the round is in turn already: a sync plans
+ * to the fraction of a millisecond, `due_at` holds whole ones. Returns how many it moved.
  */
 export async function dueInTurn(pool: pg.Pool, roundMs: number, batch = BATCH): Promise<number> {
   let moved = 0;
@@ -112,7 +113,7 @@ export async function dueInTurn(pool: pg.Pool, roundMs: number, batch = BATCH): 
           select q.subscriber_id, s.last_success_at + make_interval(secs => $1::float8 / 1000) as due
             from subscriber_schedule q join subscribers s using (subscriber_id)
             where q.subscriber_id in (select subscriber_id from span) and s.last_success_at is not null
-              and q.due_at < s.last_success_at + make_interval(secs => $1::float8 / 1000)
+              and q.due_at < s.last_success_at + make_interval(secs => $1::float8 / 1000) - interval '1 millisecond'
               and (q.leased_until is null or q.leased_until <= now())
             for update of q skip locked
         ),

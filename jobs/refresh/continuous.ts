@@ -70,7 +70,7 @@ export interface ContinuousStep {
  * Makes the shared plan again, then pulls in what it asks sooner than the due times planned under
  * the one before (`before`, as stored): REFRESH_MAX_AGE is a hard bound (plans made under a longer
  * one are pulled within it), coverage shortens the longest interval, a subscriber seen once is
- * planned at the population's rate, and a plan that starts going round in turn because its own
+ * planned at the population's rate, and a plan that goes round in turn because its own
  * syncs found nearly everything changed takes everyone in the order of their last syncs. Returns the plan as stored, and the estimate it was judged
  * against (jobs/refresh/policy.ts `replan`).
  */

@@ -18,7 +18,6 @@ import {
   type AuditAction,
   type AuditWindow,
   auditAction,
-  auditJudgedFrom,
   expectationSince,
   fitGroupedMixture,
   forgetDaysFor,
@@ -182,7 +181,16 @@ export async function replan(
   // audit) stores a stale rate for the subscribers synced without one; before the plan is stored,
   // so that a pass cut short (a restart) is made again by the next plan.
   if (plan.priorMixture !== null && !inForce.prior.mixture) {
-    const filled = await fillStaleRatesUnder(pool, policyParams(plan, settings.maxAgeMs));
+    // Not a reason to leave the plan unmade: a row left counts at its mean rate until its next sync.
+    const filled = await fillStaleRatesUnder(pool, policyParams(plan, settings.maxAgeMs)).catch(
+      (error: Error) => {
+        logger?.warn(
+          { err: error.message },
+          'stale rates for the subscribers synced before the mixture not stored',
+        );
+        return 0;
+      },
+    );
     if (filled > 0)
       logger?.info(
         { filled },
@@ -271,16 +279,14 @@ async function judgeAudit(
   const { maxAgeMs, budgetPerSec } = settings;
   const f = await readFreshness(pool, maxAgeMs, STALE_MODEL, population);
   const { samples, staleRatio, low, high } = f.audit;
-  // The last max age's draws, but none made under plans of another kind than those in force.
+  // The last max age's draws, but none made under plans of another kind than those in force
+  // (src/freshness `auditJudgedFrom`, here on the database's clock, as the ledger is stamped).
   const lastMaxAge =
     before === undefined
       ? staleRatio === null || low === null || high === null
         ? null
         : { ratio: staleRatio, low, high, samples }
-      : await auditWindowSince(
-          pool,
-          new Date(auditJudgedFrom(before.expectedSince.getTime(), Date.now(), maxAgeMs)),
-        );
+      : await auditWindowSince(pool, before.expectedSince, maxAgeMs / 1000);
   const sincePlan = before === undefined ? null : await auditWindowSince(pool, before.computedAt);
   const plansSyncs =
     before === undefined || budgetPerSec === null
@@ -316,8 +322,12 @@ export async function plansSyncsOf(
 }
 
 /** The audit's draws since `since` as src/freshness `auditAction` reads a window (null: none yet). */
-export async function auditWindowSince(pool: pg.Pool, since: Date): Promise<AuditWindow | null> {
-  const a = await auditSince(pool, since);
+export async function auditWindowSince(
+  pool: pg.Pool,
+  since: Date,
+  withinSeconds?: number,
+): Promise<AuditWindow | null> {
+  const a = await auditSince(pool, since, withinSeconds);
   const w = wilson(a.changed, a.samples);
   return w === null ? null : { ...w, samples: a.samples };
 }

@@ -211,7 +211,7 @@ function formatFreshness(f: Freshness): string[] {
   else if (auditDisagrees(f))
     lines.push(
       "  MODEL DISAGREES: the audit's interval excludes the estimate; the change-rate model is wrong for this population (see docs/runbooks.md, CardsSyncFreshnessModelWrong). " +
-        "The plan acts once the estimate is further off than its usual error (30%, or 0.3 point, outside the audit's interval)",
+        "The plan acts once the estimate is further off than its usual error (30%, or 0.3 point, outside the audit's interval), judged on the audit's draws under plans of the kind in force",
     );
   if (f.keepsMaxAge === false && f.budgetKeepsMaxAge !== false)
     lines.push(

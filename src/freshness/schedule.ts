@@ -378,7 +378,7 @@ export interface PullIn {
    * changed than it expected (every token reissued): every due time sooner than its subscriber's
    * last success plus this (days) is put back to it, so that the claim, earliest due first, takes
    * them in the order they were last synced. Null otherwise. Each such plan asks it again: once the
-   * due times are in turn it moves none, and a pass cut short (a restart) is finished by the next.
+   * due times are in turn it moves none, and a pass cut short (a restart) is finished by the next such plan.
    */
   inTurnDays: number | null;
 }

@@ -225,7 +225,8 @@ export function auditAction(
  * staler than on the rates, or fresher, by several times, and the last max age's draws, held against
  * the estimate of now, sent the next plan the other way, plan after plan (seed 80801, world 9: 19
  * plans of 30 acting on the audit, 2.17% stale where the oracle keeps 0.73%; docs/refresh.md "When
- * the audit disagrees").
+ * the audit disagrees"). Production takes the same bound in SQL, on the database's clock that
+ * stamps the ledger (jobs/refresh/policy.ts `judgeAudit`); the simulator calls this.
  */
 export function auditJudgedFrom(expectedSince: number, now: number, maxAgeMs: number): number {
   return Math.max(expectedSince, now - maxAgeMs);

@@ -175,7 +175,7 @@ describe('the plan', () => {
     expect(round.auditAction).toBe('round-robin');
     expect(round.syncsMissed).toBe(true);
     // Going round in turn, each is due at its last sync plus the round: the claim takes them in the
-    // order they were last synced (test/integration/continuous-refresh.test.ts has the claim).
+    // order they were last synced (test/integration/refresh-schedule.test.ts has the claim).
     const { rows } = await pool().query<{ due: number }>(
       `select distinct round(extract(epoch from q.due_at - s.last_success_at))::int as due
         from subscribers s join subscriber_schedule q using (subscriber_id)`,

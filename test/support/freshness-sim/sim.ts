@@ -292,7 +292,7 @@ export function simulate(policy: PolicyName, given: SimOptions & RealRun): SimRe
       );
       if (plan.audit !== 'none') plansActingOnAudit += 1;
       if (policy === 'continuous' && plan.params.prior.mixture && !before.prior.mixture) {
-        // As production's replan does (jobs/refresh/continuous.ts): the first plan with a mixture
+        // As production's replan does (jobs/refresh/policy.ts): the first plan with a mixture
         // stores a stale rate for each subscriber with observations synced before it.
         for (let id = 0; id < n; id++) {
           const seen = observations[id];
