@@ -27,11 +27,7 @@ const CONTINUOUS = {
 
 describe('the plan', () => {
   const database = useTestDatabase();
-  const cleanups: (() => Promise<unknown>)[] = [];
-  afterEach(async () => {
-    for (const c of cleanups.splice(0).reverse()) await c();
-    await database.handle.db.execute(sql`truncate sync_runs, subscribers, refresh_policy`);
-  });
+  afterEach(() => database.handle.db.execute(sql`truncate sync_runs, subscribers, refresh_policy`));
   const pool = () => database.handle.pool;
 
   it('the plan fits the population mixture once 50 subscribers have observations; workers read it, and refuse a malformed one', async () => {
